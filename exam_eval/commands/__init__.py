@@ -1,0 +1,1 @@
+"""One thin module per command; shared plumbing lives in ``_base``."""

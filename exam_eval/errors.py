@@ -1,0 +1,42 @@
+"""Errors that the command layer turns into one line and an exit code.
+
+trec_eval's convention: 1 for a usage error, 2 for bad input. Everything that reads a
+user's file raises InputError with the file and (1-based) line so the message can say
+exactly where to look.
+"""
+
+from __future__ import annotations
+
+EXIT_USAGE = 1
+EXIT_INPUT = 2
+
+
+class ExamEvalError(Exception):
+    exit_code = EXIT_INPUT
+
+
+class InputError(ExamEvalError):
+    """Bad input data: rendered as ``file:line: reason``."""
+
+    exit_code = EXIT_INPUT
+
+    def __init__(self, reason: str, path: str | None = None, line: int | None = None):
+        self.reason = reason
+        self.path = path
+        self.line = line
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        where = ""
+        if self.path is not None:
+            where = str(self.path)
+            if self.line is not None:
+                where += f":{self.line}"
+            where += ": "
+        return where + self.reason
+
+
+class UsageError(ExamEvalError):
+    """The command line itself is wrong (unknown measure, conflicting options)."""
+
+    exit_code = EXIT_USAGE

@@ -1,0 +1,198 @@
+"""Grades: what an LLM (or other grader) said about one passage and one bank item.
+
+Our format is JSONL (gzip optional), one line per graded
+(query_id, doc_id, item_id, model, prompt)::
+
+    {"query_id": "19335", "doc_id": "1017759", "item_id": "19335/96a7...", "kind": "question",
+     "grade": 4, "probs": {"0": 0.01, ..., "5": 0.02} | null, "answer": "4",
+     "parse_ok": true, "model": "google/flan-t5-large", "prompt": "question-selfrating",
+     "prompt_hash": "3f2a..."}
+
+- ``grade`` is an integer on the prompt's scale, or null when the output could not be
+  parsed (then ``parse_ok`` is false; such lines never count as a grade).
+- ``item_id`` and ``kind`` are null for direct relevance prompts (no bank item): the
+  grade is then the passage's label itself.
+- The file is append-only: shards merge by concatenation and the last line for a key
+  wins, so a resumed or re-run grading simply appends.
+
+Readers also accept the reference workbench's graded "runs-with-text" files (one JSON
+array ``[query_id, [paragraph, ...]]`` per line); see ``read_grades``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import IO, Iterable, Iterator
+
+from ..errors import InputError, UsageError
+from .jsonl import dumps, iter_jsonl, require_fields
+from .openers import display_name
+
+
+@dataclass(slots=True)
+class Grade:
+    query_id: str
+    doc_id: str
+    item_id: str | None
+    kind: str | None
+    grade: int | None
+    probs: dict[str, float] | None
+    answer: str | None
+    parse_ok: bool
+    model: str
+    prompt: str
+    prompt_hash: str | None = None
+
+    @property
+    def key(self) -> tuple:
+        return (self.query_id, self.doc_id, self.item_id, self.model, self.prompt)
+
+    @property
+    def grader(self) -> tuple[str, str]:
+        return (self.model, self.prompt)
+
+    def to_json(self) -> dict:
+        return {
+            "query_id": self.query_id, "doc_id": self.doc_id, "item_id": self.item_id,
+            "kind": self.kind, "grade": self.grade, "probs": self.probs, "answer": self.answer,
+            "parse_ok": self.parse_ok, "model": self.model, "prompt": self.prompt,
+            "prompt_hash": self.prompt_hash,
+        }
+
+
+def grade_line(g: Grade) -> str:
+    return dumps(g.to_json()) + "\n"
+
+
+def write_grades(grades: Iterable[Grade], out: IO[str]) -> int:
+    n = 0
+    for g in grades:
+        out.write(grade_line(g))
+        n += 1
+    return n
+
+
+_REQUIRED = ("query_id", "doc_id", "item_id", "grade", "parse_ok", "model", "prompt")
+
+
+def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
+    require_fields(obj, _REQUIRED, name, lineno)
+    grade = obj["grade"]
+    parse_ok = obj["parse_ok"]
+    if not isinstance(parse_ok, bool):
+        raise InputError("'parse_ok' must be true or false", name, lineno)
+    if grade is not None and (isinstance(grade, bool) or not isinstance(grade, int)):
+        raise InputError(f"'grade' must be an integer or null, got {grade!r}", name, lineno)
+    if grade is None and parse_ok:
+        raise InputError("'grade' is null but 'parse_ok' is true", name, lineno)
+    probs = obj.get("probs")
+    if probs is not None:
+        if not isinstance(probs, dict) or not all(isinstance(v, (int, float)) for v in probs.values()):
+            raise InputError("'probs' must be an object of label -> probability, or null", name, lineno)
+    item_id = obj["item_id"]
+    return Grade(
+        query_id=str(obj["query_id"]), doc_id=str(obj["doc_id"]),
+        item_id=None if item_id is None else str(item_id), kind=obj.get("kind"),
+        grade=grade, probs=probs, answer=obj.get("answer"), parse_ok=parse_ok,
+        model=str(obj["model"]), prompt=str(obj["prompt"]), prompt_hash=obj.get("prompt_hash"),
+    )
+
+
+def _grades_from_workbench(obj: list, name: str, lineno: int) -> Iterator[Grade]:
+    """One workbench line: ``[query_id, [paragraph, ...]]`` with ``exam_grades``."""
+    if len(obj) != 2 or not isinstance(obj[1], list):
+        raise InputError("workbench line must be [query_id, [paragraphs]]", name, lineno)
+    qid = str(obj[0])
+    for para in obj[1]:
+        if not isinstance(para, dict) or "paragraph_id" not in para:
+            raise InputError("workbench paragraph without 'paragraph_id'", name, lineno)
+        doc_id = str(para["paragraph_id"])
+        for block in (para.get("exam_grades") or []):
+            model = str(block.get("llm"))
+            info = block.get("prompt_info") or {}
+            prompt = str(info.get("prompt_class") or (block.get("llm_options") or {}).get("prompt_template"))
+            answers = {}
+            for pair in block.get("answers") or []:
+                if isinstance(pair, list) and len(pair) == 2:
+                    answers[str(pair[0])] = pair[1]
+            for rating in block.get("self_ratings") or []:
+                if "question_id" in rating:
+                    item_id, kind = rating["question_id"], "question"
+                elif "nugget_id" in rating:
+                    item_id, kind = rating["nugget_id"], "nugget"
+                else:
+                    raise InputError("self_rating without question_id or nugget_id", name, lineno)
+                value = rating.get("self_rating")
+                ok = isinstance(value, int) and not isinstance(value, bool)
+                yield Grade(qid, doc_id, str(item_id), kind, value if ok else None, None,
+                            answers.get(str(item_id)), ok, model, prompt, None)
+        for block in (para.get("grades") or []):
+            # direct relevance prompts: one label per passage
+            info = block.get("prompt_info") or {}
+            value = block.get("self_ratings")
+            ok = isinstance(value, int) and not isinstance(value, bool)
+            yield Grade(qid, doc_id, None, None, value if ok else None, None, block.get("answer"), ok,
+                        str(block.get("llm")), str(info.get("prompt_class")), None)
+
+
+def iter_grades(path: str | os.PathLike) -> Iterator[tuple[int, Grade]]:
+    """Every grade line, in file order, from either format."""
+    name = display_name(path)
+    for lineno, obj in iter_jsonl(path):
+        if isinstance(obj, list):
+            for g in _grades_from_workbench(obj, name, lineno):
+                yield lineno, g
+        elif isinstance(obj, dict):
+            yield lineno, _grade_from_ours(obj, name, lineno)
+        else:
+            raise InputError("expected a grade object or a workbench [query_id, paragraphs] line", name, lineno)
+
+
+def read_grades(
+    paths: str | os.PathLike | Iterable[str | os.PathLike],
+    *,
+    model: str | None = None,
+    prompt: str | None = None,
+    kind: str | None = None,
+    single_grader: bool = True,
+) -> list[Grade]:
+    """Grades after "last line wins" per key, filtered by model / prompt / kind.
+
+    With ``single_grader`` (the default for qrels and cover) a file that still holds
+    several (model, prompt) graders after filtering is a usage error that lists them,
+    rather than silently mixing two scales.
+    """
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    latest: dict[tuple, Grade] = {}
+    names = []
+    for path in paths:
+        names.append(display_name(path))
+        for _, g in iter_grades(path):
+            if model is not None and g.model != model:
+                continue
+            if prompt is not None and g.prompt != prompt:
+                continue
+            if kind is not None and g.kind != kind:
+                continue
+            latest.pop(g.key, None)  # re-insert so order follows the last occurrence
+            latest[g.key] = g
+    grades = list(latest.values())
+    if not grades:
+        filt = ", ".join(f"{k}={v}" for k, v in (("model", model), ("prompt", prompt), ("kind", kind)) if v)
+        raise InputError("no grades" + (f" matching {filt}" if filt else ""), ", ".join(names))
+    if single_grader:
+        graders = sorted({g.grader for g in grades})
+        if len(graders) > 1:
+            listing = "; ".join(f"--model {m!r} --prompt {p!r}" for m, p in graders)
+            raise UsageError(f"{', '.join(names)} holds grades of several graders; choose one: {listing}")
+    return grades
+
+
+def grades_summary(grades: Iterable[Grade]) -> dict[str, int]:
+    total = failed = 0
+    for g in grades:
+        total += 1
+        failed += not g.parse_ok
+    return {"grades": total, "unparsed": failed}

@@ -1,0 +1,104 @@
+"""TREC run and qrels files, read as strictly as trec_eval and with better locations.
+
+Run:   ``qid Q0 docno rank score tag`` (rank ignored; order = score desc, docno desc).
+Qrels: ``qid iter docno label`` (integer label; negative = judged but unjudged-like,
+       as in trec_eval).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import IO, Mapping
+
+from ..errors import InputError
+from .openers import display_name, iter_lines
+
+Run = dict[str, dict[str, float]]      # qid -> docno -> score
+Qrels = dict[str, dict[str, int]]      # qid -> docno -> label
+
+
+def run_name(path: str | os.PathLike) -> str:
+    """Leaderboard name of a run file: the file name without its extensions."""
+    base = os.path.basename(str(path))
+    for ext in (".gz", ".run", ".txt", ".trec", ".tsv", ".res"):
+        if base.endswith(ext) and len(base) > len(ext):
+            base = base[: -len(ext)]
+    return base
+
+
+def read_run(path: str | os.PathLike, *, allow_empty: bool = False) -> Run:
+    name = display_name(path)
+    run: Run = {}
+    where: dict[tuple[str, str], int] = {}
+    for lineno, line in iter_lines(path):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 6:
+            raise InputError(f"expected 6 fields 'qid Q0 docno rank score tag', found {len(fields)}", name, lineno)
+        qid, _, docno, _, score_s, _ = fields
+        try:
+            score = float(score_s)
+        except ValueError:
+            raise InputError(f"score {score_s!r} is not a number", name, lineno) from None
+        if not math.isfinite(score):
+            raise InputError(f"score {score_s!r} is not finite", name, lineno)
+        key = (qid, docno)
+        if key in where:
+            raise InputError(f"duplicate document {docno} for query {qid} (first on line {where[key]})", name, lineno)
+        where[key] = lineno
+        run.setdefault(qid, {})[docno] = score
+    if not run and not allow_empty:
+        raise InputError("run is empty", name)
+    return run
+
+
+def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
+    name = display_name(path)
+    qrels: Qrels = {}
+    where: dict[tuple[str, str], int] = {}
+    for lineno, line in iter_lines(path):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 4:
+            raise InputError(f"expected 4 fields 'qid iter docno label', found {len(fields)}", name, lineno)
+        qid, _, docno, label_s = fields
+        try:
+            label = int(label_s)
+        except ValueError:
+            raise InputError(f"relevance label {label_s!r} is not an integer", name, lineno) from None
+        key = (qid, docno)
+        if key in where:
+            raise InputError(f"duplicate judgment of {docno} for query {qid} (first on line {where[key]})", name, lineno)
+        where[key] = lineno
+        qrels.setdefault(qid, {})[docno] = label
+    if not qrels and not allow_empty:
+        raise InputError("qrels file is empty", name)
+    return qrels
+
+
+def ranked(docs: Mapping[str, float]) -> list[str]:
+    """Docnos in trec_eval order: score descending, ties broken by docno descending."""
+    return sorted(docs, key=lambda d: (docs[d], d), reverse=True)
+
+
+def write_qrels(qrels: Qrels, out: IO[str]) -> int:
+    """Queries and documents in lexicographic order (stable bytes for make and diff)."""
+    n = 0
+    for qid in sorted(qrels):
+        docs = qrels[qid]
+        for docno in sorted(docs):
+            out.write(f"{qid} 0 {docno} {docs[docno]}\n")
+            n += 1
+    return n
+
+
+def write_run(run: Run, out: IO[str], tag: str) -> int:
+    n = 0
+    for qid in sorted(run):
+        for rank, docno in enumerate(ranked(run[qid]), 1):
+            out.write(f"{qid} Q0 {docno} {rank} {run[qid][docno]!r} {tag}\n")
+            n += 1
+    return n
