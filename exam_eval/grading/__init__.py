@@ -1,0 +1,1 @@
+"""Grading: published prompts, output parsing, answer verification."""

@@ -1,0 +1,172 @@
+"""The Prompt type and the prompt registry.
+
+A prompt is data: the published text (``template``, optional ``system``), how a grade is
+read from the model (``mode`` "score" = next-token probabilities of ``labels``; "generate"
+= parse the generated text) and the scale. Adding a prompt family is one module under
+``exam_eval.grading.prompts`` that calls :func:`register`, plus one import line in the
+package ``__init__``.
+
+Placeholders are ``{query}``, ``{question}``, ``{nugget}``, ``{item}`` (question and
+nugget are both filled with the bank item's text), ``{context}`` and ``{answer}``. They are
+substituted in ONE regex pass, never with ``str.format``: a passage that itself contains
+``{question}`` or a brace is inserted literally and not expanded again, and literal braces
+in the published text (Thomas' JSON, for instance) are kept as they are.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from exam_eval.errors import UsageError
+
+PLACEHOLDER = re.compile(r"\{(query|question|nugget|item|context|answer)\}")
+TARGETS = ("question", "nugget", "direct")
+MODES = ("score", "generate")
+
+
+@dataclass(frozen=True)
+class Parsed:
+    grade: int | None  # None when unparseable (parse_ok False) or pending verification
+    parse_ok: bool
+    answer: str | None  # extracted answer text for extraction prompts, else None
+    note: str = ""  # e.g. "unanswerable", "no digit found"
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    source: str
+    target: str  # "question" | "nugget" | "direct"
+    mode: str  # "score" | "generate"
+    labels: tuple[str, ...]
+    scale: tuple[int, int]
+    template: str
+    system: str | None = None
+    needs_verification: bool = False
+    # Name of the output parser in exam_eval.grading.parsing.PARSERS.
+    parser: str = "rating"
+    # How system and user text are joined into one string for seq2seq/completion models.
+    joiner: str = "\n"
+    # Few-shot turns the paper shows as separate chat turns: ((user, assistant), ...).
+    # They are rendered with the same placeholders' values left out (they are fixed text).
+    shots: tuple[tuple[str, str], ...] = ()
+    description: str = ""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self):
+        if self.target not in TARGETS:
+            raise ValueError(f"prompt {self.id}: target must be one of {TARGETS}")
+        if self.mode not in MODES:
+            raise ValueError(f"prompt {self.id}: mode must be one of {MODES}")
+        if self.mode == "score" and not self.labels:
+            raise ValueError(f"prompt {self.id}: score mode needs labels")
+
+    # -- rendering ---------------------------------------------------------------------
+    def _fill(self, text: str, values: dict[str, str]) -> str:
+        return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
+
+    def _values(self, query: str, item: str | None, context: str, answer: str | None) -> dict[str, str]:
+        item_text = "" if item is None else item
+        return {
+            "query": query,
+            "question": item_text,
+            "nugget": item_text,
+            "item": item_text,
+            "context": context,
+            "answer": "" if answer is None else answer,
+        }
+
+    def user_text(self, *, query: str, item: str | None, context: str, answer: str | None = None) -> str:
+        return self._fill(self.template, self._values(query, item, context, answer))
+
+    def system_text(self, *, query: str, item: str | None, context: str, answer: str | None = None) -> str | None:
+        if self.system is None:
+            return None
+        return self._fill(self.system, self._values(query, item, context, answer))
+
+    def render(self, *, query: str, item: str | None, context: str, answer: str | None = None) -> str:
+        """One string for seq2seq/completion models: system, few-shot turns, user."""
+        parts = []
+        system = self.system_text(query=query, item=item, context=context, answer=answer)
+        if system is not None:
+            parts.append(system)
+        for user, assistant in self.shots:
+            parts.append(user)
+            parts.append(assistant)
+        parts.append(self.user_text(query=query, item=item, context=context, answer=answer))
+        return self.joiner.join(parts)
+
+    def overhead(self, query: str, item: str | None, answer: str | None = None) -> str:
+        """The rendered prompt without the passage: what truncation must leave room for."""
+        return self.render(query=query, item=item, context="", answer=answer)
+
+    def messages(self, *, query: str, item: str | None, context: str, answer: str | None = None) -> list[dict]:
+        """Chat form: optional system message, few-shot turns, then the user turn."""
+        out: list[dict] = []
+        system = self.system_text(query=query, item=item, context=context, answer=answer)
+        if system is not None:
+            out.append({"role": "system", "content": system})
+        for user, assistant in self.shots:
+            out.append({"role": "user", "content": user})
+            out.append({"role": "assistant", "content": assistant})
+        out.append({"role": "user", "content": self.user_text(query=query, item=item, context=context, answer=answer)})
+        return out
+
+    # -- reading the model's output ------------------------------------------------------
+    def parse(self, text: str) -> Parsed:
+        from exam_eval.grading.parsing import PARSERS
+
+        return PARSERS[self.parser](self, text)
+
+    @property
+    def hash(self) -> str:
+        """Stable over what changes a grade: the texts, labels, scale, mode and parser."""
+        payload = json.dumps(
+            {
+                "template": self.template,
+                "system": self.system,
+                "shots": [list(s) for s in self.shots],
+                "joiner": self.joiner,
+                "labels": list(self.labels),
+                "scale": list(self.scale),
+                "mode": self.mode,
+                "parser": self.parser,
+            },
+            sort_keys=True,
+            ensure_ascii=False,
+        )
+        return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
+
+    @property
+    def placeholders(self) -> set[str]:
+        texts = [self.template, self.system or ""]
+        return {m.group(1) for t in texts for m in PLACEHOLDER.finditer(t)}
+
+
+REGISTRY: dict[str, Prompt] = {}
+
+
+def register(prompt: Prompt) -> Prompt:
+    if prompt.id in REGISTRY and REGISTRY[prompt.id] != prompt:
+        raise ValueError(f"prompt id {prompt.id!r} registered twice")
+    REGISTRY[prompt.id] = prompt
+    return prompt
+
+
+def get_prompt(name_or_path: str) -> Prompt:
+    """A registered prompt by id, or a custom prompt loaded from an existing file."""
+    import exam_eval.grading.prompts  # noqa: F401  (registers the published prompts)
+
+    if name_or_path in REGISTRY:
+        return REGISTRY[name_or_path]
+    path = name_or_path[5:] if name_or_path.startswith("file:") else name_or_path
+    if Path(path).is_file():
+        from exam_eval.grading.prompts.custom import load_prompt_file
+
+        return register(load_prompt_file(path))
+    known = ", ".join(sorted(k for k in REGISTRY if not k.startswith("file:")))
+    raise UsageError(f"unknown prompt {name_or_path!r} (not a prompt id or an existing file); known prompts: {known}")
