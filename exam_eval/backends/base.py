@@ -1,0 +1,265 @@
+"""The back-end interface and registry.
+
+A back end grades a batch of :class:`GradeRequest` (prompt, query, bank item text or
+None for direct prompts, passage text, optional answer keys) and returns one
+:class:`GradeResult` ``(answer, grade, probs, parse_ok)`` per request, in order.
+
+Two kinds of back ends implement it:
+
+- LLM back ends subclass :class:`PromptBackend` and implement only ``_score`` (next-token
+  probabilities of the prompt's labels, one forward pass) and/or ``_generate`` (text).
+  Rendering, truncating the passage to the model window, parsing and answer-key checks
+  live here, once, for all of them.
+- Non-prompt graders (the embedding-similarity baseline) subclass :class:`Backend` and
+  implement ``grade`` directly; they ignore the prompt's text but must still return
+  grades on the prompt's scale.
+
+The registry maps a name to ``"module:Class"`` so that listing back ends or resolving
+``--backend`` never imports torch; adding a back end is one module plus one line in
+``BACKENDS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Sequence
+
+from ..errors import UsageError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..grading.prompts.base import Parsed, Prompt
+
+
+@dataclass(frozen=True)
+class GradeRequest:
+    prompt: "Prompt"
+    query: str
+    item_text: str | None  # None for direct relevance prompts
+    context: str  # the passage
+    answer_keys: tuple[str, ...] | None = None
+
+
+class GradeResult(NamedTuple):
+    answer: str | None  # raw model output (or the label read in scoring mode)
+    grade: int | None  # None exactly when parse_ok is False
+    probs: dict[str, float] | None  # normalised over the prompt's labels, when scored
+    parse_ok: bool
+
+
+class Backend(ABC):
+    """What the engine needs from any grader."""
+
+    name: ClassVar[str] = ""
+    #: True when the back end can read label probabilities (scoring mode).
+    can_score: ClassVar[bool] = False
+    #: How many requests the engine should hand over at once.
+    batch_size: int = 8
+
+    def __init__(self, model: str | None = None, **_ignored: Any):
+        self.model_id = model or ""
+
+    # -- what the engine and the cache see --------------------------------------------
+    @property
+    def cache_identity(self) -> str:
+        """Everything besides the prompt that changes a grade (model, decoding options).
+
+        The cache keys on this, so grades from beam search and greedy decoding, or from
+        scoring and generation, never stand in for each other.
+        """
+        return f"{self.name}:{self.model_id}"
+
+    @property
+    def context_window(self) -> int | None:
+        """Input tokens the model accepts (None: no limit the engine must respect)."""
+        return None
+
+    def count_tokens(self, text: str) -> int:
+        """Token count used for truncation and length-sorted batching.
+
+        The fallback (about 4 characters per token, as for English BPE vocabularies) is
+        only used by back ends without a tokenizer of their own.
+        """
+        return max(1, math.ceil(len(text) / 4)) if text else 0
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        if max_tokens <= 0:
+            return ""
+        if self.count_tokens(text) <= max_tokens:
+            return text
+        return text[: max_tokens * 4]
+
+    @abstractmethod
+    def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:
+        """One result per request, in order. Must not raise for an unparseable output."""
+
+    def load(self) -> None:
+        """Load weights / open connections. Called once, after all inputs are validated."""
+
+    def close(self) -> None:
+        """Release resources (connections, GPU memory)."""
+
+
+class PromptBackend(Backend):
+    """Shared logic of LLM back ends: render, truncate, score or generate, parse."""
+
+    #: Tokens kept free for the answer (generation) and template special tokens.
+    reserve_tokens: int = 8
+    max_new_tokens: int = 64
+
+    def uses_scoring(self, prompt: "Prompt") -> bool:
+        return prompt.mode == "score" and self.can_score
+
+    # -- hooks a back end implements ------------------------------------------------------
+    def _score(self, requests: Sequence[GradeRequest], labels: tuple[str, ...]) -> list[dict[str, float] | None]:
+        """Unnormalised probabilities (any positive weights) of each label as next token.
+
+        None for a request means the back end could not read them (the engine then
+        records parse_ok false instead of inventing a grade).
+        """
+        raise NotImplementedError
+
+    @abstractmethod
+    def _generate(self, requests: Sequence[GradeRequest], max_new_tokens: int) -> list[str | None]:
+        """Generated text per request, None when the model call failed."""
+
+    # -- shared machinery ------------------------------------------------------------------
+    def fit_context(self, req: GradeRequest, answer: str | None = None) -> str:
+        """The passage, cut so that instructions, question and passage fit the window.
+
+        Only the passage is shortened: a truncated question would be graded as a
+        different question.
+        """
+        window = self.context_window
+        if window is None:
+            return req.context
+        overhead = self.count_tokens(req.prompt.overhead(req.query, req.item_text, answer))
+        budget = window - overhead - self.reserve_tokens
+        return self.truncate(req.context, budget)
+
+    def render(self, req: GradeRequest, answer: str | None = None) -> str:
+        return req.prompt.render(query=req.query, item=req.item_text, context=self.fit_context(req, answer),
+                                 answer=answer)
+
+    def messages(self, req: GradeRequest, answer: str | None = None) -> list[dict]:
+        return req.prompt.messages(query=req.query, item=req.item_text, context=self.fit_context(req, answer),
+                                   answer=answer)
+
+    def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:
+        results: list[GradeResult | None] = [None] * len(requests)
+        score_idx: dict[tuple[str, ...], list[int]] = {}
+        gen_idx: list[int] = []
+        for i, req in enumerate(requests):
+            if self.uses_scoring(req.prompt):
+                score_idx.setdefault(tuple(req.prompt.labels), []).append(i)
+            else:
+                gen_idx.append(i)
+        for labels, idx in score_idx.items():
+            weights = self._score([requests[i] for i in idx], labels)
+            for i, w in zip(idx, weights):
+                results[i] = scored_result(requests[i].prompt, labels, w)
+        if gen_idx:
+            texts = self._generate([requests[i] for i in gen_idx], self.max_new_tokens)
+            for i, text in zip(gen_idx, texts):
+                results[i] = self.interpret(requests[i], text)
+        return results  # type: ignore[return-value]
+
+    def interpret(self, req: GradeRequest, text: str | None) -> GradeResult:
+        """Parse generated text; apply the answer key when the bank has one."""
+        if text is None:
+            return GradeResult(None, None, None, False)
+        parsed = req.prompt.parse(text)
+        grade, ok = finish_parsed(req, parsed)
+        return GradeResult(text, grade, None, ok)
+
+
+def label_grade(prompt: "Prompt", labels: Sequence[str], index: int) -> int:
+    """The grade a label stands for: the label itself when numeric, else its position."""
+    label = labels[index]
+    try:
+        return int(label.strip())
+    except ValueError:
+        return prompt.scale[0] + index
+
+
+def scored_result(prompt: "Prompt", labels: Sequence[str], weights: dict[str, float] | None) -> GradeResult:
+    if not weights:
+        return GradeResult(None, None, None, False)
+    total = sum(max(0.0, float(weights.get(lab, 0.0))) for lab in labels)
+    if not total > 0 or not math.isfinite(total):
+        return GradeResult(None, None, None, False)
+    probs = {lab: max(0.0, float(weights.get(lab, 0.0))) / total for lab in labels}
+    best = max(range(len(labels)), key=lambda j: (probs[labels[j]], -j))
+    return GradeResult(labels[best], label_grade(prompt, labels, best), probs, True)
+
+
+def finish_parsed(req: GradeRequest, parsed: "Parsed") -> tuple[int | None, bool]:
+    """(grade, parse_ok) after the answer-key check of extraction prompts.
+
+    An extraction prompt's parser returns the extracted answer with ``grade`` None when
+    only an answer key can decide; with keys the grade is 1 (match) or 0, without keys
+    the answer counts as given (1) unless the parser already said unanswerable (0).
+    """
+    if not parsed.parse_ok:
+        return None, False
+    if parsed.grade is not None and not (req.answer_keys and parsed.answer is not None):
+        return parsed.grade, True
+    if parsed.answer is None:
+        return parsed.grade, parsed.grade is not None
+    if req.answer_keys:
+        if parsed.grade == 0:  # unanswerable expressions stay 0 whatever the key
+            return 0, True
+        from ..grading.answer_check import matches
+
+        return (1 if matches(parsed.answer, list(req.answer_keys)) else 0), True
+    return (parsed.grade if parsed.grade is not None else 1), True
+
+
+# -- registry -------------------------------------------------------------------------------
+
+BACKENDS: dict[str, str] = {
+    "hf-seq2seq": "exam_eval.backends.hf_seq2seq:Seq2SeqBackend",
+    "hf-causal": "exam_eval.backends.hf_causal:CausalBackend",
+    "hf-qa": "exam_eval.backends.hf_qa:QABackend",
+    "endpoint": "exam_eval.backends.endpoint:EndpointBackend",
+    "embedding": "exam_eval.backends.embedding:EmbeddingBackend",
+    "scripted": "exam_eval.backends.scripted:ScriptedBackend",
+}
+
+
+def register(name: str, target: str | type[Backend]) -> None:
+    """Add a back end: ``"module:Class"`` (imported on use) or the class itself."""
+    BACKENDS[name] = target  # type: ignore[assignment]
+
+
+def backend_class(name: str) -> type[Backend]:
+    target = BACKENDS.get(name)
+    if target is None:
+        raise UsageError(f"unknown back end {name!r}; known back ends: {', '.join(sorted(BACKENDS))}")
+    if isinstance(target, type):
+        return target
+    module, _, cls = target.partition(":")
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        raise UsageError(f"back end {name!r} is not available: {exc} "
+                         "(install the model extras: pip install 'exam_eval[models]')") from None
+    return getattr(mod, cls)
+
+
+def get_backend(name: str, **options: Any) -> Backend:
+    """Instantiate a back end. Options set to None are left at the back end's default;
+    a non-None option the back end does not take is a usage error naming it."""
+    cls = backend_class(name)
+    params = inspect.signature(cls.__init__).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()) and cls.__init__ is Backend.__init__
+    given = {k: v for k, v in options.items() if v is not None}
+    accepted = {k: v for k, v in given.items() if k in params or takes_any}
+    rejected = sorted(set(given) - set(accepted))
+    if rejected:
+        flags = ", ".join("--" + r.replace("_", "-") for r in rejected)
+        raise UsageError(f"back end {name!r} does not take {flags}")
+    return cls(**accepted)
