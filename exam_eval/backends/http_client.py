@@ -1,0 +1,331 @@
+"""A small client for OpenAI-compatible HTTP endpoints (OpenAI, vLLM, TGI, llama.cpp ...).
+
+Shared by ``exam-genq`` (question generation) and the grading back end. It sends many
+independent requests with bounded concurrency and returns one :class:`ChatResult` per
+request, in input order; a request that fails for good is a result with ``error`` set
+and ``text`` None, never an exception, so one bad query cannot sink a run of thousands.
+
+Retries (exponential backoff with jitter, at most ``max_retries`` after the first try):
+429 (honouring ``Retry-After``), 5xx, timeouts, connection errors, and bodies that are not
+the JSON the protocol promises (a proxy's HTML error page, a truncated body). Other 4xx
+answers mean the request itself is wrong; repeating it cannot help, so they fail at once.
+
+The API key is read only from an environment variable (``OPENAI_API_KEY`` by default);
+there is deliberately no way to pass it on a command line, where it would end up in shell
+history and process listings. Without the variable no ``Authorization`` header is sent,
+which is what a local vLLM server expects.
+
+Implementation note: the standard library (``urllib``) is used rather than ``requests``:
+the client only POSTs JSON, and this keeps the core install free of another dependency.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import http.client
+import json
+import os
+import random
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+__all__ = ["ChatResult", "OpenAIClient"]
+
+# A server asking us to wait longer than this is treated as if it had asked for this long:
+# a misconfigured Retry-After must not stall a grading job for hours.
+MAX_RETRY_AFTER = 120.0
+MAX_BACKOFF = 60.0
+
+
+@dataclass
+class ChatResult:
+    """One request's outcome.
+
+    ``text`` is the model's output (None on failure); ``error`` says why it failed (None on
+    success); ``top_logprobs`` has, per generated token, a ``{token: logprob}`` dict of the
+    alternatives the server reported (None unless logprobs were requested and returned);
+    ``attempts`` counts HTTP tries including the successful one.
+    """
+
+    text: str | None
+    error: str | None
+    top_logprobs: list[dict[str, float]] | None
+    attempts: int
+    finish_reason: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+class _Retryable(Exception):
+    """A failure worth another try; ``wait`` overrides the backoff (Retry-After)."""
+
+    def __init__(self, message: str, wait: float | None = None):
+        super().__init__(message)
+        self.wait = wait
+
+
+class _Fatal(Exception):
+    """A failure that another try cannot fix (4xx other than 429)."""
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:  # the HTTP-date form
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_message(body: bytes) -> str:
+    """The server's own explanation, if the body carries the usual ``{"error": ...}``."""
+    try:
+        obj = json.loads(body)
+        err = obj.get("error") if isinstance(obj, dict) else None
+        if isinstance(err, dict) and err.get("message"):
+            return str(err["message"])[:300]
+        if isinstance(err, str):
+            return err[:300]
+    except (ValueError, UnicodeDecodeError):
+        pass
+    return body[:300].decode("utf-8", "replace").strip()
+
+
+def _chat_logprobs(choice: dict) -> list[dict[str, float]] | None:
+    lp = choice.get("logprobs")
+    if not isinstance(lp, dict) or not isinstance(lp.get("content"), list):
+        return None
+    out = []
+    for tok in lp["content"]:
+        alts = {a["token"]: float(a["logprob"]) for a in tok.get("top_logprobs") or []}
+        if not alts and "token" in tok:
+            alts = {tok["token"]: float(tok["logprob"])}
+        out.append(alts)
+    return out
+
+
+def _completion_logprobs(choice: dict) -> list[dict[str, float]] | None:
+    lp = choice.get("logprobs")
+    if not isinstance(lp, dict):
+        return None
+    tops = lp.get("top_logprobs")
+    if isinstance(tops, list):
+        return [{str(k): float(v) for k, v in (t or {}).items()} for t in tops]
+    tokens, logprobs = lp.get("tokens"), lp.get("token_logprobs")
+    if isinstance(tokens, list) and isinstance(logprobs, list):
+        return [{t: float(v)} for t, v in zip(tokens, logprobs) if v is not None]
+    return None
+
+
+class OpenAIClient:
+    """Concurrent, retrying client for ``/chat/completions`` and ``/completions``.
+
+    ``base_url`` includes the version prefix, as in the OpenAI SDK
+    (``https://api.openai.com/v1``, ``http://localhost:8000/v1``).
+    """
+
+    def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
+                 concurrency: int = 8, max_retries: int = 5, timeout: float = 60.0,
+                 backoff: float = 1.0):
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        if max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key_env = api_key_env
+        self.concurrency = concurrency
+        self.max_retries = max_retries
+        self.timeout = timeout
+        self.backoff = backoff
+        self._rng = random.Random()
+        self._rng_lock = threading.Lock()
+
+    # -- public API -------------------------------------------------------------------
+
+    def chat(self, conversations: Sequence[Sequence[dict]], *, max_tokens: int = 512,
+             temperature: float = 0.0, logprobs: bool = False, top_logprobs: int | None = None,
+             progress: Callable[[ChatResult], Any] | str | None = None,
+             **extra: Any) -> list[ChatResult]:
+        """One chat completion per message list (``[{"role", "content"}, ...]``).
+
+        ``progress``: a callable invoked with each finished result (from worker threads),
+        or a string, shown as the description of a rich progress bar on stderr.
+        ``extra`` keys (``stop``, ``seed``, ...) are sent as they are.
+        """
+        payloads = []
+        for messages in conversations:
+            body: dict[str, Any] = {"model": self.model, "messages": list(messages),
+                                    "max_tokens": max_tokens, "temperature": temperature}
+            if logprobs or top_logprobs:
+                body["logprobs"] = True
+                if top_logprobs:
+                    body["top_logprobs"] = int(top_logprobs)
+            body.update(extra)
+            payloads.append(body)
+        return self._run("/chat/completions", payloads, self._parse_chat, progress)
+
+    def complete(self, prompts: Sequence[str], *, max_tokens: int = 512, temperature: float = 0.0,
+                 logprobs: bool = False, top_logprobs: int | None = None,
+                 progress: Callable[[ChatResult], Any] | str | None = None,
+                 **extra: Any) -> list[ChatResult]:
+        """One legacy text completion per prompt (the ``/completions`` route)."""
+        payloads = []
+        for prompt in prompts:
+            body: dict[str, Any] = {"model": self.model, "prompt": prompt,
+                                    "max_tokens": max_tokens, "temperature": temperature}
+            if logprobs or top_logprobs:
+                # the legacy API takes the number of alternatives in `logprobs` itself
+                body["logprobs"] = int(top_logprobs or 1)
+            body.update(extra)
+            payloads.append(body)
+        return self._run("/completions", payloads, self._parse_completion, progress)
+
+    # -- machinery --------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json",
+                   "User-Agent": "exam_eval-http-client"}
+        key = os.environ.get(self.api_key_env)
+        if key:
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _run(self, route: str, payloads: list[dict], parse, progress) -> list[ChatResult]:
+        if not payloads:
+            return []
+        url = self.base_url + route
+        headers = self._headers()
+        results: list[ChatResult | None] = [None] * len(payloads)
+        bar = None
+        callback = progress if callable(progress) else None
+        if isinstance(progress, str):
+            from rich.progress import Progress
+            from rich.console import Console
+
+            bar = Progress(console=Console(stderr=True), transient=False)
+            task = bar.add_task(progress, total=len(payloads))
+            bar.start()
+        lock = threading.Lock()
+
+        def work(i: int) -> None:
+            res = self._request(url, headers, payloads[i], parse)
+            results[i] = res
+            if callback is not None:
+                with lock:
+                    callback(res)
+            if bar is not None:
+                bar.advance(task)
+
+        try:
+            if self.concurrency == 1 or len(payloads) == 1:
+                for i in range(len(payloads)):
+                    work(i)
+            else:
+                with ThreadPoolExecutor(max_workers=min(self.concurrency, len(payloads))) as pool:
+                    for fut in [pool.submit(work, i) for i in range(len(payloads))]:
+                        fut.result()
+        finally:
+            if bar is not None:
+                bar.stop()
+        return results  # type: ignore[return-value]
+
+    def _sleep_for(self, attempt: int, wait: float | None) -> float:
+        if wait is not None:
+            return min(wait, MAX_RETRY_AFTER)
+        with self._rng_lock:
+            jitter = self._rng.uniform(0.5, 1.5)
+        return min(self.backoff * (2 ** (attempt - 1)) * jitter, MAX_BACKOFF)
+
+    def _request(self, url: str, headers: dict, payload: dict, parse) -> ChatResult:
+        data = json.dumps(payload).encode("utf-8")
+        last_error = "no attempt made"
+        attempt = 0
+        for attempt in range(1, self.max_retries + 2):
+            try:
+                body = self._post(url, headers, data)
+                text, logprobs, finish = parse(body)
+                return ChatResult(text, None, logprobs, attempt, finish)
+            except _Fatal as exc:
+                return ChatResult(None, str(exc), None, attempt)
+            except _Retryable as exc:
+                last_error = str(exc)
+                if attempt <= self.max_retries:
+                    time.sleep(self._sleep_for(attempt, exc.wait))
+        return ChatResult(None, f"{last_error} (gave up after {attempt} attempts)", None, attempt)
+
+    def _post(self, url: str, headers: dict, data: bytes) -> Any:
+        req = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            try:
+                raw = exc.read()
+            except Exception:  # the body may be cut off; the status says enough
+                raw = b""
+            msg = f"HTTP {exc.code}: {_error_message(raw)}"
+            if exc.code == 429:
+                raise _Retryable(msg, _retry_after_seconds(exc.headers.get("Retry-After")))
+            if exc.code >= 500:
+                raise _Retryable(msg)
+            raise _Fatal(msg)
+        except (TimeoutError, socket.timeout):
+            raise _Retryable(f"timed out after {self.timeout:g}s")
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, (TimeoutError, socket.timeout)):
+                raise _Retryable(f"timed out after {self.timeout:g}s")
+            raise _Retryable(f"connection error: {exc.reason}")
+        except (http.client.HTTPException, ConnectionError, OSError) as exc:
+            raise _Retryable(f"connection error: {exc.__class__.__name__}: {exc}")
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            snippet = raw[:80].decode("utf-8", "replace")
+            raise _Retryable(f"malformed JSON in response body: {snippet!r}")
+
+    @staticmethod
+    def _first_choice(body: Any) -> dict:
+        if not isinstance(body, dict):
+            raise _Retryable("malformed response: not a JSON object")
+        if "error" in body and "choices" not in body:
+            raise _Retryable(f"server error in body: {_error_message(json.dumps(body).encode())}")
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise _Retryable("malformed response: no choices")
+        return choices[0]
+
+    def _parse_chat(self, body: Any):
+        choice = self._first_choice(body)
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise _Retryable("malformed response: choice without message")
+        content = message.get("content")
+        if content is None:
+            content = ""  # a refusal or a tool call: no text, but a well-formed answer
+        if not isinstance(content, str):
+            raise _Retryable("malformed response: message content is not a string")
+        return content, _chat_logprobs(choice), choice.get("finish_reason")
+
+    def _parse_completion(self, body: Any):
+        choice = self._first_choice(body)
+        text = choice.get("text")
+        if not isinstance(text, str):
+            raise _Retryable("malformed response: choice without text")
+        return text, _completion_logprobs(choice), choice.get("finish_reason")

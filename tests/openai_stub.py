@@ -1,0 +1,239 @@
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions and completions
+protocol with scripted answers, for testing clients and back ends without a network.
+
+Usage::
+
+    from openai_stub import OpenAIStub, Reply, chat_body
+
+    with OpenAIStub([Reply(429, retry_after=0), "first answer", Reply(500), "second"]) as stub:
+        client = OpenAIClient(stub.url, "m", backoff=0.01)
+        ...
+        assert len(stub.requests) == 4
+
+Script: either a **list** (a queue: each request takes the next entry, in arrival order;
+when it runs dry the server answers 500 "stub script exhausted"), or a **callable**
+``responder(request: StubRequest) -> entry`` that decides from the request itself (the
+way to script per-prompt answers when requests arrive concurrently). An entry is:
+
+- a ``str``: a 200 answer with that text, shaped for the route (chat ``message.content``
+  or completions ``text``);
+- a ``dict``: sent as the JSON body with status 200 (build one with :func:`chat_body` /
+  :func:`completion_body` to add logprobs);
+- a :class:`Reply`: full control: ``status``, ``text`` / ``json`` / raw ``body`` bytes
+  (e.g. malformed JSON), ``retry_after`` header, ``delay`` seconds before answering
+  (beyond the client's timeout to provoke a timeout), extra ``headers``.
+
+Every request is recorded in ``stub.requests`` (``StubRequest``: ``path``, ``headers``,
+``json``; ``prompt_text`` joins the messages or the prompt for easy matching).
+Only POSTs to paths ending in ``/chat/completions`` or ``/completions`` are served;
+anything else is a 404 in the OpenAI error shape.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+__all__ = ["OpenAIStub", "Reply", "StubRequest", "chat_body", "completion_body", "chat_logprobs",
+           "completion_logprobs"]
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    text: str | None = None          # shaped into a completion body for the route
+    json: Any = None                 # sent as-is (JSON-encoded)
+    body: bytes | None = None        # sent byte for byte (malformed JSON, HTML error pages)
+    retry_after: float | str | None = None
+    delay: float = 0.0
+    headers: dict = field(default_factory=dict)
+    logprobs: list[dict[str, float]] | None = None  # per-token alternatives, for ``text`` replies
+
+
+@dataclass
+class StubRequest:
+    path: str
+    headers: dict
+    json: Any
+
+    @property
+    def is_chat(self) -> bool:
+        return self.path.endswith("/chat/completions")
+
+    @property
+    def prompt_text(self) -> str:
+        """All message contents joined by newlines (chat), or the prompt (completions)."""
+        body = self.json if isinstance(self.json, dict) else {}
+        if "messages" in body:
+            return "\n".join(str(m.get("content", "")) for m in body["messages"])
+        return str(body.get("prompt", ""))
+
+
+def chat_logprobs(alternatives: list[dict[str, float]]) -> dict:
+    """The chat ``logprobs`` object: one entry per generated token, first key = chosen."""
+    content = []
+    for alts in alternatives:
+        token, lp = next(iter(alts.items()))
+        content.append({"token": token, "logprob": lp,
+                        "top_logprobs": [{"token": t, "logprob": v} for t, v in alts.items()]})
+    return {"content": content}
+
+
+def completion_logprobs(alternatives: list[dict[str, float]]) -> dict:
+    """The legacy completions ``logprobs`` object."""
+    tokens = [next(iter(a)) for a in alternatives]
+    return {"tokens": tokens, "token_logprobs": [a[t] for a, t in zip(alternatives, tokens)],
+            "top_logprobs": [dict(a) for a in alternatives]}
+
+
+def chat_body(text: str, logprobs: list[dict[str, float]] | None = None, model: str = "stub",
+              finish_reason: str = "stop") -> dict:
+    choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": text},
+                              "finish_reason": finish_reason}
+    if logprobs is not None:
+        choice["logprobs"] = chat_logprobs(logprobs)
+    return {"id": "chatcmpl-stub", "object": "chat.completion", "created": int(time.time()),
+            "model": model, "choices": [choice],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}
+
+
+def completion_body(text: str, logprobs: list[dict[str, float]] | None = None, model: str = "stub",
+                    finish_reason: str = "stop") -> dict:
+    choice: dict[str, Any] = {"index": 0, "text": text, "finish_reason": finish_reason}
+    if logprobs is not None:
+        choice["logprobs"] = completion_logprobs(logprobs)
+    return {"id": "cmpl-stub", "object": "text_completion", "created": int(time.time()),
+            "model": model, "choices": [choice]}
+
+
+def _error_json(message: str, kind: str = "stub_error") -> dict:
+    return {"error": {"message": message, "type": kind}}
+
+
+class OpenAIStub:
+    """Context manager: starts the server on an ephemeral port, stops it on exit."""
+
+    def __init__(self, script: list | Callable[[StubRequest], Any]):
+        self._queue = list(script) if not callable(script) else None
+        self._responder = script if callable(script) else None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.requests: list[StubRequest] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    def __enter__(self) -> "OpenAIStub":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        handler = self._make_handler()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()  # wakes handlers sleeping in a `delay`
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    @property
+    def url(self) -> str:
+        """Base URL in the OpenAI SDK convention (with ``/v1``)."""
+        assert self._server is not None, "stub not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @property
+    def remaining(self) -> int:
+        """Scripted entries not consumed yet (list scripts only)."""
+        return len(self._queue or [])
+
+    # -- answering --------------------------------------------------------------------
+
+    def _next_entry(self, request: StubRequest) -> Any:
+        with self._lock:
+            self.requests.append(request)
+            if self._responder is None:
+                if not self._queue:
+                    return Reply(500, json=_error_json("stub script exhausted"))
+                return self._queue.pop(0)
+        return self._responder(request)
+
+    @staticmethod
+    def _render(entry: Any, request: StubRequest) -> Reply:
+        if isinstance(entry, Reply):
+            return entry
+        if isinstance(entry, str):
+            return Reply(200, text=entry)
+        if isinstance(entry, (dict, list)):
+            return Reply(200, json=entry)
+        raise TypeError(f"unsupported stub entry {entry!r}")
+
+    def _make_handler(self):
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep pytest output clean
+                pass
+
+            def _send(self, status: int, payload: bytes, headers: dict | None = None) -> None:
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, str(v))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the client gave up (timeout): expected in timeout tests
+
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = None
+                request = StubRequest(self.path, dict(self.headers), body)
+                if not (self.path.endswith("/chat/completions") or self.path.endswith("/completions")):
+                    self._send(404, json.dumps(_error_json(f"no route {self.path}", "not_found")).encode())
+                    return
+                reply = stub._render(stub._next_entry(request), request)
+                if reply.delay:
+                    if stub._stop.wait(reply.delay):
+                        return
+                headers = dict(reply.headers)
+                if reply.retry_after is not None:
+                    headers["Retry-After"] = reply.retry_after
+                if reply.body is not None:
+                    payload = reply.body
+                elif reply.json is not None:
+                    payload = json.dumps(reply.json).encode()
+                elif reply.text is not None:
+                    make = chat_body if request.is_chat else completion_body
+                    payload = json.dumps(make(reply.text, reply.logprobs)).encode()
+                elif reply.status >= 400:
+                    payload = json.dumps(_error_json(f"scripted status {reply.status}")).encode()
+                else:
+                    payload = b""
+                self._send(reply.status, payload, headers)
+
+            def do_GET(self):  # noqa: N802
+                self._send(404, json.dumps(_error_json("stub serves POST only", "not_found")).encode())
+
+        return Handler
