@@ -1,0 +1,93 @@
+"""ir_datasets IDs as inputs (topics, qrels, passages).
+
+Resolution order everywhere: an existing path first, then an ir_datasets ID. ir_datasets
+downloads on first use; offline that cannot work, so failures are turned into one line
+that says what was tried and how to pre-place the files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from typing import Iterator
+
+from ..errors import InputError
+
+_HINT = ("if this machine is offline, download the files on a connected machine with "
+         "'ir_datasets export {id} {what}' or copy ~/.ir_datasets (or $IR_DATASETS_HOME) over, "
+         "or pass a local file instead")
+
+
+def looks_like_irds_id(spec: str) -> bool:
+    return "/" in spec and not os.path.exists(spec) and not spec.startswith((".", "/", "~"))
+
+
+@contextlib.contextmanager
+def _fail_fast(spec: str, what: str) -> Iterator[None]:
+    old = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(15)  # a blocked network should fail in seconds, not minutes
+    try:
+        yield
+    except InputError:
+        raise
+    except KeyError:
+        raise InputError(f"not an existing file, and not a known ir_datasets ID", spec) from None
+    except Exception as exc:  # ir_datasets raises many types for download failures
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"ir_datasets could not provide {what} ({reason}); " + _HINT.format(id=spec, what=what), spec) from None
+    finally:
+        socket.setdefaulttimeout(old)
+
+
+def load_dataset(spec: str):
+    try:
+        import ir_datasets
+    except ImportError:  # pragma: no cover - core dependency
+        raise InputError("ir_datasets is not installed; pass a local file instead", spec) from None
+    with _fail_fast(spec, "the dataset"):
+        import logging
+        logging.getLogger("ir_datasets").setLevel(logging.WARNING)
+        return ir_datasets.load(spec)
+
+
+def irds_qrels(spec: str) -> dict[str, dict[str, int]]:
+    ds = load_dataset(spec)
+    if not ds.has_qrels():
+        raise InputError("this ir_datasets dataset has no qrels", spec)
+    qrels: dict[str, dict[str, int]] = {}
+    with _fail_fast(spec, "qrels"):
+        for q in ds.qrels_iter():
+            qrels.setdefault(str(q.query_id), {})[str(q.doc_id)] = int(q.relevance)
+    return qrels
+
+
+def irds_queries(spec: str) -> dict[str, str]:
+    ds = load_dataset(spec)
+    if not ds.has_queries():
+        raise InputError("this ir_datasets dataset has no queries", spec)
+    out: dict[str, str] = {}
+    with _fail_fast(spec, "queries"):
+        for q in ds.queries_iter():
+            text = getattr(q, "text", None) or getattr(q, "title", None) or getattr(q, "query", None)
+            if text is None:
+                text = " ".join(str(v) for v in q[1:] if isinstance(v, str))
+            out[str(q.query_id)] = str(text)
+    return out
+
+
+def irds_docs(spec: str, wanted: set[str] | None) -> dict[str, str]:
+    ds = load_dataset(spec)
+    if not ds.has_docs():
+        raise InputError("this ir_datasets dataset has no documents", spec)
+    out: dict[str, str] = {}
+    with _fail_fast(spec, "documents"):
+        if wanted is None:
+            docs = ds.docs_iter()
+        else:
+            docs = ds.docs_store().get_many(sorted(wanted)).values()
+        for d in docs:
+            text = getattr(d, "text", None) or getattr(d, "body", None) or ""
+            title = getattr(d, "title", None)
+            out[str(d.doc_id)] = f"{title}\n{text}" if title else str(text)
+    return out
