@@ -1,0 +1,241 @@
+"""exam-verify: human oversight of the grading (phase 3 of the workbench paper).
+
+The method keeps humans in control through the bank: these listings show where the
+grader or the bank goes wrong, so a human edits the bank (or the prompt), not labels.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import UsageError
+from ..io.grades import read_grades
+from ..io.openers import atomic_output
+from ..io.trec import read_qrels
+from ..verify.table import (DEFAULT_MIN_GRADE, DEFAULT_RELEVANT_MIN, GradeTable, check_bank_matches, load_bank,
+                            passage_texts)
+from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
+
+PROG = "exam-verify"
+
+
+def _min_grade_option(f):
+    return click.option("--min-grade", "min_grade", type=int, default=DEFAULT_MIN_GRADE, show_default=True,
+                        metavar="TAU", help="A grade >= TAU counts as the item answered/mentioned.")(f)
+
+
+def _relevant_min_option(f):
+    return click.option("--relevant-min", "relevant_min", type=int, default=DEFAULT_RELEVANT_MIN,
+                        show_default=True, metavar="L",
+                        help="Human label >= L is relevant, 0 <= label < L non-relevant "
+                             "(TREC DL: use 2).")(f)
+
+
+def _bank_option(f):
+    return click.option("--bank", default=None, metavar="FILE",
+                        help="Bank file, to show item texts (else item ids are shown).")(f)
+
+
+def _passages_option(f):
+    return click.option("--passages", default=None, metavar="FILE|ID",
+                        help="Passage texts (JSONL, TSV or ir_datasets ID) when the grades file "
+                             "does not embed them (the workbench's files do).")(f)
+
+
+def _query_option(f):
+    return click.option("-q", "--query", "queries", multiple=True, metavar="QID",
+                        help="Only this query (repeatable).")(f)
+
+
+def _load(grades_path, model, prompt, kind, bank_path):
+    grades = read_grades(grades_path, model=model, prompt=prompt, kind=kind)
+    table = GradeTable.from_grades(grades)
+    if not table.by_item:
+        raise UsageError(f"{grades_path} has no grades of bank items (only direct relevance grades?)")
+    bank = load_bank(bank_path)
+    check_bank_matches(table, bank, bank_path)
+    return table, bank
+
+
+def _check_threshold(min_grade: int, relevant_min: int | None = None) -> None:
+    if min_grade < 0:
+        raise UsageError("--min-grade must be >= 0")
+    if relevant_min is not None and relevant_min < 1:
+        raise UsageError("--relevant-min must be >= 1 (labels below it count as non-relevant)")
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+def cli():
+    """Human oversight of LLM grading: check the grader, find spurious bank items and
+    relevant passages the bank misses, browse the grades, build an HTML report.
+
+    \b
+    Examples (TREC DL 2019, reference grades; relevant = NIST label >= 2):
+      exam-verify grading graded.jsonl.gz --bank bank.jsonl.gz --top 5
+      exam-verify spurious graded.jsonl.gz qrels.txt --relevant-min 2 --top 3
+      exam-verify uncovered graded.jsonl.gz qrels.txt --relevant-min 2 -o uncovered.tsv
+      exam-verify grid graded.jsonl.gz --qrels qrels.txt --format html -o grid.html
+      exam-verify report graded.jsonl.gz --qrels qrels.txt --official official.tsv runs/*.run -o report.html
+    """
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("grades")
+@click.option("--qrels", default=None, metavar="FILE", help="Human qrels, to show each passage's judgment.")
+@_bank_option
+@_passages_option
+@_query_option
+@click.option("--top", type=int, default=None, metavar="N", help="Only the N best-graded passages per item.")
+@click.option("--format", "fmt", type=click.Choice(["text", "tsv"]), default="text", show_default=True)
+@grader_options
+@output_option
+def grading(grades, qrels, bank, passages, queries, top, fmt, model, prompt, kind, output):
+    """For each bank item, its graded passages sorted by grade, with the grader's answer
+    (and the passage's human judgment with --qrels): do high grades mean real answers?
+
+    \b
+    TSV columns: query_id item_id grade judgment doc_id answer item_text passage_text
+    ("unparsed" grade: the grader's output could not be read; "-" judgment: unjudged).
+
+    \b
+    Example:
+      exam-verify grading graded.jsonl.gz --qrels qrels.txt --bank bank.jsonl.gz -q 19335 --top 5
+    """
+    from ..verify.grading import verify_grading, write_grading_text, write_grading_tsv
+
+    if top is not None and top < 1:
+        raise UsageError("--top must be >= 1")
+    table, bank_items = _load(grades, model, prompt, kind, bank)
+    qrels_d = read_qrels(qrels) if qrels else None
+    rows = verify_grading(table, qrels_d, queries=queries, top=top)
+    wanted = {(r.query_id, p.doc_id) for r in rows for p in r.passages}
+    texts = passage_texts([grades], passages, wanted)
+    with atomic_output(output) as out:
+        if fmt == "tsv":
+            write_grading_tsv(rows, out, bank_items, texts)
+        else:
+            write_grading_text(rows, out, bank_items, texts)
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("grades")
+@click.argument("qrels")
+@_min_grade_option
+@_relevant_min_option
+@click.option("--top", type=int, default=10, show_default=True, metavar="N",
+              help="At most N items per query (0: all).")
+@click.option("--min-count", type=int, default=1, show_default=True, metavar="C",
+              help="Only items covered by at least C judged non-relevant passages.")
+@_bank_option
+@_query_option
+@click.option("--format", "fmt", type=click.Choice(["tsv", "text"]), default="tsv", show_default=True)
+@grader_options
+@output_option
+def spurious(grades, qrels, min_grade, relevant_min, top, min_count, bank, queries, fmt, model, prompt, kind,
+             output):
+    """Bank items that reach grade >= TAU on many passages judged non-relevant
+    (0 <= label < L): candidates to remove or reword, since they make false-positive
+    relevance labels. Per query, most non-relevant hits first.
+
+    \b
+    TSV columns: query_id item_id nonrel_hits nonrel_graded rel_hits rel_graded
+    unjudged_hits precision item_text, where *_hits count passages graded >= TAU,
+    *_graded all (parsed) graded passages of that kind, and precision =
+    rel_hits / (rel_hits + nonrel_hits).
+
+    \b
+    Example (TREC DL: relevant = label >= 2):
+      exam-verify spurious graded.jsonl.gz qrels.txt --relevant-min 2 --bank bank.jsonl.gz --top 3
+    """
+    from ..verify.spurious import spurious_items, write_spurious_text, write_spurious_tsv
+
+    _check_threshold(min_grade, relevant_min)
+    if top < 0 or min_count < 0:
+        raise UsageError("--top and --min-count must be >= 0")
+    table, bank_items = _load(grades, model, prompt, kind, bank)
+    qrels_d = read_qrels(qrels)
+    rows = spurious_items(table, qrels_d, min_grade=min_grade, relevant_min=relevant_min,
+                          top=top or None, min_count=min_count, queries=queries)
+    with atomic_output(output) as out:
+        (write_spurious_text if fmt == "text" else write_spurious_tsv)(rows, out, bank_items)
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("grades")
+@click.argument("qrels")
+@_min_grade_option
+@_relevant_min_option
+@_bank_option
+@_passages_option
+@_query_option
+@click.option("--format", "fmt", type=click.Choice(["tsv", "text"]), default="tsv", show_default=True)
+@grader_options
+@output_option
+def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, fmt, model, prompt, kind, output):
+    """Passages judged relevant (label >= L) that no bank item grades >= TAU, with their
+    text: evidence that the bank misses something the assessors found relevant.
+
+    Relevant passages that were never graded are not listed (nothing is known about
+    them); their number is reported on stderr.
+
+    \b
+    TSV columns: query_id doc_id judgment max_grade items_graded best_item passage_text
+    (max_grade "-": every grade of the passage failed to parse).
+
+    \b
+    Example:
+      exam-verify uncovered graded.jsonl.gz qrels.txt --relevant-min 2 --format text
+    """
+    from ..verify.uncovered import uncovered_passages, write_uncovered_text, write_uncovered_tsv
+
+    _check_threshold(min_grade, relevant_min)
+    table, bank_items = _load(grades, model, prompt, kind, bank)
+    qrels_d = read_qrels(qrels)
+    res = uncovered_passages(table, qrels_d, min_grade=min_grade, relevant_min=relevant_min, queries=queries)
+    texts = passage_texts([grades], passages, {(p.query_id, p.doc_id) for p in res.passages})
+    n_ungraded = sum(len(d) for d in res.ungraded.values())
+    if n_ungraded:
+        click.echo(f"{PROG}: {n_ungraded} relevant passages in {len(res.ungraded)} queries have no grades "
+                   "and are not analysed", err=True)
+    with atomic_output(output) as out:
+        (write_uncovered_text if fmt == "text" else write_uncovered_tsv)(res, out, bank_items, texts)
+
+
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("grades")
+@click.option("--qrels", default=None, metavar="FILE", help="Human qrels, to show each passage's judgment.")
+@_min_grade_option
+@_bank_option
+@_passages_option
+@_query_option
+@click.option("--answers", is_flag=True, help="Also show the grader's answers (TSV: an extra column per item).")
+@click.option("--format", "fmt", type=click.Choice(["tsv", "html"]), default="tsv", show_default=True)
+@grader_options
+@output_option
+def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, model, prompt, kind, output):
+    """Passages x bank items with their grades, per query.
+
+    TSV: one block per query, its header line `query_id doc_id judgment ITEM_ID...`,
+    blocks separated by an empty line; an empty cell means not graded. HTML: one
+    self-contained page, cells coloured by grade (>= TAU green), answers on hover,
+    item texts in the legend.
+
+    \b
+    Example:
+      exam-verify grid graded.jsonl.gz --qrels qrels.txt --bank bank.jsonl.gz --format html -o grid.html
+    """
+    from ..verify.grid import build_grid, grid_page, write_grid_tsv
+
+    _check_threshold(min_grade)
+    table, bank_items = _load(grades, model, prompt, kind, bank)
+    qrels_d = read_qrels(qrels) if qrels else None
+    grids = build_grid(table, qrels_d, queries=queries)
+    with atomic_output(output) as out:
+        if fmt == "tsv":
+            write_grid_tsv(grids, out, answers=answers)
+        else:
+            texts = passage_texts([grades], passages, {(g.query_id, r[0]) for g in grids for r in g.rows})
+            out.write(grid_page(grids, bank=bank_items, texts=texts, min_grade=min_grade, answers=answers))
+
+
+main = make_main(cli, PROG)
