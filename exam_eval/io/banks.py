@@ -103,26 +103,87 @@ def _items_from_workbench(obj: dict, name: str, lineno: int) -> Iterator[BankIte
                        None if efacet is None else str(efacet), answers or None)
 
 
-def _item_from_tqa(obj: dict, name: str, lineno: int) -> BankItem:
-    """One multiple-choice question per line (``qid``, ``question``, ``correct``)."""
+def _choice_text(choice) -> str | None:
+    """A choice's text: a string, or TQA's ``{"processedText"|"rawText"|"text": ...}``."""
+    if isinstance(choice, str):
+        return choice
+    if isinstance(choice, dict):
+        for key in ("text", "processedText", "rawText"):
+            if isinstance(choice.get(key), str):
+                return choice[key]
+    return None
+
+
+def _choices_map(choices, name: str, lineno: int) -> dict[str, str]:
+    """Choices keyed by their answer key: a dict, a list of strings (keys a, b, c ...,
+    and the 0-based position), or a list of ``{"key", "text"}``."""
+    out: dict[str, str] = {}
+    if isinstance(choices, dict):
+        items = list(choices.items())
+    elif isinstance(choices, list):
+        items = []
+        for i, c in enumerate(choices):
+            key = c.get("key", c.get("label")) if isinstance(c, dict) else None
+            items.append((str(key) if key is not None else chr(ord("a") + i) if i < 26 else str(i), c))
+            if key is None:
+                items.append((str(i), c))
+    else:
+        raise InputError("'choices' must be an object or a list", name, lineno)
+    for key, c in items:
+        text = _choice_text(c)
+        if text is None:
+            raise InputError(f"choice {key!r} has no text", name, lineno)
+        out[str(key)] = text
+    return out
+
+
+def _item_from_tqa(obj: dict, name: str, lineno: int) -> BankItem | None:
+    """One multiple-choice question per line (``qid``, ``question``, ``choices``,
+    ``correctKey``, ``correct``), the shape of manual exam banks with answer keys.
+
+    The correct choice's text becomes the item's answer (``correct`` when given as text,
+    else ``choices[correctKey]``). The id is kept as it is: these files hash the unstripped
+    text. A line without question text (null or blank) cannot be graded and returns None:
+    the reference CAR file has such lines where a generated Python list was split into
+    lines (``question_set = [``, blank lines).
+    """
     text = obj.get("question")
-    if not isinstance(text, str) or not text.strip():
-        raise InputError("multiple-choice line without question text", name, lineno)
+    if text is not None and not isinstance(text, str):
+        raise InputError("'question' must be a string", name, lineno)
+    if text is None or not text.strip():
+        return None
+    if obj.get("query_id") is None:
+        raise InputError("multiple-choice line without 'query_id'", name, lineno)
+    choices = obj.get("choices")
+    key = obj.get("correctKey")
     correct = obj.get("correct")
-    if correct is None and obj.get("choices") and obj.get("correctKey") is not None:
-        choices = obj["choices"]
-        if isinstance(choices, dict):
-            correct = choices.get(obj["correctKey"])
-    facet = obj.get("facet_id")
+    answer = None
     extra = {}
-    if obj.get("choices"):
-        extra["choices"] = obj["choices"]
+    if choices:
+        by_key = _choices_map(choices, name, lineno)
+        extra["choices"] = choices
+        if key is not None:
+            if str(key) not in by_key:
+                raise InputError(f"correctKey {key!r} is not one of the choices ({', '.join(by_key)})", name, lineno)
+            answer = by_key[str(key)]
+            extra["correctKey"] = key
+    if answer is None and correct is not None:
+        if isinstance(correct, dict):
+            correct = _choice_text(correct)
+        if not isinstance(correct, str):
+            raise InputError("'correct' must be the correct answer's text", name, lineno)
+        answer = correct
+    facet = obj.get("facet_id")
     return BankItem(str(obj["query_id"]), str(obj["qid"]), "question", text,
-                    None if facet is None else str(facet), [str(correct)] if correct else None, extra)
+                    None if facet is None else str(facet), [answer] if answer and answer.strip() else None, extra)
 
 
-def iter_bank(path: str | os.PathLike) -> Iterator[tuple[int, BankItem]]:
-    """Items with the line they came from, from any supported bank format."""
+def iter_bank(path: str | os.PathLike, *, skipped: list | None = None) -> Iterator[tuple[int, BankItem]]:
+    """Items with the line they came from, from any supported bank format.
+
+    Multiple-choice lines without question text are skipped; when ``skipped`` is a list,
+    ``(lineno, reason)`` is appended to it for each, so a command can report them.
+    """
     name = display_name(path)
     for lineno, obj in iter_jsonl(path):
         if not isinstance(obj, dict):
@@ -131,24 +192,34 @@ def iter_bank(path: str | os.PathLike) -> Iterator[tuple[int, BankItem]]:
             for item in _items_from_workbench(obj, name, lineno):
                 yield lineno, item
         elif "qid" in obj and "question" in obj:
-            yield lineno, _item_from_tqa(obj, name, lineno)
+            item = _item_from_tqa(obj, name, lineno)
+            if item is None:
+                if skipped is not None:
+                    skipped.append((lineno, "multiple-choice line without question text"))
+                continue
+            yield lineno, item
         else:
             yield lineno, _item_from_ours(obj, name, lineno)
 
 
-def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: bool = False) -> list[BankItem]:
+def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: bool = False,
+              skipped: list | None = None, repeats: list | None = None) -> list[BankItem]:
     """All items (optionally one kind).
 
-    An exact repeat (same id, same text: generators do repeat themselves) is dropped;
-    the same id with a different text is an error naming both lines.
+    An exact repeat (same id, same text: generators do repeat themselves, e.g. 3 of the 464
+    DL19 nuggets) is dropped, and noted as ``(lineno, item_id)`` in ``repeats`` when given;
+    the same id with a different text is an error naming both lines. ``skipped``: see
+    :func:`iter_bank`.
     """
     name = display_name(path)
     items: list[BankItem] = []
     seen: dict[str, tuple[int, str]] = {}
-    for lineno, item in iter_bank(path):
+    for lineno, item in iter_bank(path, skipped=skipped):
         if item.item_id in seen:
             first_line, first_text = seen[item.item_id]
             if first_text == item.text:
+                if repeats is not None:
+                    repeats.append((lineno, item.item_id))
                 continue
             raise InputError(f"item_id {item.item_id} already used for another text on line {first_line}", name, lineno)
         seen[item.item_id] = (lineno, item.text)
