@@ -177,12 +177,11 @@ class PromptBackend(Backend):
 
 
 def label_grade(prompt: "Prompt", labels: Sequence[str], index: int) -> int:
-    """The grade a label stands for: the label itself when numeric, else its position."""
-    label = labels[index]
-    try:
-        return int(label.strip())
-    except ValueError:
-        return prompt.scale[0] + index
+    """The grade a label stands for, as the prompt defines it (labels[i] -> scale[0] + i)."""
+    grades = prompt.label_grades() if hasattr(prompt, "label_grades") else {}
+    if labels[index] in grades:
+        return grades[labels[index]]
+    return prompt.scale[0] + index
 
 
 def scored_result(prompt: "Prompt", labels: Sequence[str], weights: dict[str, float] | None) -> GradeResult:

@@ -1,0 +1,336 @@
+"""exam-grade: grade every pooled passage against every bank item (or directly).
+
+Everything is validated before a model loads or a byte is written; then the engine
+grades what neither the output nor the cache already holds (see
+:mod:`exam_eval.grading.engine`).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import click
+
+from ..errors import InputError, UsageError
+from ._base import CONTEXT_SETTINGS, make_main
+
+EPILOG = """\b
+Examples:
+  # self-rate the DL19 pool (top 20 of every run) with FLAN-T5-large
+  exam-grade --bank questions.jsonl.gz --prompt question-selfrating \\
+      --passages passages.jsonl.gz runs/*.run -o grades.jsonl.gz
+  # the same through a vLLM server, 32 requests in flight
+  exam-grade --backend endpoint --base-url http://gpu1:8000/v1 --model meta-llama/Llama-3.1-8B-Instruct \\
+      --concurrency 32 --bank questions.jsonl --prompt question-selfrating \\
+      --passages passages.jsonl runs/*.run -o grades.jsonl
+  # 1 of 8 shards of the same work (merge later with: cat grades.*.jsonl > grades.jsonl)
+  exam-grade --shard 3/8 ... -o grades.3.jsonl
+  # what would be graded, from cache, and how long it would take
+  exam-grade --dry-run --bank questions.jsonl --prompt question-selfrating --passages p.jsonl runs/*.run
+  # generated answers: segment them, write their run file, grade the segments
+  exam-grade --responses answers.jsonl --responses-run-out answers.run --bank b.jsonl --prompt question-selfrating
+
+Killed or interrupted? Run the same command again: it resumes where it stopped.
+"""
+
+
+def _split_backend_options(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        key, sep, value = v.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--backend-option must be KEY=VALUE, got {v!r}")
+        out[key.strip().replace("-", "_")] = value
+    return out
+
+
+def _log(msg: str) -> None:
+    click.echo(f"exam-grade: {msg}", err=True)
+
+
+@click.command(context_settings=CONTEXT_SETTINGS, epilog=EPILOG)
+@click.argument("runs_args", metavar="[RUN]...", nargs=-1)
+@click.option("--run", "runs_opt", multiple=True, metavar="FILE", help="TREC run to pool (repeatable; runs may also be given as arguments).")
+@click.option("--depth", "-k", default=20, show_default=True, type=click.IntRange(min=1), help="Pool the top K passages of every run (trec_eval order).")
+@click.option("--qrels", "qrels", multiple=True, metavar="FILE|ID", help="Also pool every passage these qrels judged (file or ir_datasets ID).")
+@click.option("--responses", metavar="FILE", help="Generated answers (JSONL query_id, run_id, text): segmented into passages and pooled.")
+@click.option("--responses-run-out", metavar="PATH", help="Write the run ranking the response segments (a directory: one RUN_ID.run per run).")
+@click.option("--passages", metavar="FILE|ID", help="Passage texts: JSONL {doc_id, text}, TSV, or an ir_datasets ID.")
+@click.option("--topics", metavar="FILE|ID", help="Query texts (needed by prompts that show the query, e.g. the direct prompts).")
+@click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True, help="Pooled passages without text: skip (and report) or fail.")
+@click.option("--bank", metavar="FILE", help="Question/nugget bank (our JSONL or the workbench's files). Not used by direct prompts.")
+@click.option("--prompt", "prompt_name", required=True, metavar="NAME|FILE", help="Prompt id (see exam-grade --list-prompts) or a custom prompt file.")
+@click.option("--backend", default="hf-seq2seq", show_default=True, metavar="NAME", help="hf-seq2seq, hf-causal, hf-qa, endpoint, embedding, scripted.")
+@click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large].")
+@click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available.")
+@click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="Weights dtype (HF back ends).")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise).")
+@click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit.")
+@click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="Generation length limit.")
+@click.option("--num-beams", type=click.IntRange(min=1), default=None, help="Beam search width for generation (default greedy).")
+@click.option("--base-url", default=None, metavar="URL", help="endpoint: OpenAI-compatible base URL (…/v1).")
+@click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY].")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight.")
+@click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE", help="Further back-end option (repeatable), e.g. -O delay=0.1 for scripted.")
+@click.option("--cache", "cache_path", default=None, metavar="FILE", help="Grade cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite].")
+@click.option("--no-cache", is_flag=True, help="Neither read nor write the grade cache.")
+@click.option("--shard", default=None, metavar="I/N", help="Grade only shard I of N (1-based; stable split by work key).")
+@click.option("--dry-run", is_flag=True, help="Report pool size, pairs, cache hits and estimated time; grade nothing.")
+@click.option("-o", "--output", default=None, metavar="FILE", help="Append grades to FILE (resumable; .gz ok). Default: stdout.")
+@click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
+              help="List the prompt ids and exit.")
+def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passages, topics, on_missing, bank,
+        prompt_name, backend, model, device, dtype, batch_size, max_input_tokens, max_new_tokens, num_beams,
+        base_url, api_key_env, concurrency, backend_options, cache_path, no_cache, shard, dry_run, output):
+    """Grade pooled passages with an LLM against a question/nugget bank (or directly).
+
+    The pool is the top --depth passages of every RUN, the passages of --qrels and the
+    segments of --responses. Every (passage, bank item) pair is graded once with
+    --prompt by --backend; identical texts are graded once, a persistent cache
+    remembers every grade, and the output is appended batch by batch, so an
+    interrupted run resumes where it stopped. Grades are JSONL for exam-qrels and
+    exam-cover.
+    """
+    from ..backends.base import get_backend
+    from ..grading import engine
+    from ..grading.prompts import get_prompt
+
+    runs = list(runs_opt) + list(runs_args)
+    shard_t = engine.parse_shard(shard)
+    if not runs and not qrels and not responses:
+        raise UsageError("nothing to pool: give run files, --qrels or --responses")
+    if responses_run_out and not responses:
+        raise UsageError("--responses-run-out needs --responses")
+    prompt = get_prompt(prompt_name)
+    direct = prompt.target == "direct"
+    if not direct and not bank:
+        raise UsageError(f"prompt {prompt.id!r} grades {prompt.target}s: give --bank")
+    options = dict(model=model, device=device, dtype=dtype, batch_size=batch_size, max_input_tokens=max_input_tokens,
+                   max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
+                   concurrency=concurrency)
+    extra = _split_backend_options(backend_options)
+    clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
+    if clash:
+        raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
+    options.update(extra)
+    grader = get_backend(backend, **options)  # validates options and model path; loads nothing
+
+    # ---- inputs (all validated before anything loads or is written) --------------------
+    plan_inputs = _read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,
+                               topics=topics, on_missing=on_missing, bank=None if direct else bank,
+                               prompt=prompt, direct=direct)
+    if direct and bank:
+        _log(f"prompt {prompt.id!r} grades passages directly; --bank is not used")
+
+    from ..grading.cache import GradeCache, NullCache, default_cache_path
+    from ..grading.output import GradesAppender, existing_keys, repair
+
+    units, npairs = engine.build_units(docs=plan_inputs["docs"], texts=plan_inputs["texts"], items=plan_inputs["items"],
+                                       queries=plan_inputs["queries"], prompt=prompt, identity=grader.cache_identity,
+                                       shard=shard_t)
+    done: set[tuple] = set()
+    if output and output != "-" and os.path.exists(output):
+        if not dry_run:
+            cut = repair(output)
+            if cut:
+                _log(f"{output}: removed a torn last batch ({cut} bytes) left by an interrupted run")
+        done = existing_keys(output)
+    cache = NullCache() if no_cache else GradeCache(cache_path or default_cache_path())
+    plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt.id)
+    plan.stats.pool = plan_inputs["pool"]
+    plan.stats.missing = plan_inputs["missing"]
+
+    if dry_run:
+        _dry_run_report(plan, grader, cache, shard)
+        cache.close()
+        return 0
+
+    if responses_run_out:
+        _write_response_runs(plan_inputs["segments"], responses_run_out)
+
+    # ---- the work ---------------------------------------------------------------------------
+    from ..progress import progress_bar
+
+    appender = GradesAppender(output)
+    todo_pairs = sum(len(u.pairs) for u in plan.units_todo)
+    old_term = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # SLURM's time limit, `kill`
+    try:
+        if plan.units_todo:
+            try:
+                grader.load()
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot load model: {exc}".splitlines()[0], grader.model_id or backend) from None
+        with progress_bar(todo_pairs, "grading", "pairs") as bar:
+            stats = engine.execute(plan, grader, prompt, appender, cache, batch_size=batch_size,
+                                   on_batch=bar.advance)
+    except KeyboardInterrupt:
+        appender.close()
+        written = appender.lines
+        hint = "run the same command again to resume" if output and output != "-" else \
+            "use -o FILE to make grading resumable"
+        _log(f"interrupted; {written} grades written; {hint}")
+        sys.exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        appender.close()
+        grader.close()
+        cache.close()
+    _log(stats.summary())
+    if stats.missing:
+        _log(f"{stats.missing} pooled passages had no text and were skipped")
+    if stats.failed:
+        _log(f"{stats.failed} model calls failed and were not recorded; run the same command again to retry them")
+        return 3
+    return 0
+
+
+def _sigterm_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _list_prompts(ctx, value):
+    if not value or ctx.resilient_parsing:
+        return
+    from ..grading.prompts import REGISTRY, get_prompt  # noqa: F401
+
+    try:
+        get_prompt("\0")  # make sure every family is registered
+    except UsageError:
+        pass
+    for pid in sorted(REGISTRY):
+        p = REGISTRY[pid]
+        click.echo(f"{pid}\t{p.target}\t{p.mode}\t{p.scale[0]}-{p.scale[1]}\t{p.source}")
+    ctx.exit(0)
+
+
+def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, bank, prompt, direct) -> dict:
+    from ..grading.pool import Pool
+    from ..grading.segment import read_responses
+    from ..io.banks import items_by_query, read_bank
+    from ..io.irds import irds_qrels, looks_like_irds_id
+    from ..io.passages import read_passages
+    from ..io.topics import read_topics
+
+    pool = Pool()
+    for r in runs:
+        pool.add_run(r, depth)
+    for q in qrels:
+        if looks_like_irds_id(q):
+            for qid, docs in sorted(irds_qrels(q).items()):
+                for doc in sorted(docs):
+                    pool.add(qid, doc)
+        else:
+            pool.add_qrels(q)
+    segments = []
+    if responses:
+        segments = read_responses(responses)
+        pool.add_segments(segments, depth)
+
+    items = None
+    if bank:
+        all_items = read_bank(bank)
+        wanted_kind = [i for i in all_items if i.kind == prompt.target]
+        if not wanted_kind:
+            kinds = sorted({i.kind for i in all_items})
+            raise InputError(f"no {prompt.target} items for prompt {prompt.id!r} (the bank holds {', '.join(kinds)}s)", bank)
+        items = items_by_query(wanted_kind)
+
+    queries: dict[str, str] = {}
+    if topics:
+        queries = {qid: t.text for qid, t in read_topics(topics).items()}
+    elif "query" in prompt.placeholders:
+        raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
+
+    # queries that can be graded at all, so only their passages are read
+    if items is not None:
+        from ..grading.engine import check_bank_coverage
+
+        covered = check_bank_coverage(items, pool.docs, bank)
+        unbanked = sorted(set(pool.docs) - set(items))
+        if unbanked:
+            _log(f"{len(unbanked)} pooled queries have no bank items and are not graded (e.g. {', '.join(unbanked[:3])})")
+        if len(covered) < len(items):
+            _log(f"{len(items) - len(covered)} bank queries have no pooled passages")
+        docs = {q: list(pool.docs[q]) for q in pool.docs if q in items}
+    else:
+        docs = {q: list(d) for q, d in pool.docs.items()}
+    if "query" in prompt.placeholders:
+        lacking = sorted(q for q in docs if q not in queries)
+        if lacking:
+            raise InputError(f"no topic text for {len(lacking)} pooled queries (e.g. {', '.join(lacking[:3])})", topics)
+
+    wanted = {d for ds in docs.values() for d in ds} - set(pool.texts)
+    texts = dict(pool.texts)
+    if wanted:
+        if not passages:
+            raise UsageError(f"{len(wanted)} pooled passages need texts: give --passages (file or ir_datasets ID)")
+        texts.update(read_passages(passages, wanted))
+    missing = sorted(d for d in {d for ds in docs.values() for d in ds} if not (texts.get(d) or "").strip())
+    if missing:
+        if on_missing == "error":
+            raise InputError(f"{len(missing)} pooled passages have no text (e.g. {', '.join(missing[:3])}); "
+                             "use --on-missing skip to grade the rest", passages or responses)
+        _log(f"{len(missing)} pooled passages have no text and are skipped (e.g. {', '.join(missing[:3])})")
+    gone = set(missing)
+    docs = {q: [d for d in ds if d not in gone] for q, ds in docs.items()}
+    docs = {q: ds for q, ds in docs.items() if ds}
+    if not docs:
+        raise InputError("no pooled passage has text", passages or responses)
+    pool_size = sum(len(ds) for ds in docs.values())
+    return dict(docs=docs, texts=texts, items=items, queries=queries, segments=segments, pool=pool_size,
+                missing=len(missing))
+
+
+def _write_response_runs(segments, path: str) -> None:
+    from ..grading.segment import segments_to_runs
+    from ..io.openers import atomic_output
+    from ..io.trec import write_run
+
+    runs = segments_to_runs(segments)
+    if path.endswith(os.sep) or os.path.isdir(path):
+        os.makedirs(path, exist_ok=True)
+        for run_id, run in runs.items():
+            with atomic_output(os.path.join(path, f"{run_id}.run")) as out:
+                write_run(run, out, run_id)
+        return
+    if len(runs) > 1:
+        raise UsageError(f"--responses holds {len(runs)} runs; give --responses-run-out a directory (one file per run)")
+    (run_id, run), = runs.items()
+    with atomic_output(path) as out:
+        write_run(run, out, run_id)
+
+
+def _dry_run_report(plan, grader, cache, shard) -> None:
+    from ..grading.engine import estimate_seconds
+
+    s = plan.stats
+    todo_pairs = sum(len(u.pairs) for u in plan.units_todo)
+    rate = cache.throughput(grader.cache_identity)
+    est = estimate_seconds(s.units_to_grade, rate)
+    lines = [
+        ("pool (passages with text)", s.pool),
+        ("passages without text", s.missing),
+        ("pairs" + (f" in shard {shard}" if shard else ""), s.pairs),
+        ("already in output", s.in_output),
+        ("from cache", s.from_cache),
+        ("to grade (pairs)", todo_pairs),
+        ("model calls after deduplication", s.units_to_grade),
+    ]
+    for label, value in lines:
+        click.echo(f"{label:<32}{value}")
+    if est is None:
+        click.echo(f"{'estimated time':<32}unknown (no finished run of {grader.cache_identity} in the cache yet)")
+    else:
+        click.echo(f"{'estimated time':<32}{_hms(est)} (at {rate:.2f} calls/s measured on the last run)")
+
+
+def _hms(seconds: float) -> str:
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+main = make_main(cli, "exam-grade")

@@ -1,0 +1,241 @@
+"""The grading engine: plan the work, do each piece once, never lose finished work.
+
+Vocabulary:
+
+- a **pair** is one output line: (query, passage, bank item or None for direct prompts);
+- a **unit** is one model call: all pairs whose texts are identical (same prompt,
+  item text, passage text, query text where the prompt shows it, answer keys) share
+  one unit, graded once; its key is also the persistent cache key.
+
+Order of work: pairs already in the output are skipped (resume); units found in the
+cache are written first without touching the model; the rest is graded in batches sorted
+by input length (less padding, and the longest batch runs first so an out-of-memory
+error shows up at once). After every batch the grades are appended and fsynced, then the
+cache is committed: a kill loses at most the batch in flight.
+
+``--shard i/n`` splits by unit key, so identical texts always land in the same shard and
+deduplication still works inside each shard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from ..backends.base import Backend, GradeRequest, GradeResult
+from ..errors import InputError, UsageError
+from ..io.banks import BankItem
+from ..io.grades import Grade
+from .cache import NullCache, unit_key
+from .output import GradesAppender
+
+
+@dataclass
+class Pair:
+    query_id: str
+    doc_id: str
+    item: BankItem | None
+
+
+@dataclass
+class Unit:
+    key: str
+    request: GradeRequest
+    pairs: list[Pair] = field(default_factory=list)
+
+    @property
+    def length(self) -> int:
+        return len(self.request.context) + len(self.request.item_text or "")
+
+
+@dataclass
+class Stats:
+    pool: int = 0  # pooled passages with text
+    missing: int = 0  # pooled passages without text
+    pairs: int = 0  # pairs in this shard
+    in_output: int = 0  # pairs already in the output (resume)
+    from_cache: int = 0  # pairs answered by the persistent cache
+    graded: int = 0  # model calls made (units graded)
+    deduplicated: int = 0  # pairs that reused a unit graded in this run
+    failed: int = 0  # units whose model call failed (not written; a rerun retries them)
+    unparsed: int = 0  # pairs written with parse_ok false
+    units_to_grade: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        return (f"{self.pairs} pairs: {self.graded} graded, {self.from_cache} from cache, "
+                f"{self.deduplicated} deduplicated, {self.in_output} already in output, "
+                f"{self.failed} failed, {self.unparsed} unparsed")
+
+
+@dataclass
+class Plan:
+    units_cached: list[Unit]
+    units_todo: list[Unit]
+    cached_results: dict[str, GradeResult]
+    stats: Stats
+
+
+def parse_shard(spec: str | None) -> tuple[int, int] | None:
+    if spec is None:
+        return None
+    try:
+        i, n = (int(x) for x in spec.split("/"))
+    except ValueError:
+        raise UsageError(f"--shard must be I/N (1 <= I <= N), got {spec!r}") from None
+    if not (n >= 1 and 1 <= i <= n):
+        raise UsageError(f"--shard must be I/N (1 <= I <= N), got {spec!r}")
+    return i, n
+
+
+def in_shard(key: str, shard: tuple[int, int] | None) -> bool:
+    if shard is None:
+        return True
+    i, n = shard
+    return int(hashlib.sha256(key.encode()).hexdigest()[:15], 16) % n == i - 1
+
+
+def build_units(
+    *,
+    docs: dict[str, Sequence[str]],
+    texts: dict[str, str],
+    items: dict[str, list[BankItem]] | None,
+    queries: dict[str, str],
+    prompt,
+    identity: str,
+    shard: tuple[int, int] | None = None,
+) -> tuple[dict[str, Unit], int]:
+    """Units (insertion-ordered) and the number of pairs in this shard.
+
+    ``items`` None means a direct prompt: one pair per (query, passage).
+    """
+    uses_query = "query" in prompt.placeholders
+    units: dict[str, Unit] = {}
+    npairs = 0
+    for qid, doc_ids in docs.items():
+        query = queries.get(qid, "")
+        per_query = [None] if items is None else items.get(qid, [])
+        for doc in doc_ids:
+            passage = texts[doc]
+            for item in per_query:
+                item_text = None if item is None else item.text
+                keys = tuple(item.answers) if item is not None and item.answers else None
+                key = unit_key(identity, prompt.hash, query if uses_query else None, item_text, passage, keys)
+                if not in_shard(key, shard):
+                    continue
+                unit = units.get(key)
+                if unit is None:
+                    unit = units[key] = Unit(key, GradeRequest(prompt, query, item_text, passage, keys))
+                unit.pairs.append(Pair(qid, doc, item))
+                npairs += 1
+    return units, npairs
+
+
+def output_key(pair: Pair, model: str, prompt_id: str) -> tuple:
+    return (pair.query_id, pair.doc_id, None if pair.item is None else pair.item.item_id, model, prompt_id)
+
+
+def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, model: str, prompt_id: str) -> Plan:
+    stats = Stats(pairs=npairs)
+    pending: list[Unit] = []
+    for unit in units.values():
+        left = [p for p in unit.pairs if output_key(p, model, prompt_id) not in done]
+        stats.in_output += len(unit.pairs) - len(left)
+        if left:
+            pending.append(Unit(unit.key, unit.request, left))
+    cached = cache.get_many(u.key for u in pending)
+    units_cached = [u for u in pending if u.key in cached]
+    todo = [u for u in pending if u.key not in cached]
+    stats.from_cache = sum(len(u.pairs) for u in units_cached)
+    # longest first: padding waste is smallest within a length-sorted batch, and an
+    # out-of-memory error surfaces in the first batch rather than after hours
+    todo.sort(key=lambda u: (-u.length, u.key))
+    stats.units_to_grade = len(todo)
+    return Plan(units_cached, todo, cached, stats)
+
+
+def _grades_for(unit: Unit, result: GradeResult, model: str, prompt) -> list[Grade]:
+    return [
+        Grade(
+            query_id=p.query_id, doc_id=p.doc_id,
+            item_id=None if p.item is None else p.item.item_id,
+            kind=None if p.item is None else p.item.kind,
+            grade=result.grade if result.parse_ok else None,
+            probs=result.probs, answer=result.answer, parse_ok=bool(result.parse_ok and result.grade is not None),
+            model=model, prompt=prompt.id, prompt_hash=prompt.hash,
+        )
+        for p in unit.pairs
+    ]
+
+
+def is_failed_call(result: GradeResult) -> bool:
+    """No output at all (an HTTP error after all retries): transient, so neither
+    written nor cached; a rerun tries again."""
+    return result.answer is None and not result.parse_ok
+
+
+def execute(
+    plan: Plan,
+    backend: Backend,
+    prompt,
+    out: GradesAppender,
+    cache=None,
+    *,
+    batch_size: int | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> Stats:
+    """Write cached grades, then grade the rest batch by batch. KeyboardInterrupt
+    propagates after the last complete batch is safely on disk."""
+    cache = cache or NullCache()
+    stats = plan.stats
+    model = backend.model_id
+    identity = backend.cache_identity
+    cached_lines = [g for u in plan.units_cached for g in _grades_for(u, plan.cached_results[u.key], model, prompt)]
+    stats.unparsed += sum(not g.parse_ok for g in cached_lines)
+    out.write_batch(cached_lines)
+    size = max(1, batch_size or backend.batch_size)
+    start = time.monotonic()
+    graded_pairs = 0
+    for b in range(0, len(plan.units_todo), size):
+        batch = plan.units_todo[b:b + size]
+        results = backend.grade([u.request for u in batch])
+        if len(results) != len(batch):
+            raise RuntimeError(f"back end {backend.name} returned {len(results)} results for {len(batch)} requests")
+        lines: list[Grade] = []
+        keep: list[tuple[str, GradeResult]] = []
+        for unit, result in zip(batch, results):
+            if is_failed_call(result):
+                stats.failed += 1
+                continue
+            stats.graded += 1
+            stats.deduplicated += len(unit.pairs) - 1
+            graded_pairs += len(unit.pairs)
+            g = _grades_for(unit, result, model, prompt)
+            stats.unparsed += sum(not x.parse_ok for x in g)
+            lines.extend(g)
+            keep.append((unit.key, result))
+        out.write_batch(lines)  # fsynced before the cache commit: the output is the record
+        cache.put_many(keep, identity, prompt.hash)
+        if on_batch is not None:
+            on_batch(sum(len(u.pairs) for u in batch))
+    stats.seconds = time.monotonic() - start
+    if stats.graded:
+        cache.record_throughput(identity, stats.graded, stats.seconds)
+    return stats
+
+
+def estimate_seconds(units: int, rate: float | None) -> float | None:
+    return None if not rate else units / rate
+
+
+def check_bank_coverage(items: dict[str, list[BankItem]], docs: dict[str, Sequence[str]], bank_name: str) -> list[str]:
+    """Queries of the bank with pooled passages; none at all is bad input."""
+    covered = [q for q in items if docs.get(q)]
+    if not covered:
+        sample = ", ".join(sorted(items)[:5])
+        pooled = ", ".join(sorted(docs)[:5]) or "none"
+        raise InputError(f"no bank query has pooled passages (bank queries: {sample}...; pooled queries: {pooled})",
+                         bank_name)
+    return covered

@@ -1,0 +1,144 @@
+"""Generated responses -> passages: paragraphs of at most ~400 tokens, stable ids.
+
+A response (``{"query_id", "run_id", "text"}``) is split at blank lines (at single line
+breaks when it has no blank line); a paragraph longer than the limit is split at
+sentence ends, and a sentence longer than the limit at word boundaries. Very short
+paragraphs (headings, "Sources:") are joined to the next one, because a heading alone
+answers nothing and would only add grading work.
+
+Segment id: ``run_id/query_id/N-md5(text)[:10]``: N keeps two identical paragraphs of one
+response apart, the digest makes sure that a regenerated response never reuses the id
+(and therefore the grade) of a paragraph whose text changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from ..errors import InputError
+from ..io.jsonl import iter_jsonl, require_fields
+from ..io.openers import display_name
+
+MAX_TOKENS = 400
+MIN_TOKENS = 8
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+
+
+def approx_tokens(text: str) -> int:
+    """Words and punctuation marks: close to a subword tokenizer's count for English."""
+    return len(_TOKEN.findall(text))
+
+
+@dataclass(frozen=True)
+class Segment:
+    query_id: str
+    run_id: str
+    doc_id: str
+    text: str
+    rank: int
+
+
+def _split_long(text: str, limit: int, count: Callable[[str], int]) -> list[str]:
+    if count(text) <= limit:
+        return [text]
+    pieces: list[str] = []
+    current = ""
+    for sentence in _SENTENCE_END.split(text):
+        if count(sentence) > limit:
+            if current:
+                pieces.append(current)
+                current = ""
+            words = sentence.split()
+            chunk: list[str] = []
+            for w in words:
+                if chunk and count(" ".join(chunk + [w])) > limit:
+                    pieces.append(" ".join(chunk))
+                    chunk = []
+                chunk.append(w)
+            if chunk:
+                current = " ".join(chunk)
+            continue
+        candidate = f"{current} {sentence}" if current else sentence
+        if current and count(candidate) > limit:
+            pieces.append(current)
+            current = sentence
+        else:
+            current = candidate
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def split_paragraphs(text: str, *, max_tokens: int = MAX_TOKENS, min_tokens: int = MIN_TOKENS,
+                     count: Callable[[str], int] = approx_tokens) -> list[str]:
+    text = text.replace("\r\n", "\n").strip()
+    if not text:
+        return []
+    blocks = re.split(r"\n\s*\n", text) if re.search(r"\n\s*\n", text) else text.split("\n")
+    blocks = [" ".join(b.split()) for b in blocks if b.strip()]
+    merged: list[str] = []
+    carry = ""
+    for block in blocks:
+        block = f"{carry} {block}" if carry else block
+        carry = ""
+        if count(block) < min_tokens:
+            carry = block
+            continue
+        merged.append(block)
+    if carry:
+        if merged and count(f"{merged[-1]} {carry}") <= max_tokens:
+            merged[-1] = f"{merged[-1]} {carry}"
+        else:
+            merged.append(carry)
+    out: list[str] = []
+    for block in merged:
+        out.extend(_split_long(block, max_tokens, count))
+    return out
+
+
+def segment_id(run_id: str, query_id: str, n: int, text: str) -> str:
+    digest = hashlib.md5(text.encode("utf-8")).hexdigest()[:10]
+    return f"{run_id}/{query_id}/{n}-{digest}"
+
+
+def segment_response(query_id: str, run_id: str, text: str, **kw) -> list[Segment]:
+    return [Segment(query_id, run_id, segment_id(run_id, query_id, n, para), para, n)
+            for n, para in enumerate(split_paragraphs(text, **kw), 1)]
+
+
+def read_responses(path: str, **kw) -> list[Segment]:
+    """All segments of a responses JSONL file; one response per (run_id, query_id)."""
+    name = display_name(path)
+    seen: dict[tuple[str, str], int] = {}
+    out: list[Segment] = []
+    for lineno, obj in iter_jsonl(path):
+        if not isinstance(obj, dict):
+            raise InputError("expected a JSON object", name, lineno)
+        require_fields(obj, ("query_id", "run_id", "text"), name, lineno)
+        if not isinstance(obj["text"], str):
+            raise InputError("'text' must be a string", name, lineno)
+        key = (str(obj["run_id"]), str(obj["query_id"]))
+        if key in seen:
+            raise InputError(f"second response of run {key[0]!r} for query {key[1]!r} "
+                             f"(first on line {seen[key]})", name, lineno)
+        seen[key] = lineno
+        segs = segment_response(key[1], key[0], obj["text"], **kw)
+        if not segs:
+            raise InputError("response without text", name, lineno)
+        out.extend(segs)
+    if not out:
+        raise InputError("no responses", name)
+    return out
+
+
+def segments_to_runs(segments: Iterable[Segment]) -> dict[str, dict[str, dict[str, float]]]:
+    """run_id -> qid -> {segment id: score}; the score falls with the position so that
+    trec_eval order equals response order."""
+    runs: dict[str, dict[str, dict[str, float]]] = {}
+    for s in segments:
+        runs.setdefault(s.run_id, {}).setdefault(s.query_id, {})[s.doc_id] = float(-s.rank)
+    return runs
