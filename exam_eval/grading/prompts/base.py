@@ -7,10 +7,16 @@ read from the model (``mode`` "score" = next-token probabilities of ``labels``; 
 package ``__init__``.
 
 Placeholders are ``{query}``, ``{question}``, ``{nugget}``, ``{item}`` (question and
-nugget are both filled with the bank item's text), ``{context}`` and ``{answer}``. They are
-substituted in ONE regex pass, never with ``str.format``: a passage that itself contains
-``{question}`` or a brace is inserted literally and not expanded again, and literal braces
-in the published text (Thomas' JSON, for instance) are kept as they are.
+nugget are both filled with the bank item's text), ``{context}`` (the passage),
+``{answer}`` (an extracted answer, for answer verification) and ``{correct_answer}`` (the
+answer key, for answer verification). They are substituted in ONE regex pass, never with
+``str.format``: a passage that itself contains ``{question}`` or a brace is inserted
+literally and not expanded again, and literal braces in the published text are kept.
+
+Score mode convention: ``labels[i]`` stands for grade ``scale[0] + i`` (so
+``labels=("No", "Yes")`` with ``scale=(0, 1)`` reads "Yes" as 1). A back end that scores
+takes the argmax over the labels' next-token probabilities; ``label_grades()`` gives the
+mapping. Back ends that cannot score generate text and call ``parse``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 
 from exam_eval.errors import UsageError
 
-PLACEHOLDER = re.compile(r"\{(query|question|nugget|item|context|answer)\}")
+PLACEHOLDER = re.compile(r"\{(query|question|nugget|item|context|answer|correct_answer)\}")
 TARGETS = ("question", "nugget", "direct")
 MODES = ("score", "generate")
 
@@ -33,7 +39,7 @@ class Parsed:
     grade: int | None  # None when unparseable (parse_ok False) or pending verification
     parse_ok: bool
     answer: str | None  # extracted answer text for extraction prompts, else None
-    note: str = ""  # e.g. "unanswerable", "no digit found"
+    note: str = ""  # e.g. "unanswerable", "no rating found"
 
 
 @dataclass(frozen=True)
@@ -49,10 +55,10 @@ class Prompt:
     needs_verification: bool = False
     # Name of the output parser in exam_eval.grading.parsing.PARSERS.
     parser: str = "rating"
-    # How system and user text are joined into one string for seq2seq/completion models.
+    # How system, few-shot turns and user text become one string for seq2seq models.
     joiner: str = "\n"
-    # Few-shot turns the paper shows as separate chat turns: ((user, assistant), ...).
-    # They are rendered with the same placeholders' values left out (they are fixed text).
+    # Few-shot examples given as separate chat turns ((user, assistant), ...); fixed text.
+    # The published prompts write their examples inline in the template and leave this empty.
     shots: tuple[tuple[str, str], ...] = ()
     description: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
@@ -64,12 +70,12 @@ class Prompt:
             raise ValueError(f"prompt {self.id}: mode must be one of {MODES}")
         if self.mode == "score" and not self.labels:
             raise ValueError(f"prompt {self.id}: score mode needs labels")
+        if self.labels and len(self.labels) != self.scale[1] - self.scale[0] + 1:
+            raise ValueError(f"prompt {self.id}: one label per grade of the scale is needed")
 
     # -- rendering ---------------------------------------------------------------------
-    def _fill(self, text: str, values: dict[str, str]) -> str:
-        return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
-
-    def _values(self, query: str, item: str | None, context: str, answer: str | None) -> dict[str, str]:
+    @staticmethod
+    def _values(query, item, context, answer, correct_answer) -> dict[str, str]:
         item_text = "" if item is None else item
         return {
             "query": query,
@@ -78,43 +84,47 @@ class Prompt:
             "item": item_text,
             "context": context,
             "answer": "" if answer is None else answer,
+            "correct_answer": "" if correct_answer is None else correct_answer,
         }
 
-    def user_text(self, *, query: str, item: str | None, context: str, answer: str | None = None) -> str:
-        return self._fill(self.template, self._values(query, item, context, answer))
+    @staticmethod
+    def _fill(text: str, values: dict[str, str]) -> str:
+        return PLACEHOLDER.sub(lambda m: values[m.group(1)], text)
 
-    def system_text(self, *, query: str, item: str | None, context: str, answer: str | None = None) -> str | None:
-        if self.system is None:
-            return None
-        return self._fill(self.system, self._values(query, item, context, answer))
+    def _parts(self, query, item, context, answer, correct_answer):
+        values = self._values(query, item, context, answer, correct_answer)
+        system = None if self.system is None else self._fill(self.system, values)
+        return system, self._fill(self.template, values)
 
-    def render(self, *, query: str, item: str | None, context: str, answer: str | None = None) -> str:
+    def render(self, *, query: str, item: str | None, context: str, answer: str | None = None,
+               correct_answer: str | None = None) -> str:
         """One string for seq2seq/completion models: system, few-shot turns, user."""
-        parts = []
-        system = self.system_text(query=query, item=item, context=context, answer=answer)
-        if system is not None:
-            parts.append(system)
-        for user, assistant in self.shots:
-            parts.append(user)
-            parts.append(assistant)
-        parts.append(self.user_text(query=query, item=item, context=context, answer=answer))
+        system, user = self._parts(query, item, context, answer, correct_answer)
+        parts = [] if system is None else [system]
+        for shot_user, shot_assistant in self.shots:
+            parts += [shot_user, shot_assistant]
+        parts.append(user)
         return self.joiner.join(parts)
 
-    def overhead(self, query: str, item: str | None, answer: str | None = None) -> str:
+    def overhead(self, query: str, item: str | None, answer: str | None = None,
+                 correct_answer: str | None = None) -> str:
         """The rendered prompt without the passage: what truncation must leave room for."""
-        return self.render(query=query, item=item, context="", answer=answer)
+        return self.render(query=query, item=item, context="", answer=answer, correct_answer=correct_answer)
 
-    def messages(self, *, query: str, item: str | None, context: str, answer: str | None = None) -> list[dict]:
+    def messages(self, *, query: str, item: str | None, context: str, answer: str | None = None,
+                 correct_answer: str | None = None) -> list[dict]:
         """Chat form: optional system message, few-shot turns, then the user turn."""
-        out: list[dict] = []
-        system = self.system_text(query=query, item=item, context=context, answer=answer)
-        if system is not None:
-            out.append({"role": "system", "content": system})
-        for user, assistant in self.shots:
-            out.append({"role": "user", "content": user})
-            out.append({"role": "assistant", "content": assistant})
-        out.append({"role": "user", "content": self.user_text(query=query, item=item, context=context, answer=answer)})
+        system, user = self._parts(query, item, context, answer, correct_answer)
+        out: list[dict] = [] if system is None else [{"role": "system", "content": system}]
+        for shot_user, shot_assistant in self.shots:
+            out.append({"role": "user", "content": shot_user})
+            out.append({"role": "assistant", "content": shot_assistant})
+        out.append({"role": "user", "content": user})
         return out
+
+    def label_grades(self) -> dict[str, int]:
+        """Score mode: which grade each label stands for (``labels[i]`` -> ``scale[0] + i``)."""
+        return {label: self.scale[0] + i for i, label in enumerate(self.labels)}
 
     # -- reading the model's output ------------------------------------------------------
     def parse(self, text: str) -> Parsed:
@@ -143,7 +153,7 @@ class Prompt:
 
     @property
     def placeholders(self) -> set[str]:
-        texts = [self.template, self.system or ""]
+        texts = [self.template, self.system or ""] + [t for shot in self.shots for t in shot]
         return {m.group(1) for t in texts for m in PLACEHOLDER.finditer(t)}
 
 
@@ -151,7 +161,7 @@ REGISTRY: dict[str, Prompt] = {}
 
 
 def register(prompt: Prompt) -> Prompt:
-    if prompt.id in REGISTRY and REGISTRY[prompt.id] != prompt:
+    if prompt.id in REGISTRY and REGISTRY[prompt.id] != prompt and not prompt.id.startswith("file:"):
         raise ValueError(f"prompt id {prompt.id!r} registered twice")
     REGISTRY[prompt.id] = prompt
     return prompt
@@ -161,7 +171,9 @@ def get_prompt(name_or_path: str) -> Prompt:
     """A registered prompt by id, or a custom prompt loaded from an existing file."""
     import exam_eval.grading.prompts  # noqa: F401  (registers the published prompts)
 
-    if name_or_path in REGISTRY:
+    # A published id wins over a file of the same name in the working directory; say
+    # "file:sun" or "./sun" for the file. Files are re-read each time (they may be edited).
+    if name_or_path in REGISTRY and not name_or_path.startswith("file:"):
         return REGISTRY[name_or_path]
     path = name_or_path[5:] if name_or_path.startswith("file:") else name_or_path
     if Path(path).is_file():
@@ -169,4 +181,5 @@ def get_prompt(name_or_path: str) -> Prompt:
 
         return register(load_prompt_file(path))
     known = ", ".join(sorted(k for k in REGISTRY if not k.startswith("file:")))
-    raise UsageError(f"unknown prompt {name_or_path!r} (not a prompt id or an existing file); known prompts: {known}")
+    raise UsageError(f"unknown prompt {name_or_path!r} (neither a prompt id nor an existing file); "
+                     f"known prompts: {known}")

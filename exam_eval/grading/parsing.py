@@ -1,0 +1,218 @@
+"""Reading a grade from a model's generated text, per prompt family.
+
+Rule: a grade is only ever produced from text that states it. Everything else is
+``Parsed(grade=None, parse_ok=False, note=why)``, recorded and counted by exam-grade.
+
+Unanswerable expressions (grade 0, parse_ok True) are the EXAM++ paper's list, Section
+4.2.1: "unanswerable", "no", "no answer", "not enough information", "unknown", "it is not
+possible to tell", "it does not say", "no relevant information"; the same list is in the
+original EXAM paper's footnote 5 (printed there with the typo "no answe", which we also
+accept). EXAM++ also counts "ill-formed" answers such as "a." or "(iii)" as grade 0 for
+question answering. A response is matched against the list as a whole (lowercased,
+surrounding whitespace, quotes and final punctuation removed), never as a substring: "no"
+inside a sentence is not an unanswerable answer.
+
+Deviation from the papers: for self-rating, EXAM++ (Section 4.2.2) defaults a response
+without a number to rating 1; we record it as unparseable instead (parse_ok False) so the
+choice stays visible. ``tolerant_rating`` applies the paper's rule for users who want it.
+
+Rating parsers pick the rating the model meant, in this order: a number at the very start
+("4", " 4.", "4/5", "**4**", "[2] Highly relevant", "4: The answer ..."); a number after a
+rating keyword ("Grade: 4", "Rating: 4 out of 5", "The answer is 4", "score = 3"); an
+"N/M" or "N out of M" whose M is the scale's maximum. A number word ("four") only counts
+when it is the whole response. Non-integers ("4.5") and numbers off the prompt's scale
+are parse_ok False, never clipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Callable
+
+from exam_eval.grading.prompts.base import Parsed, Prompt
+
+UNANSWERABLE = frozenset({
+    "unanswerable",
+    "no",
+    "no answer",
+    "no answe",
+    "not enough information",
+    "unknown",
+    "it is not possible to tell",
+    "it does not say",
+    "no relevant information",
+})
+
+NUMBER_WORDS = {w: i for i, w in enumerate(
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])}
+
+_MARKUP = re.compile(r"[*_`#]+")
+_NUM = r"(?<![\w.])(-?\d+(?:[.,]\d+)?)(?![\w])"
+_LEADING = re.compile(r"^[\s\[\(\"'<]*" + _NUM)
+_KEYWORD = re.compile(
+    r"\b(?:grade|grading|rating|rate|rated|score|scored|relevance|label|category|answer(?:\s+is)?|"
+    r"final\s+score)\b\s*(?:is|of|would\s+be|=|:|-)?\s*[:=]?\s*[\[\(\"']?\s*" + _NUM,
+    re.IGNORECASE,
+)
+_OUT_OF = re.compile(_NUM + r"\s*(?:/|out\s+of|of)\s*(\d+)", re.IGNORECASE)
+# A choice marker with its punctuation: "a.", "b)", "(c)", "(iii)", "iv.". A bare letter
+# is left alone: "C" may be a real answer (vitamin C).
+_ILL_FORMED = re.compile(r"^(?:\(?[a-z]\)|[a-z]\.|\(?[ivx]+\)|[ivx]+\.)$", re.IGNORECASE)
+
+
+def _clean(text: str) -> str:
+    return _MARKUP.sub("", text or "").strip()
+
+
+def _canonical(text: str) -> str:
+    """Whole-response form used for the expression lists."""
+    t = _clean(text).lower()
+    t = re.sub(r"\s+", " ", t)
+    return t.strip(" \t\n\"'`.!?,;:()[]")
+
+
+def is_unanswerable(text: str) -> bool:
+    return _canonical(text) in UNANSWERABLE
+
+
+def is_ill_formed(text: str) -> bool:
+    """EXAM++'s ill-formed answers: a bare choice letter or roman numeral ("a.", "(iii)")."""
+    t = _clean(text)
+    return bool(t) and bool(_ILL_FORMED.match(t))
+
+
+def _to_grade(prompt: Prompt, raw: str) -> Parsed:
+    if "." in raw or "," in raw:
+        return Parsed(None, False, None, f"non-integer rating {raw!r}")
+    value = int(raw)
+    lo, hi = prompt.scale
+    if not lo <= value <= hi:
+        return Parsed(None, False, None, f"rating {value} outside the scale {lo}-{hi}")
+    return Parsed(value, True, None)
+
+
+def find_rating(prompt: Prompt, text: str) -> Parsed | None:
+    """The rating stated in ``text``, or None when none is stated."""
+    t = _clean(text)
+    m = _LEADING.match(t)
+    if m:
+        return _to_grade(prompt, m.group(1))
+    m = _KEYWORD.search(t)
+    if m:
+        return _to_grade(prompt, m.group(1))
+    for m in _OUT_OF.finditer(t):
+        if m.group(2) == str(prompt.scale[1]):
+            return _to_grade(prompt, m.group(1))
+    word = _canonical(text)
+    if word in NUMBER_WORDS:
+        return _to_grade(prompt, str(NUMBER_WORDS[word]))
+    return None
+
+
+def _empty(text: str) -> Parsed | None:
+    if not _clean(text):
+        return Parsed(None, False, None, "empty output")
+    return None
+
+
+def parse_rating(prompt: Prompt, text: str) -> Parsed:
+    """Self-rating and scale prompts: a number on the prompt's scale."""
+    if (p := _empty(text)) is not None:
+        return p
+    if prompt.target in ("question", "nugget") and is_unanswerable(text):
+        return Parsed(0, True, None, "unanswerable")
+    found = find_rating(prompt, text)
+    if found is None:
+        return Parsed(None, False, None, "no rating found")
+    return found
+
+
+def parse_thomas(prompt: Prompt, text: str) -> Parsed:
+    """The abridged Thomas prompt asks for a bare score; the full prompt of Thomas et al.
+    answers JSON ``{"M": m, "T": t, "O": o}`` whose "O" is the overall label, so a JSON
+    answer is read by its "O" field."""
+    if (p := _empty(text)) is not None:
+        return p
+    m = re.search(r"\{[^{}]*\}", text)
+    if m:
+        try:
+            obj = json.loads(m.group(0))
+        except ValueError:
+            obj = None
+        if isinstance(obj, dict) and "O" in obj:
+            value = obj["O"]
+            if isinstance(value, bool) or not isinstance(value, (int, str)):
+                return Parsed(None, False, None, f"\"O\" is not an integer: {value!r}")
+            return _to_grade(prompt, str(value).strip())
+    return parse_rating(prompt, text)
+
+
+_YES_NO = re.compile(r"^[\s\"'\[\(]*(yes|no)\b", re.IGNORECASE)
+_ANSWER_YES_NO = re.compile(r"\banswer(?:\s+is)?\s*[:=]?\s*[\"']?(yes|no)\b", re.IGNORECASE)
+
+
+def parse_yes_no(prompt: Prompt, text: str) -> Parsed:
+    """Sun, FaggioliB, HELM, answer verification: "Yes" -> 1, "No" -> 0 (the label's
+    position in ``prompt.labels``), as the first word or after "Answer:"."""
+    if (p := _empty(text)) is not None:
+        return p
+    t = _clean(text)
+    m = _YES_NO.match(t) or _ANSWER_YES_NO.search(t)
+    if not m:
+        return Parsed(None, False, None, "no yes/no found")
+    word = m.group(1).lower()
+    for label, grade in prompt.label_grades().items():
+        if label.lower() == word:
+            return Parsed(grade, True, None)
+    return Parsed(1 if word == "yes" else 0, True, None)
+
+
+_FINAL_SCORE = re.compile(r"#*\s*final\s+score\s*[:=]?\s*[\[\(\"']?" + _NUM, re.IGNORECASE)
+
+
+def parse_umbrela(prompt: Prompt, text: str) -> Parsed:
+    """UMBRELA asks for "##final score: score"; a response that is only the integer (the
+    prompt also says "Final score must be an integer value only") is accepted too."""
+    if (p := _empty(text)) is not None:
+        return p
+    m = _FINAL_SCORE.search(text)
+    if m:
+        return _to_grade(prompt, m.group(1))
+    t = _clean(text)
+    if re.fullmatch(r"-?\d+(?:[.,]\d+)?\.?", t):
+        return _to_grade(prompt, t.rstrip("."))
+    return Parsed(None, False, None, "no '##final score:' found")
+
+
+def parse_extraction(prompt: Prompt, text: str) -> Parsed:
+    """Extraction prompts: the answer text, grade pending verification (None, parse_ok
+    True); the unanswerable expressions and ill-formed answers are grade 0."""
+    if (p := _empty(text)) is not None:
+        return p
+    answer = text.strip()
+    if is_unanswerable(answer):
+        return Parsed(0, True, answer, "unanswerable")
+    if is_ill_formed(answer):
+        return Parsed(0, True, answer, "ill-formed answer")
+    note = "pending verification" if prompt.needs_verification else "extracted"
+    return Parsed(None, True, answer, note)
+
+
+def tolerant_rating(parsed: Parsed) -> Parsed:
+    """EXAM++ Section 4.2.2's rule for self-rating: a response without a numerical rating
+    counts as rating 1 (unanswerable expressions are already 0). Opt-in only."""
+    if parsed.parse_ok or parsed.note == "empty output":
+        return parsed
+    if parsed.note.startswith("no rating found"):
+        return Parsed(1, True, parsed.answer, "no rating: default 1 (EXAM++ 4.2.2)")
+    return parsed
+
+
+PARSERS: dict[str, Callable[[Prompt, str], Parsed]] = {
+    "rating": parse_rating,
+    "thomas": parse_thomas,
+    "yesno": parse_yes_no,
+    "umbrela": parse_umbrela,
+    "extraction": parse_extraction,
+}
