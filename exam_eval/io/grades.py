@@ -108,30 +108,28 @@ def _grades_from_workbench(obj: list, name: str, lineno: int) -> Iterator[Grade]
         if not isinstance(para, dict) or "paragraph_id" not in para:
             raise InputError("workbench paragraph without 'paragraph_id'", name, lineno)
         doc_id = str(para["paragraph_id"])
-        for block in (para.get("exam_grades") or []):
+        for block in (para.get("exam_grades") or ()):
             model = str(block.get("llm"))
             info = block.get("prompt_info") or {}
             prompt = str(info.get("prompt_class") or (block.get("llm_options") or {}).get("prompt_template"))
-            answers = {}
-            for pair in block.get("answers") or []:
-                if isinstance(pair, list) and len(pair) == 2:
-                    answers[str(pair[0])] = pair[1]
-            for rating in block.get("self_ratings") or []:
-                if "question_id" in rating:
-                    item_id, kind = rating["question_id"], "question"
-                elif "nugget_id" in rating:
-                    item_id, kind = rating["nugget_id"], "nugget"
-                else:
-                    raise InputError("self_rating without question_id or nugget_id", name, lineno)
+            answers = {str(p[0]): p[1] for p in (block.get("answers") or ()) if len(p) == 2}
+            for rating in (block.get("self_ratings") or ()):
+                item_id = rating.get("question_id")
+                kind = "question"
+                if item_id is None:
+                    item_id = rating.get("nugget_id")
+                    kind = "nugget"
+                    if item_id is None:
+                        raise InputError("self_rating without question_id or nugget_id", name, lineno)
                 value = rating.get("self_rating")
-                ok = isinstance(value, int) and not isinstance(value, bool)
-                yield Grade(qid, doc_id, str(item_id), kind, value if ok else None, None,
-                            answers.get(str(item_id)), ok, model, prompt, None)
-        for block in (para.get("grades") or []):
+                ok = type(value) is int
+                yield Grade(qid, doc_id, item_id, kind, value if ok else None, None,
+                            answers.get(item_id), ok, model, prompt, None)
+        for block in (para.get("grades") or ()):
             # direct relevance prompts: one label per passage
             info = block.get("prompt_info") or {}
             value = block.get("self_ratings")
-            ok = isinstance(value, int) and not isinstance(value, bool)
+            ok = type(value) is int
             yield Grade(qid, doc_id, None, None, value if ok else None, None, block.get("answer"), ok,
                         str(block.get("llm")), str(info.get("prompt_class")), None)
 
@@ -169,15 +167,13 @@ def read_grades(
     names = []
     for path in paths:
         names.append(display_name(path))
+        filtered = model is not None or prompt is not None or kind is not None
         for _, g in iter_grades(path):
-            if model is not None and g.model != model:
+            if filtered and ((model is not None and g.model != model)
+                             or (prompt is not None and g.prompt != prompt)
+                             or (kind is not None and g.kind != kind)):
                 continue
-            if prompt is not None and g.prompt != prompt:
-                continue
-            if kind is not None and g.kind != kind:
-                continue
-            latest.pop(g.key, None)  # re-insert so order follows the last occurrence
-            latest[g.key] = g
+            latest[(g.query_id, g.doc_id, g.item_id, g.model, g.prompt)] = g
     grades = list(latest.values())
     if not grades:
         filt = ", ".join(f"{k}={v}" for k, v in (("model", model), ("prompt", prompt), ("kind", kind)) if v)

@@ -28,8 +28,14 @@ def run_name(path: str | os.PathLike) -> str:
 
 
 def read_run(path: str | os.PathLike, *, allow_empty: bool = False) -> Run:
+    return read_run_tagged(path, allow_empty=allow_empty)[0]
+
+
+def read_run_tagged(path: str | os.PathLike, *, allow_empty: bool = False) -> tuple[Run, str]:
+    """The run and the tag of its first line (what trec_eval prints as runid)."""
     name = display_name(path)
     run: Run = {}
+    tag = ""
     where: dict[tuple[str, str], int] = {}
     for lineno, line in iter_lines(path):
         fields = line.split()
@@ -37,7 +43,9 @@ def read_run(path: str | os.PathLike, *, allow_empty: bool = False) -> Run:
             continue
         if len(fields) != 6:
             raise InputError(f"expected 6 fields 'qid Q0 docno rank score tag', found {len(fields)}", name, lineno)
-        qid, _, docno, _, score_s, _ = fields
+        qid, _, docno, _, score_s, line_tag = fields
+        if not tag:
+            tag = line_tag
         try:
             score = float(score_s)
         except ValueError:
@@ -51,7 +59,7 @@ def read_run(path: str | os.PathLike, *, allow_empty: bool = False) -> Run:
         run.setdefault(qid, {})[docno] = score
     if not run and not allow_empty:
         raise InputError("run is empty", name)
-    return run
+    return run, tag
 
 
 def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:

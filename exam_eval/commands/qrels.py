@@ -1,0 +1,94 @@
+"""exam-qrels: EXAM-Qrels from grades, and trec_eval-identical scoring with any labels."""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import InputError
+from ..io.labels import load_labels, stderr_log
+from ..io.leaderboard import write_leaderboard
+from ..io.openers import atomic_output
+from ..io.trec import write_qrels
+from ..measures.exam_qrels import LABEL_MODES
+from ..measures.registry import parse_measures
+from ..measures.trec_eval import evaluate, require_overlap, write_trec_eval
+from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
+from ._runs import read_runs
+
+PROG = "exam-qrels"
+
+EPILOG = """\b
+Examples:
+  exam-qrels grades.jsonl.gz > exam.qrels                 # EXAM-Qrels (label = max grade)
+  exam-qrels --label binary --min-grade 4 grades.jsonl.gz # 1 if any question graded >= 4
+  exam-qrels -c -m ndcg_cut.10 qrels.txt run.txt          # drop-in for trec_eval
+  exam-qrels -c -m P.20 -l 3 grades.jsonl.gz runs/*.run   # leaderboard TSV, one row per run
+  exam-qrels msmarco-passage/trec-dl-2019/judged > dl19.qrels   # an ir_datasets ID
+
+Exit status: 0 success, 1 usage error, 2 bad input (the message names file and line).
+See man exam-qrels.
+"""
+
+
+@click.command(context_settings=CONTEXT_SETTINGS, epilog=EPILOG)
+@click.argument("labels", metavar="LABELS")
+@click.argument("runs", nargs=-1, metavar="[RUN ...]")
+@click.option("-m", "--measure", "measures", multiple=True, metavar="MEASURE[.PARAMS]",
+              help="trec_eval measure, repeatable: map, P.5,10, ndcg_cut.10, recall.100, Rprec, "
+                   "recip_rank, success.1, bpref, num_rel_ret, ... Default: trec_eval's 'official' set.")
+@click.option("-q", "per_query", is_flag=True, help="Also print the value for each query (one run only).")
+@click.option("-c", "complete", is_flag=True,
+              help="Average over every query of the qrels; queries the run lacks score 0.")
+@click.option("-l", "level", type=int, default=1, show_default=True, metavar="N",
+              help="Relevance level: label >= N is relevant for binary measures (nDCG uses raw labels).")
+@click.option("-n", "no_summary", is_flag=True, help="No summary ('all') lines.")
+@click.option("-J", "judged_only", is_flag=True, help="Drop unjudged documents from the run before scoring.")
+@click.option("-M", "max_docs", type=int, default=None, metavar="N", help="Evaluate only the top N documents per query.")
+@click.option("--label", "label_mode", type=click.Choice(LABEL_MODES), default="max", show_default=True,
+              help="From grades: max grade, count of items with grade >= --min-grade, or binary.")
+@click.option("--min-grade", type=int, default=None, metavar="T",
+              help="Grade threshold for --label count|binary (default 4).")
+@grader_options
+@output_option
+def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_only, max_docs,
+        label_mode, min_grade, model, prompt, kind, output):
+    """Write EXAM-Qrels from LABELS, or score RUNs with them exactly as trec_eval would.
+
+    LABELS is a qrels file, an ir_datasets ID, or a grades file (exam-grade output or the
+    reference workbench's graded runs-with-text file). With no RUN, the labels are written
+    as qrels. With one RUN, the output is byte for byte what `trec_eval [options] QRELS RUN`
+    prints. With several RUNs, a leaderboard TSV: `run` then one column per measure.
+    """
+    log = stderr_log(PROG)
+    if label_mode != "max" and min_grade is None:
+        min_grade = 4
+    requests = parse_measures(list(measures), warn=log)
+    if per_query and len(runs) > 1:
+        raise click.UsageError("-q prints per-query values for one run; give a single RUN")
+    qrels = load_labels(labels, label=label_mode, min_grade=min_grade, model=model, prompt=prompt,
+                        kind=kind, log=log)
+    loaded = read_runs(runs)
+    options = dict(level=level, judged_only=judged_only, max_docs=max_docs, complete=complete)
+    if not loaded:
+        with atomic_output(output) as out:
+            write_qrels(qrels, out)
+        return 0
+    evaluations = []
+    for (name, run, tag), path in zip(loaded, runs):
+        ev = evaluate(qrels, run, requests, run_tag=tag, **options)
+        require_overlap(ev, path, labels)
+        evaluations.append((name, ev))
+    with atomic_output(output) as out:
+        if len(evaluations) == 1:
+            write_trec_eval(evaluations[0][1], out, per_query=per_query, summary=not no_summary)
+        else:
+            columns = [n for n in evaluations[0][1].value_names() if n != "runid"]
+            rows = {name: {c: ev.summary[c] for c in columns} for name, ev in evaluations}
+            write_leaderboard(rows, columns, out)
+    return 0
+
+
+main = make_main(cli, PROG)
+
+if __name__ == "__main__":
+    main()
