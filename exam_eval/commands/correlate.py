@@ -1,0 +1,390 @@
+"""exam-correlate: how far an automatic leaderboard or LLM labels can be trusted.
+
+Three subcommands: ``leaderboard`` (rank correlation of two leaderboards),
+``agreement`` (Cohen's kappa of LLM labels against human judgments) and ``interval``
+(confidence intervals for a run's metric from a few human-labelled queries plus LLM
+labels on all queries: empirical bootstrap, PPI, CRC).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import click
+
+from ..errors import InputError, UsageError
+from ..io.openers import atomic_output, display_name, iter_lines, open_text
+from ..io.trec import Qrels, read_qrels, read_run, run_name
+from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
+
+PROG = "exam-correlate"
+
+
+def _info(msg: str) -> None:
+    click.echo(f"{PROG}: {msg}", err=True)
+
+
+def _fmt(v: float) -> str:
+    return "nan" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4f}"
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+def cli():
+    """Meta-evaluation: leaderboard correlation, agreement with human judgments, and
+    confidence intervals that combine a few human labels with many LLM labels.
+
+    \b
+    Examples (TREC DL 2019):
+      exam-qrels -c -m ndcg_cut.10 llm.qrels runs/*.run > exam.tsv
+      exam-correlate leaderboard official.tsv exam.tsv --plot scatter.png
+      exam-correlate agreement qrels.txt llm.qrels --human-min 2 --llm-min 4
+      exam-correlate interval qrels.txt llm.qrels runs/p_bert.run --n-labelled 30 --seed 1
+    """
+
+
+# --------------------------------------------------------------------------- leaderboard
+
+def _is_rank(column: str) -> bool:
+    return "rank" in column.lower()
+
+
+def _pick_column(board, path: str, wanted: str | None, prefer_rank: bool) -> str:
+    if wanted is not None:
+        if wanted not in board.columns:
+            raise UsageError(f"{display_name(path)} has no column {wanted!r}; columns: {', '.join(board.columns)}")
+        return wanted
+    numeric = [c for c in board.columns if board.column(c)]
+    if prefer_rank and "official_rank" in numeric:
+        return "official_rank"
+    for c in numeric:
+        if not _is_rank(c):
+            return c
+    if numeric:
+        return numeric[0]
+    raise InputError("no column with values", display_name(path))
+
+
+@cli.command("leaderboard", context_settings=CONTEXT_SETTINGS)
+@click.argument("truth", metavar="TRUTH")
+@click.argument("pred", metavar="PRED")
+@click.option("--truth-column", default=None, metavar="COL",
+              help="Column of TRUTH (default: official_rank if present, else its first measure).")
+@click.option("--pred-column", default=None, metavar="COL",
+              help="Column of PRED (default: its first numeric column whose name has no 'rank').")
+@click.option("--strict", is_flag=True, help="Systems present in only one leaderboard are an error (exit 2).")
+@click.option("--plot", "plot", default=None, metavar="FILE.png",
+              help="Also draw TRUTH vs PRED as a labelled scatter plot (needs matplotlib).")
+@output_option
+def leaderboard_cmd(truth, pred, truth_column, pred_column, strict, plot, output):
+    """Rank correlation of two leaderboards (TSV, header 'run' then one column per measure).
+
+    Columns whose name contains 'rank' are ranks (lower is better) and are negated
+    before correlating. Prints one 'name<TAB>value' line each for spearman,
+    kendall_tau_b (scipy's tau-b: ties corrected), kendall_tau_a, tau_ap (AP
+    correlation, errors near the top weigh more), pearson, and n (systems used).
+
+    \b
+    Examples:
+      exam-correlate leaderboard official.tsv exam-qrels.tsv
+      exam-correlate leaderboard official.tsv cover.tsv --pred-column exam_cover --plot cover.png
+      exam-correlate leaderboard official.tsv a.tsv --truth-column ndcg_cut_10 --strict
+    """
+    from ..io.leaderboard import read_leaderboard
+    from ..stats.correlation import KEYS, correlate
+
+    tb, pb = read_leaderboard(truth), read_leaderboard(pred)
+    tcol = _pick_column(tb, truth, truth_column, prefer_rank=True)
+    pcol = _pick_column(pb, pred, pred_column, prefer_rank=False)
+    tvals, pvals = tb.column(tcol), pb.column(pcol)
+    _info(f"truth: {display_name(truth)} column {tcol}" + (" (rank: lower is better)" if _is_rank(tcol) else ""))
+    _info(f"pred: {display_name(pred)} column {pcol}" + (" (rank: lower is better)" if _is_rank(pcol) else ""))
+
+    for board, col, path in ((tb, tcol, truth), (pb, pcol, pred)):
+        empty = sorted(r for r in board.rows if board.rows[r].get(col) is None)
+        if empty:
+            _info(f"{display_name(path)}: no {col} value, left out: {', '.join(empty)}")
+    only_t = sorted(set(tvals) - set(pvals))
+    only_p = sorted(set(pvals) - set(tvals))
+    for names, where, other in ((only_t, truth, pred), (only_p, pred, truth)):
+        if names:
+            msg = f"{len(names)} system(s) of {display_name(where)} not in {display_name(other)}: {', '.join(names)}"
+            if strict:
+                raise InputError(msg, display_name(where))
+            _info(msg + " (left out)")
+
+    t = {k: (-v if _is_rank(tcol) else v) for k, v in tvals.items()}
+    p = {k: (-v if _is_rank(pcol) else v) for k, v in pvals.items()}
+    result = correlate(t, p)
+    if result["n"] < 3:
+        raise InputError(f"only {result['n']} system(s) in common with {display_name(truth)}; "
+                         "need at least 3 for a correlation", display_name(pred))
+    with atomic_output(output) as out:
+        for k in KEYS:
+            out.write(f"{k}\t{result[k] if k == 'n' else _fmt(result[k])}\n")
+    if plot:
+        _scatter(plot, tvals, pvals, tcol, pcol, result, truth, pred)
+
+
+def _scatter(path, tvals, pvals, tcol, pcol, result, truth, pred) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted(set(tvals) & set(pvals))
+    fig, ax = plt.subplots(figsize=(8, 6))
+    xs, ys = [tvals[n] for n in names], [pvals[n] for n in names]
+    ax.scatter(xs, ys, s=18)
+    for n, x, y in zip(names, xs, ys):
+        ax.annotate(n, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+    if _is_rank(tcol):
+        ax.invert_xaxis()
+    if _is_rank(pcol):
+        ax.invert_yaxis()
+    ax.set_xlabel(f"{display_name(truth)}: {tcol}")
+    ax.set_ylabel(f"{display_name(pred)}: {pcol}")
+    ax.set_title(f"Spearman {_fmt(result['spearman'])}, Kendall tau-b {_fmt(result['kendall_tau_b'])}, "
+                 f"tau-AP {_fmt(result['tau_ap'])} (n={result['n']})", fontsize=10)
+    fig.tight_layout()
+    with atomic_output(path, binary=True) as out:
+        fig.savefig(out, format="png", dpi=150)
+    plt.close(fig)
+
+
+# --------------------------------------------------------------------------- LLM labels
+
+def _looks_like_grades(path: str) -> bool:
+    """Grades files are JSON lines; qrels are whitespace-separated columns."""
+    with open_text(path) as f:
+        for line in f:
+            if line.strip():
+                return line.lstrip()[:1] in "{["
+    return False
+
+
+def _read_llm_qrels(path: str, model, prompt, kind) -> Qrels:
+    if not _looks_like_grades(path):
+        return read_qrels(path)
+    from ..io.grades import read_grades
+    from ..measures.exam_qrels import LabelStats, grades_to_qrels
+
+    stats = LabelStats()
+    qrels = grades_to_qrels(read_grades(path, model=model, prompt=prompt, kind=kind), label="max", stats=stats)
+    if stats.unlabelled or stats.unparsed_grades:
+        _info(f"{display_name(path)}: {stats.unparsed_grades} unparsed grade(s) ignored; "
+              f"{stats.unlabelled} passage(s) without any parsed grade left unlabelled")
+    if not qrels:
+        raise InputError("no passage has a parsed grade", display_name(path))
+    return qrels
+
+
+def _read_llm_dists(path: str, model, prompt, kind):
+    from ..stats import labels
+
+    if not _looks_like_grades(path):
+        return labels.from_qrels(read_qrels(path)), False
+    from ..io.grades import read_grades
+
+    grades = read_grades(path, model=model, prompt=prompt, kind=kind)
+    has_probs = any(g.probs for g in grades)
+    dists, unparsed = labels.from_grades(grades, display_name(path))
+    if unparsed:
+        _info(f"{display_name(path)}: {unparsed} unparsed grade(s) ignored")
+    return dists, has_probs
+
+
+# --------------------------------------------------------------------------- agreement
+
+@cli.command("agreement", context_settings=CONTEXT_SETTINGS)
+@click.argument("human", metavar="HUMAN")
+@click.argument("llm", metavar="LLM")
+@click.option("--human-min", type=int, default=1, show_default=True, metavar="L",
+              help="Human label >= L is relevant (TREC DL: 2).")
+@click.option("--llm-min", type=int, default=1, show_default=True, metavar="G",
+              help="LLM label >= G is relevant (EXAM++ self-ratings: 4 strict, 1 lenient).")
+@click.option("--per-topic", is_flag=True, help="Also print the kappa of every topic.")
+@grader_options
+@output_option
+def agreement_cmd(human, llm, human_min, llm_min, per_topic, model, prompt, kind, output):
+    """Agreement of LLM labels with human judgments, on the pairs the human judged.
+
+    HUMAN is a qrels file; LLM is a qrels file or a grades file (label = maximum
+    grade over the query's bank items). Prints Cohen's kappa of the two binary
+    decisions (pooled and mean over topics), unweighted, linear and quadratic
+    weighted kappa on the graded labels, counts of what did not join, the binary
+    confusion matrix, the graded table, and the papers' LENIENT (LLM >= 1) and
+    STRICT (LLM >= 4) tables.
+
+    \b
+    Examples:
+      exam-correlate agreement qrels.txt llm.qrels --human-min 2
+      exam-correlate agreement qrels.txt grades.jsonl.gz --human-min 2 --llm-min 4 --per-topic
+    """
+    from ..stats.agreement import agreement, render_agreement
+
+    h = read_qrels(human)
+    l_ = _read_llm_qrels(llm, model, prompt, kind)
+    a = agreement(h, l_, human_min, llm_min)
+    if a.n_pairs == 0:
+        raise InputError(f"no judged pair of {display_name(human)} has a label here (different query or "
+                         "document ids?)", display_name(llm))
+    if a.human_only:
+        _info(f"{a.human_only} judged pair(s) of {display_name(human)} have no LLM label (left out)")
+    text = render_agreement(a)
+    if per_topic:
+        text += "\n# kappa per topic\n" + "".join(f"{q}\t{_fmt(v)}\n" for q, v in a.topic_kappa.items())
+    with atomic_output(output) as out:
+        out.write(text)
+
+
+# --------------------------------------------------------------------------- interval
+
+def _read_labelled(path: str, allowed: set[str]) -> list[str]:
+    name = display_name(path)
+    out: list[str] = []
+    seen: set[str] = set()
+    for lineno, line in iter_lines(path):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        qid = fields[0]
+        if qid not in allowed:
+            raise InputError(f"query {qid} has no human judgments or no LLM labels", name, lineno)
+        if qid not in seen:
+            seen.add(qid)
+            out.append(qid)
+    if not out:
+        raise InputError("no query ids", name)
+    return out
+
+
+@cli.command("interval", context_settings=CONTEXT_SETTINGS)
+@click.argument("human", metavar="HUMAN")
+@click.argument("llm", metavar="LLM")
+@click.argument("runs", metavar="RUN...", nargs=-1, required=True)
+@click.option("-m", "--metric", default="dcg@10", show_default=True, metavar="M",
+              help="dcg@K, ndcg@K or p@K (P@K counts labels >= --rel-level).")
+@click.option("-l", "--rel-level", type=int, default=1, show_default=True, metavar="L",
+              help="Relevance level for p@K (as trec_eval -l).")
+@click.option("--labelled", "labelled_file", default=None, metavar="FILE",
+              help="Queries whose human judgments may be used (one query id per line).")
+@click.option("--n-labelled", type=int, default=None, metavar="N",
+              help="Use human judgments of N random judged queries (seeded by --seed).")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - alpha is the coverage.")
+@click.option("--samples", type=int, default=10000, show_default=True, metavar="M",
+              help="Bootstrap samples (empirical bootstrap, and CRC's calibration batches).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random choice.")
+@click.option("--mapping", type=click.Choice(["calibrated", "identity"]), default="calibrated", show_default=True,
+              help="calibrated: LLM labels -> P(human label | LLM label) counted on the labelled "
+                   "queries; identity: LLM labels are on the human scale already.")
+@click.option("--methods", default="bootstrap,ppi,ppi_tuned,crc", show_default=True, metavar="LIST",
+              help="Comma-separated subset of bootstrap, ppi, ppi_tuned, crc.")
+@click.option("-q", "per_query", is_flag=True, help="Per-query CRC intervals instead of dataset-level ones.")
+@grader_options
+@output_option
+def interval_cmd(human, llm, runs, metric, rel_level, labelled_file, n_labelled, alpha, samples, seed, mapping,
+                 methods, per_query, model, prompt, kind, output):
+    """Confidence intervals for each RUN's mean metric over the LLM-labelled queries.
+
+    HUMAN: qrels (only the labelled queries' judgments are used); LLM: qrels or a
+    grades file (with 'probs', each passage gets a label distribution). Without
+    --labelled / --n-labelled every query that HUMAN judges is labelled. Methods:
+    empirical bootstrap (human labels only), PPI (plain, lambda = 1) and power-tuned
+    PPI, CRC (degree shift of each passage's label distribution, calibrated on
+    bootstrap batches of the labelled queries). Output: TSV 'run metric method
+    lower estimate upper width'; with -q, per-query CRC intervals.
+
+    \b
+    Examples:
+      exam-correlate interval qrels.txt llm.qrels runs/*.run --n-labelled 30 --seed 7
+      exam-correlate interval qrels.txt grades.jsonl.gz run.txt -m ndcg@10 --labelled labelled.txt
+      exam-correlate interval qrels.txt llm.qrels run.txt -q --n-labelled 30 > per-query.tsv
+    """
+    from ..stats import labels as labelmod
+    from ..stats.crc import min_labelled_per_query
+    from ..stats.intervals import METHODS, run_intervals, run_per_query
+    from ..stats.metrics import parse_metric
+
+    met = parse_metric(metric, rel_level)
+    if not 0 < alpha < 1:
+        raise UsageError("--alpha must be between 0 and 1")
+    if samples < 100:
+        raise UsageError("--samples must be at least 100")
+    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    bad = [m for m in chosen if m not in METHODS]
+    if bad or not chosen:
+        raise UsageError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}")
+    if labelled_file and n_labelled is not None:
+        raise UsageError("give --labelled or --n-labelled, not both")
+
+    hq = read_qrels(human)
+    dists, has_probs = _read_llm_dists(llm, model, prompt, kind)
+    run_data = [(run_name(p), read_run(p)) for p in runs]
+    names = [n for n, _ in run_data]
+    if len(set(names)) != len(names):
+        raise UsageError("two runs have the same name: " + ", ".join(sorted({n for n in names if names.count(n) > 1})))
+
+    queries = sorted(dists.dists)
+    judged = sorted(set(queries) & set(hq))
+    if not judged:
+        raise InputError(f"no query of {display_name(human)} has LLM labels", display_name(llm))
+    if labelled_file:
+        labelled = _read_labelled(labelled_file, set(judged))
+    elif n_labelled is not None:
+        if not 2 <= n_labelled <= len(judged):
+            raise UsageError(f"--n-labelled must be between 2 and {len(judged)} (queries judged and LLM-labelled)")
+        labelled = sorted(random.Random(seed).sample(judged, n_labelled))
+    else:
+        labelled = judged
+    for name, run in run_data:
+        if not set(run) & set(queries):
+            raise InputError(f"run {name} has none of the {len(queries)} LLM-labelled queries", name)
+
+    if mapping == "calibrated":
+        dists = labelmod.calibrated(dists, hq, labelled)
+    elif not has_probs:
+        _info("warning: hard LLM labels with --mapping identity: every label distribution is one-hot, so "
+              "CRC's degree shift cannot move them and its interval collapses; use --mapping calibrated")
+    _info(f"{len(queries)} queries with LLM labels, {len(labelled)} labelled with human judgments; "
+          f"metric {met.name}, 1-alpha = {1 - alpha:g}, mapping {mapping}")
+    if per_query and len(labelled) < min_labelled_per_query(alpha):
+        from ..stats.crc import CoverageError
+        raise CoverageError(f"per-query CRC at 1-alpha = {1 - alpha:g} needs at least "
+                            f"{min_labelled_per_query(alpha)} labelled queries, got {len(labelled)}")
+
+    rows: list[str] = []
+    from rich.progress import Progress
+    from rich.console import Console
+
+    with Progress(console=Console(stderr=True), transient=True) as progress:
+        task = progress.add_task("intervals", total=len(run_data))
+        for name, run in run_data:
+            if per_query:
+                pq = run_per_query(met, run, hq, dists, queries, labelled, alpha)
+                _info(f"{name}: per-query CRC lambda_low={pq.lam_low:.4f} lambda_high={pq.lam_high:.4f}")
+                for i, q in enumerate(pq.queries):
+                    hv = pq.human.get(q)
+                    rows.append("\t".join([name, q, "1" if hv is not None else "0", "" if hv is None else _fmt(hv),
+                                           _fmt(pq.lower[i]), _fmt(pq.predicted[i]), _fmt(pq.upper[i]),
+                                           _fmt(pq.upper[i] - pq.lower[i])]))
+            else:
+                results, predicted = run_intervals(met, run, hq, dists, queries, labelled, alpha, samples, seed,
+                                                   chosen)
+                if predicted.unlabelled:
+                    _info(f"{name}: {predicted.unlabelled} top-{met.k} passage(s) without LLM label "
+                          "(counted as the lowest LLM label)")
+                for r in results:
+                    if r.detail:
+                        _info(f"{name}: {r.method} {r.detail}")
+                    rows.append("\t".join([name, met.name, r.method, _fmt(r.lower), _fmt(r.estimate),
+                                           _fmt(r.upper), _fmt(r.width)]))
+            progress.advance(task)
+    header = ("run\tquery\tlabelled\thuman\tlower\tpredicted\tupper\twidth" if per_query
+              else "run\tmetric\tmethod\tlower\testimate\tupper\twidth")
+    with atomic_output(output) as out:
+        out.write(header + "\n")
+        for row in rows:
+            out.write(row + "\n")
+
+
+main = make_main(cli, PROG)

@@ -1,0 +1,163 @@
+"""Conformal risk control intervals for IR metrics (CI paper, section 6).
+
+Each passage's predicted label distribution is shifted optimistically (lambda > 0:
+remove lambda probability mass from the lowest labels, Eq. 16 top) or pessimistically
+(lambda < 0: from the highest labels), renormalised (Eq. 17); the metric computed
+with the shifted expected gains is U_CRC(Q, lambda) (Eq. 18-20). lambda_high and
+lambda_low are calibrated separately by binary search so that on calibration batches
+of labelled queries the empirical miss rate of each bound is below
+(alpha - (1 - alpha) / M) / 2 (Eq. 24), M being the number of batches:
+
+- dataset level: M bootstrap batches of n queries drawn with replacement from the
+  n labelled queries (section 6.2);
+- per query: the n labelled queries themselves, one per batch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ExamEvalError
+
+SEARCH_STEPS = 50
+EDGE = 1e-9  # lambda lives in the open interval (-1, 1)
+
+
+class CoverageError(ExamEvalError):
+    """The labelled data cannot certify the requested coverage; exit 2 like bad input."""
+
+
+def degree_shift(p: np.ndarray, lam: float) -> np.ndarray:
+    """P_CRC(. | d, lambda) for rows of label distributions over ascending labels."""
+    p = np.asarray(p, dtype=float)
+    if lam == 0:
+        return p
+    q = p if lam > 0 else p[..., ::-1]
+    t = abs(lam)
+    below = np.cumsum(q, axis=-1) - q            # mass of the labels removed before this one
+    removed = np.clip(t - below, 0.0, q)
+    kept = q - removed
+    total = kept.sum(axis=-1, keepdims=True)
+    # At |lambda| -> 1 all that is left is the extreme label with mass; rounding can
+    # leave nothing, so fall back to that limit explicitly.
+    extreme = np.zeros_like(q)
+    last = q.shape[-1] - 1 - np.argmax((q > 0)[..., ::-1], axis=-1)
+    np.put_along_axis(extreme, last[..., None], 1.0, axis=-1)
+    out = np.where(total > 1e-12, kept / np.where(total > 1e-12, total, 1.0), extreme)
+    return out if lam > 0 else out[..., ::-1]
+
+
+def min_labelled_per_query(alpha: float) -> int:
+    """Smallest n with (alpha - (1 - alpha) / n) > 0, i.e. a feasible Eq. 24 threshold."""
+    return int(math.floor((1 - alpha) / alpha)) + 1
+
+
+def threshold(alpha: float, m: int) -> float:
+    return 0.5 * (alpha - (1.0 - alpha) / m)
+
+
+def _search(risk: Callable[[float], float], thr: float, increasing: bool) -> float | None:
+    """Smallest lambda with risk < thr for a non-increasing risk (largest one for a
+    non-decreasing risk), or None when even the extreme lambda fails."""
+    lo, hi = -1.0 + EDGE, 1.0 - EDGE
+    if not increasing:
+        if risk(hi) >= thr:
+            return None
+        if risk(lo) < thr:
+            return lo
+        for _ in range(SEARCH_STEPS):
+            mid = 0.5 * (lo + hi)
+            if risk(mid) < thr:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+    if risk(lo) >= thr:
+        return None
+    if risk(hi) < thr:
+        return hi
+    for _ in range(SEARCH_STEPS):
+        mid = 0.5 * (lo + hi)
+        if risk(mid) < thr:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def calibrate(predict: Callable[[float], np.ndarray], truth: np.ndarray, batches: np.ndarray,
+              alpha: float) -> tuple[float, float]:
+    """(lambda_low, lambda_high) for calibration batches.
+
+    ``predict(lam)`` gives U_CRC per labelled query, ``truth`` the human U per labelled
+    query, ``batches`` an (M, n) matrix of how often each labelled query is in each
+    batch; a batch's value is the mean over its queries.
+    """
+    m = batches.shape[0]
+    thr = threshold(alpha, m)
+    if thr <= 0:
+        raise CoverageError(
+            f"{m} calibration batches cannot certify 1-alpha = {1 - alpha:g} "
+            f"(needs at least {min_labelled_per_query(alpha)})")
+    sizes = batches.sum(axis=1)
+    target = batches @ truth / sizes
+
+    def values(lam: float) -> np.ndarray:
+        return batches @ predict(lam) / sizes
+
+    lam_high = _search(lambda lam: float(np.mean(values(lam) < target)), thr, increasing=False)
+    lam_low = _search(lambda lam: float(np.mean(values(lam) > target)), thr, increasing=True)
+    if lam_high is None or lam_low is None:
+        side = "upper" if lam_high is None else "lower"
+        raise CoverageError(
+            f"CRC cannot reach 1-alpha = {1 - alpha:g}: even the extreme {side} shift misses the human "
+            f"values too often on the labelled queries (more labelled queries or a larger alpha needed)")
+    # Eq. 24 wants lambda_low < lambda_high; if calibration crossed them, swapping keeps
+    # both risks below the threshold because each risk is monotone in lambda.
+    return min(lam_low, lam_high), max(lam_low, lam_high)
+
+
+def bootstrap_batches(n: int, samples: int, rng: np.random.Generator) -> np.ndarray:
+    """M batches of n labelled queries drawn with replacement, as counts (M, n)."""
+    return rng.multinomial(n, np.full(n, 1.0 / n), size=samples).astype(float)
+
+
+@dataclass
+class CRCResult:
+    lower: float
+    estimate: float
+    upper: float
+    lam_low: float
+    lam_high: float
+
+
+def crc_dataset(predict_all: Callable[[float], np.ndarray], labelled: np.ndarray, truth: np.ndarray,
+                alpha: float, samples: int, rng: np.random.Generator) -> CRCResult:
+    """Dataset-level interval for the mean metric over all queries.
+
+    ``predict_all(lam)``: U_CRC for every query; ``labelled``: indices of the labelled
+    queries into that array; ``truth``: their human values.
+    """
+    n = len(labelled)
+    if n < 2:
+        raise CoverageError(f"CRC needs at least 2 labelled queries, got {n}")
+    batches = bootstrap_batches(n, samples, rng)
+    lam_low, lam_high = calibrate(lambda lam: predict_all(lam)[labelled], truth, batches, alpha)
+    return CRCResult(float(np.mean(predict_all(lam_low))), float(np.mean(predict_all(0.0))),
+                     float(np.mean(predict_all(lam_high))), lam_low, lam_high)
+
+
+def crc_per_query(predict_all: Callable[[float], np.ndarray], labelled: np.ndarray, truth: np.ndarray,
+                  alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+    """Per-query intervals: calibrated on single-query batches of the labelled queries."""
+    n = len(labelled)
+    need = min_labelled_per_query(alpha)
+    if n < need:
+        raise CoverageError(f"per-query CRC at 1-alpha = {1 - alpha:g} needs at least {need} labelled "
+                            f"queries, got {n}")
+    lam_low, lam_high = calibrate(lambda lam: predict_all(lam)[labelled], truth, np.eye(n), alpha)
+    return predict_all(lam_low), predict_all(0.0), predict_all(lam_high), lam_low, lam_high

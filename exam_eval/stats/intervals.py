@@ -1,0 +1,85 @@
+"""All interval methods for one run: what ``exam-correlate interval`` prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ..io.trec import Qrels
+from .bootstrap import empirical_bootstrap
+from .crc import crc_dataset, crc_per_query
+from .labels import LabelDists
+from .metrics import Metric, human_value
+from .ppi import ppi_mean
+from .predicted import PredictedMetric
+
+METHODS = ("bootstrap", "ppi", "ppi_tuned", "crc")
+
+
+@dataclass
+class MethodResult:
+    method: str
+    lower: float
+    estimate: float
+    upper: float
+    detail: str = ""     # lambda(s) used
+
+    @property
+    def width(self) -> float:
+        return self.upper - self.lower
+
+
+@dataclass
+class PerQuery:
+    queries: list[str]
+    lower: np.ndarray
+    predicted: np.ndarray
+    upper: np.ndarray
+    human: dict[str, float]          # labelled queries only
+    lam_low: float
+    lam_high: float
+
+
+def human_values(metric: Metric, run, human: Qrels, queries: Sequence[str]) -> np.ndarray:
+    return np.array([human_value(metric, run.get(q, {}), human.get(q, {})) for q in queries])
+
+
+def run_intervals(metric: Metric, run: Mapping[str, Mapping[str, float]], human: Qrels, labels: LabelDists,
+                  queries: Sequence[str], labelled: Sequence[str], alpha: float, samples: int,
+                  seed: int, methods: Sequence[str] = METHODS) -> tuple[list[MethodResult], PredictedMetric]:
+    """Intervals for the run's mean metric over ``queries``; human labels are used only
+    for the ``labelled`` queries. Each method gets its own seeded generator so adding
+    or dropping one does not change the others' numbers."""
+    predicted = PredictedMetric(metric, run, labels, queries)
+    position = {q: i for i, q in enumerate(queries)}
+    idx = np.array([position[q] for q in labelled], dtype=np.int64)
+    truth = human_values(metric, run, human, labelled)
+    pred0 = predicted(0.0)
+    out: list[MethodResult] = []
+    for method in methods:
+        rng = np.random.default_rng([seed, METHODS.index(method)])
+        if method == "bootstrap":
+            r = empirical_bootstrap(truth, alpha, samples, rng)
+            out.append(MethodResult(method, r.lower, r.estimate, r.upper))
+        elif method in ("ppi", "ppi_tuned"):
+            r = ppi_mean(truth, pred0[idx], pred0, alpha, lam=1.0 if method == "ppi" else None)
+            out.append(MethodResult(method, r.lower, r.estimate, r.upper, f"lambda={r.lam:.4f}"))
+        elif method == "crc":
+            r = crc_dataset(predicted, idx, truth, alpha, samples, rng)
+            out.append(MethodResult(method, r.lower, r.estimate, r.upper,
+                                    f"lambda_low={r.lam_low:.4f} lambda_high={r.lam_high:.4f}"))
+        else:
+            raise ValueError(method)
+    return out, predicted
+
+
+def run_per_query(metric: Metric, run, human: Qrels, labels: LabelDists, queries: Sequence[str],
+                  labelled: Sequence[str], alpha: float, predicted: PredictedMetric | None = None) -> PerQuery:
+    predicted = predicted or PredictedMetric(metric, run, labels, queries)
+    position = {q: i for i, q in enumerate(queries)}
+    idx = np.array([position[q] for q in labelled], dtype=np.int64)
+    truth = human_values(metric, run, human, labelled)
+    lo, mid, hi, lam_low, lam_high = crc_per_query(predicted, idx, truth, alpha)
+    return PerQuery(list(queries), lo, mid, hi, dict(zip(labelled, truth.tolist())), lam_low, lam_high)

@@ -1,0 +1,65 @@
+"""Prediction-powered inference for the mean metric (CI paper, section 4; power tuning
+from Angelopoulos et al., PPI++).
+
+With U the human metric on the n labelled queries and U-hat the LLM-predicted metric
+on all N queries (the labelled ones included, as in Eq. 8):
+
+    estimate = lam * mean_N(U-hat) + mean_n(U - lam * U-hat)
+    variance = lam^2 * var_N(U-hat) / N + var_n(U - lam * U-hat) / n
+    interval = estimate -/+ z_(1-alpha/2) * sqrt(variance)
+
+lam = 1 is plain PPI (Eq. 8, 10, 11). Power tuning picks the lam that minimises the
+variance, lam* = cov_n(U, U-hat) / (var_n(U-hat) + (n/N) var_N(U-hat)), clipped to
+[0, 1] so that it never does worse than ignoring the LLM (lam = 0, the classical
+mean with a normal interval).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from .crc import CoverageError
+
+
+@dataclass
+class PPIResult:
+    lower: float
+    estimate: float
+    upper: float
+    lam: float
+
+    @property
+    def width(self) -> float:
+        return self.upper - self.lower
+
+
+def tuned_lambda(truth: np.ndarray, pred_labelled: np.ndarray, pred_all: np.ndarray) -> float:
+    n, big_n = len(truth), len(pred_all)
+    var_lab = np.var(pred_labelled, ddof=1)
+    var_all = np.var(pred_all, ddof=1)
+    denom = var_lab + (n / big_n) * var_all
+    if denom <= 0:
+        return 0.0
+    cov = np.cov(truth, pred_labelled, ddof=1)[0, 1]
+    return float(np.clip(cov / denom, 0.0, 1.0))
+
+
+def ppi_mean(truth: np.ndarray, pred_labelled: np.ndarray, pred_all: np.ndarray, alpha: float,
+             lam: float | None = 1.0) -> PPIResult:
+    """``lam=None`` for power tuning."""
+    truth = np.asarray(truth, dtype=float)
+    pred_labelled = np.asarray(pred_labelled, dtype=float)
+    pred_all = np.asarray(pred_all, dtype=float)
+    n, big_n = len(truth), len(pred_all)
+    if n < 2 or big_n < 2:
+        raise CoverageError(f"PPI needs at least 2 labelled queries and 2 queries in all, got {n} and {big_n}")
+    if lam is None:
+        lam = tuned_lambda(truth, pred_labelled, pred_all)
+    residual = truth - lam * pred_labelled
+    estimate = lam * pred_all.mean() + residual.mean()
+    variance = lam ** 2 * np.var(pred_all, ddof=1) / big_n + np.var(residual, ddof=1) / n
+    half = stats.norm.ppf(1 - alpha / 2) * np.sqrt(variance)
+    return PPIResult(float(estimate - half), float(estimate), float(estimate + half), float(lam))
