@@ -238,4 +238,61 @@ def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, model,
             out.write(grid_page(grids, bank=bank_items, texts=texts, min_grade=min_grade, answers=answers))
 
 
+@cli.command(context_settings=CONTEXT_SETTINGS)
+@click.argument("grades")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--qrels", required=True, metavar="FILE", help="Human qrels (agreement, spurious, uncovered).")
+@click.option("--official", default=None, metavar="FILE",
+              help="Official leaderboard TSV (header 'run' then columns). Without it, the measure is "
+                   "computed on --qrels.")
+@click.option("-m", "--measure", default="ndcg_cut.10", show_default=True, metavar="MEASURE",
+              help="trec_eval measure for the EXAM-Qrels leaderboard (one value: ndcg_cut.10, P.10, map...).")
+@click.option("--official-column", default=None, metavar="COL",
+              help="Column of --official to compare with [default: the measure's name, e.g. ndcg_cut_10]; "
+                   "a column named *rank counts 1 as best.")
+@click.option("-k", "--depth", type=int, default=20, show_default=True, help="EXAM-Cover@k depth.")
+@_min_grade_option
+@_relevant_min_option
+@click.option("--top", "top_spurious", type=int, default=5, show_default=True, metavar="N",
+              help="Spurious items shown per query (0: all).")
+@_bank_option
+@_passages_option
+@click.option("--title", default="exam_eval report", show_default=True)
+@grader_options
+@output_option
+def report(grades, runs, qrels, official, measure, official_column, depth, min_grade, relevant_min, top_spurious,
+           bank, passages, title, model, prompt, kind, output):
+    """One self-contained HTML page (no network, no scripts): EXAM-Qrels and EXAM-Cover
+    leaderboards against the official one (correlations, scatter plots with standard-error
+    bars), per-query cover, agreement with the human qrels, spurious items, uncovered
+    relevant passages, and the bank with each item's hits.
+
+    \b
+    Example (TREC DL 2019 reference grades):
+      exam-verify report graded-flan-t5-large.jsonl.gz runs/*.run --qrels qrels.txt \\
+          --official official.tsv --relevant-min 2 \\
+          --bank banks/questions-genq-oldformat.jsonl.gz -o report.html
+    """
+    from rich.console import Console
+
+    from ..verify.report import ReportOptions, compute, render
+
+    _check_threshold(min_grade, relevant_min)
+    if depth < 1 or top_spurious < 0:
+        raise UsageError("--depth must be >= 1 and --top >= 0")
+    opts = ReportOptions(min_grade=min_grade, relevant_min=relevant_min, measure=measure,
+                         official_column=official_column, depth=depth, top_spurious=top_spurious, title=title,
+                         model=model, prompt=prompt, kind=kind)
+    console = Console(stderr=True)
+    with console.status("reading inputs") as status:
+        data = compute(grades, qrels, runs, official_path=official, bank_path=bank, passages=passages, opts=opts,
+                       progress=lambda msg: status.update(f"computing: {msg}"))
+        status.update("drawing")
+        html = render(data)
+    for w in data.warnings:
+        click.echo(f"{PROG}: note: {w}", err=True)
+    with atomic_output(output) as out:
+        out.write(html)
+
+
 main = make_main(cli, PROG)

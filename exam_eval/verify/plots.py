@@ -1,0 +1,60 @@
+"""Figures for the report, as base64 PNG data URIs (the page must work offline and
+without scripts). matplotlib is imported here only, and only when a figure is drawn."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on servers and CI
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _data_uri(fig) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def scatter(points: list[tuple[str, float, float, float | None]], xlabel: str, ylabel: str, title: str) -> str:
+    """One dot per run: (name, official score, EXAM score, standard error or None)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.2, 4.2))
+    try:
+        xs = [p[1] for p in points]
+        ys = [p[2] for p in points]
+        errs = [p[3] or 0.0 for p in points]
+        ax.errorbar(xs, ys, yerr=errs, fmt="o", ms=4, color="#2b6cb0", ecolor="#9bb7d4", elinewidth=1, capsize=2)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, alpha=0.3)
+        return _data_uri(fig)
+    finally:
+        plt.close(fig)
+
+
+def heatmap(rows: list[str], cols: list[str], values, title: str, label: str) -> str:
+    """values[i][j] in [0, 1] or NaN (runs x queries)."""
+    import numpy as np
+
+    plt = _pyplot()
+    arr = np.array(values, dtype=float)
+    fig, ax = plt.subplots(figsize=(max(5.0, 0.22 * len(cols) + 2.5), max(3.0, 0.2 * len(rows) + 1.5)))
+    try:
+        im = ax.imshow(np.ma.masked_invalid(arr), aspect="auto", cmap="viridis", vmin=0.0, vmax=1.0)
+        ax.set_xticks(range(len(cols)))
+        ax.set_xticklabels(cols, rotation=90, fontsize=6)
+        ax.set_yticks(range(len(rows)))
+        ax.set_yticklabels(rows, fontsize=6)
+        ax.set_title(title, fontsize=10)
+        fig.colorbar(im, ax=ax, label=label, fraction=0.03)
+        return _data_uri(fig)
+    finally:
+        plt.close(fig)
