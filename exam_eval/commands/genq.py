@@ -1,0 +1,217 @@
+"""exam-genq: generate exam question / nugget banks from topics, or import other banks.
+
+Exit codes: 0 success, 1 usage error, 2 bad input, 3 partial: some queries got no items
+(their answers could not be parsed after the retries, or the calls failed); the bank
+holds every other query and a summary on stderr names the failed ones.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ..errors import InputError, UsageError
+from ._base import CONTEXT_SETTINGS, make_main, output_option
+
+EXIT_PARTIAL = 3
+PROG = "exam-genq"
+
+
+def _log(msg: str) -> None:
+    click.echo(f"{PROG}: {msg}", err=True)
+
+
+def _check_output(output: str | None, force: bool) -> None:
+    if output not in (None, "-") and os.path.exists(output) and not force:
+        raise UsageError(f"{output} exists; pass --force to overwrite it "
+                         "(--merge-with FILE -o FILE --force adds to a bank in place)")
+
+
+class _DefaultToGenerate(click.Group):
+    """``exam-genq TOPICS`` generates; ``exam-genq import FILE`` imports."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0] not in self.commands and args[0] not in CONTEXT_SETTINGS["help_option_names"]:
+            args = ["generate", *args]
+        elif not args:
+            args = ["generate"]
+        return super().parse_args(ctx, args)
+
+
+@click.group(cls=_DefaultToGenerate, context_settings=CONTEXT_SETTINGS)
+def cli():
+    """Generate exam question or nugget banks with an LLM, or import existing banks.
+
+    \b
+    exam-genq [OPTIONS] TOPICS          generate (the default command; see: exam-genq generate -h)
+    exam-genq import [OPTIONS] FILE     convert a workbench or multiple-choice bank
+
+    \b
+    Examples:
+      export OPENAI_API_KEY=...   # the key is read from the environment only
+      exam-genq --model gpt-4o-mini topics.tsv -o bank.jsonl
+      exam-genq --kind nugget --style car --model m --base-url http://localhost:8000/v1 car-topics.jsonl
+      exam-genq --dry-run topics.tsv                    # prompts, calls, tokens; no model
+      exam-genq --model m topics.tsv --merge-with bank.jsonl -o bank.jsonl --force
+      exam-genq import ../shared/data/dl19/banks/questions.jsonl.gz -o bank.jsonl
+
+    Exit status: 0 ok, 1 usage error, 2 bad input, 3 some queries failed (partial bank).
+    """
+
+
+@cli.command("generate", context_settings=CONTEXT_SETTINGS)
+@click.argument("topics", metavar="TOPICS")
+@click.option("--kind", type=click.Choice(["question", "nugget"]), default="question", show_default=True,
+              help="Generate exam questions or nuggets (key facts).")
+@click.option("--style", default="dl", show_default=True, metavar="dl|car",
+              help="dl: one prompt per query (query text); car: one per subtopic facet (title plus "
+                   "facet, facet ids kept; JSONL topics with \"subtopics\").")
+@click.option("--prompt", "family", default="workbench", show_default=True, metavar="FAMILY",
+              help="Prompt family: 'workbench' (RUBRIC workbench Table 1, JSON answer) or 'exam' "
+                   "(EXAM paper Table 1, Python list; questions only).")
+@click.option("--n", "n", type=click.IntRange(1), default=10, show_default=True,
+              help="Number of items the dl prompts ask for (the published prompts say 10).")
+@click.option("--max-items", type=click.IntRange(1), default=None,
+              help="Keep at most this many items per query/facet (default: all the model gave).")
+@click.option("--backend", default="endpoint", show_default=True, metavar="NAME",
+              help="endpoint (OpenAI-compatible HTTP), hf-causal / hf-seq2seq (local Hugging Face "
+                   "model through the grading back ends), scripted (canned answers, --script).")
+@click.option("--model", default=None, help="Model name (endpoint) or Hugging Face id / path (hf-*).")
+@click.option("--base-url", envvar="OPENAI_BASE_URL", default="https://api.openai.com/v1", show_default=True,
+              help="Endpoint base URL including /v1 (env OPENAI_BASE_URL).")
+@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="VAR",
+              help="Environment variable holding the API key (keys are never taken on the command line).")
+@click.option("--concurrency", type=click.IntRange(1), default=8, show_default=True, help="Parallel requests.")
+@click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
+              help="HTTP retries per call on 429, 5xx, timeouts, connection errors, malformed bodies.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+              help="Seconds per HTTP request.")
+@click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
+              help="Ask again this many times when an answer holds no parseable list.")
+@click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True,
+              help="Tokens the model may generate per answer.")
+@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--script", default=None, metavar="FILE", help="Canned answers for --backend scripted (JSONL).")
+@click.option("--merge-with", "merge_with", default=None, metavar="BANK",
+              help="Copy BANK's lines byte for byte and add items only for queries/facets it lacks.")
+@output_option
+@click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
+@click.option("--dry-run", is_flag=True, help="Print the prompts, the number of calls and input tokens; call nothing.")
+def generate(topics, kind, style, family, n, max_items, backend, model, base_url, api_key_env, concurrency,
+             max_retries, timeout, retries, max_tokens, temperature, script, merge_with, output, force, dry_run):
+    """Generate a question or nugget bank for TOPICS (file or ir_datasets ID).
+
+    TOPICS: qid<TAB>text TSV, JSONL {"query_id","text","subtopics"?}, a TREC topic file,
+    or an ir_datasets ID. The bank (JSONL, one item per line, ids query_id[/facet_id]/
+    md5(text)) goes to stdout or -o.
+
+    \b
+    Examples:
+      exam-genq generate --model gpt-4o-mini topics.tsv -o bank.jsonl
+      exam-genq generate --backend scripted --script answers.jsonl topics.tsv
+      exam-genq generate --dry-run --style car --kind nugget car-topics.jsonl
+    """
+    from ..genq.generate import build_units, generate_bank, rough_tokens
+    from ..genq.generators import GENERATORS, get_generator
+    from ..genq.merge import existing_units, raw_bytes, write_merged
+    from ..genq.prompts import STYLES, families, get_prompt
+    from ..io.openers import display_name
+    from ..io.topics import read_topics
+
+    # everything a user can get wrong is checked before any model is contacted or loaded
+    if style not in STYLES:
+        raise InputError(f"unknown style {style!r} (choose from: {', '.join(STYLES)})", "--style")
+    if family not in families():
+        raise UsageError(f"unknown prompt family {family!r} (choose from: {', '.join(families())})")
+    if backend not in GENERATORS:
+        raise UsageError(f"unknown back end {backend!r} (choose from: {', '.join(sorted(GENERATORS))})")
+    prompt = get_prompt(family, style, kind)
+    _check_output(output, force)
+    topic_map = read_topics(topics)
+    skip: set = set()
+    base = None
+    if merge_with is not None:
+        skip = existing_units(merge_with, kind)
+        base = raw_bytes(merge_with)
+    units = build_units(topic_map, style, prompt, n, topics_name=display_name(topics), skip=skip)
+
+    if dry_run:
+        total = 0
+        for unit in units:
+            tokens = rough_tokens(unit.prompt)
+            total += tokens
+            click.echo(f"### {unit.label}  ({tokens} tokens)\n{unit.prompt}\n")
+        click.echo(f"# {len(units)} calls ({len(skip)} queries/facets already in the merged bank), "
+                   f"{total} input tokens, prompt {prompt.name} [{prompt.source}]; tokens are a rough "
+                   "count of words and punctuation marks; re-asked unparseable answers add calls")
+        return 0
+
+    if not units:
+        _log("nothing to generate: every query/facet is already in the merged bank")
+        write_merged(base, [], output)
+        return 0
+    gen = get_generator(backend, model=model, base_url=base_url, api_key_env=api_key_env,
+                        concurrency=concurrency, max_retries=max_retries, timeout=timeout,
+                        max_tokens=max_tokens, temperature=temperature, script=script)
+    what = "facets" if style == "car" else "queries"
+    _log(f"generating {kind}s for {len(units)} {what} with {backend}:{getattr(gen, 'model', model)} "
+         f"(prompt {prompt.name})")
+    outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items)
+    write_merged(base, outcome.items, output)
+    _log(f"{len(outcome.items)} {kind}s for {outcome.units_done} of {len(units)} {what} "
+         f"({outcome.calls} calls)" + (f", added to {len(skip)} existing" if merge_with else ""))
+    if outcome.failures:
+        _log(f"{len(outcome.failures)} {what} failed and have no items:")
+        for f in outcome.failures:
+            _log(f"  {f.unit.label}: {f.reason} (after {f.attempts} "
+                 f"{'call' if f.attempts == 1 else 'calls'})")
+        return EXIT_PARTIAL
+    return 0
+
+
+@cli.command("import", context_settings=CONTEXT_SETTINGS)
+@click.argument("bank_file", metavar="FILE")
+@click.option("--kind", type=click.Choice(["question", "nugget"]), default=None,
+              help="Keep only items of this kind.")
+@output_option
+@click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
+def import_(bank_file, kind, output, force):
+    """Convert a bank to exam_eval's format, keeping every item id.
+
+    FILE: the reference workbench's banks (one line per query or facet, current "items"
+    and old "questions" format), multiple-choice banks with answer keys (one question per
+    line: qid, question, choices, correctKey, correct; the correct choice's text becomes
+    the item's answer), or our own format. gzip is detected.
+
+    \b
+    Exact repeats of an item are dropped; lines without question text are skipped; both
+    are counted on stderr. Ids are copied, never recomputed: the old workbench format and
+    the multiple-choice files hashed unstripped text, and existing grades refer to them.
+
+    \b
+    Examples:
+      exam-genq import ../shared/data/dl19/banks/nuggets.jsonl.gz -o dl19-nuggets.jsonl
+      exam-genq import --kind question car-mc.jsonl.gz | head
+    """
+    from ..io.banks import make_item_id, read_bank, write_bank
+
+    _check_output(output, force)
+    skipped: list = []
+    repeats: list = []
+    items = read_bank(bank_file, kind=kind, skipped=skipped, repeats=repeats)
+    write_bank(items, output)
+    n_q = sum(1 for i in items if i.kind == "question")
+    rederived = sum(1 for i in items if make_item_id(i.query_id, i.text, i.facet_id) == i.item_id)
+    _log(f"{len(items)} items ({n_q} questions, {len(items) - n_q} nuggets, "
+         f"{sum(1 for i in items if i.answers)} with answers); {len(repeats)} exact repeats dropped; "
+         f"{len(skipped)} lines without question text skipped; "
+         f"{rederived} ids equal query_id[/facet_id]/md5(text.strip()), the rest kept as given")
+    return 0
+
+
+main = make_main(cli, PROG)
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])

@@ -1,0 +1,2 @@
+"""Question and nugget bank generation (``exam-genq``): prompts, response parsing,
+bank building, merging with human-edited banks, and importing other bank formats."""

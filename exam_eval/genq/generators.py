@@ -1,0 +1,147 @@
+"""Text generators for ``exam-genq``: each turns prompts into :class:`ChatResult`s.
+
+Registry: name -> ``"module:Class"``, imported on use so that choosing ``endpoint``
+never imports torch. Adding one is a class with ``generate(prompts, keys)`` and a line in
+``GENERATORS``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Sequence
+
+from ..backends.http_client import ChatResult, OpenAIClient
+from ..errors import InputError, UsageError
+from ..io.jsonl import iter_jsonl
+from ..io.openers import display_name
+
+GENERATORS: dict[str, str] = {
+    "endpoint": "exam_eval.genq.generators:EndpointGenerator",
+    "scripted": "exam_eval.genq.generators:ScriptedGenerator",
+    "hf-causal": "exam_eval.genq.generators:HFGenerator",
+    "hf-seq2seq": "exam_eval.genq.generators:HFGenerator",
+}
+
+
+def get_generator(name: str, **options: Any):
+    try:
+        target = GENERATORS[name]
+    except KeyError:
+        raise UsageError(f"unknown back end {name!r} (choose from: {', '.join(sorted(GENERATORS))})") from None
+    module, cls = target.split(":")
+    return getattr(importlib.import_module(module), cls)(name=name, **options)
+
+
+class EndpointGenerator:
+    """Any OpenAI-compatible chat-completions endpoint; one user message per prompt."""
+
+    def __init__(self, *, name: str = "endpoint", model: str | None = None, base_url: str = "",
+                 api_key_env: str = "OPENAI_API_KEY", concurrency: int = 8, max_retries: int = 5,
+                 timeout: float = 60.0, max_tokens: int = 1024, temperature: float = 0.0,
+                 progress: bool = True, **_ignored: Any):
+        if not model:
+            raise UsageError("--model is required for the endpoint back end")
+        self.client = OpenAIClient(base_url, model, api_key_env=api_key_env, concurrency=concurrency,
+                                   max_retries=max_retries, timeout=timeout)
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.progress = progress
+        self.model = model
+
+    def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
+        from ..progress import progress_bar
+
+        convs = [[{"role": "user", "content": p}] for p in prompts]
+        if not self.progress:
+            return self.client.chat(convs, max_tokens=self.max_tokens, temperature=self.temperature)
+        with progress_bar(len(convs), "generating", "calls") as bar:
+            return self.client.chat(convs, max_tokens=self.max_tokens, temperature=self.temperature,
+                                    progress=lambda _res: bar.advance())
+
+
+class ScriptedGenerator:
+    """Canned answers for tests and rehearsals, from a JSONL script::
+
+        {"query_id": "q1", "response": "{\\"questions\\": [\\"...\\"]}"}
+        {"query_id": "q2", "facet_id": "f1", "fail": "HTTP 500"}   # the call fails
+
+    Lines for the same query (and facet) are used in order, one per call, so re-asking
+    can be scripted; a unit without (more) lines fails with "no scripted response".
+    """
+
+    def __init__(self, *, name: str = "scripted", script: str | None = None, model: str | None = None,
+                 **_ignored: Any):
+        if not script:
+            raise UsageError("--script FILE is required for the scripted back end")
+        self.model = model or "scripted"
+        self.queue: dict[tuple, list[dict]] = {}
+        sname = display_name(script)
+        for lineno, obj in iter_jsonl(script):
+            if not isinstance(obj, dict) or "query_id" not in obj:
+                raise InputError("a script line needs 'query_id'", sname, lineno)
+            if not isinstance(obj.get("response"), str) and "fail" not in obj:
+                raise InputError("a script line needs a 'response' string or 'fail'", sname, lineno)
+            facet = obj.get("facet_id")
+            key = (str(obj["query_id"]), None if facet is None else str(facet))
+            self.queue.setdefault(key, []).append(obj)
+        self.prompts_seen: list[str] = []
+
+    def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
+        out = []
+        for prompt, key in zip(prompts, keys):
+            self.prompts_seen.append(prompt)
+            lines = self.queue.get(tuple(key))
+            if not lines:
+                out.append(ChatResult(None, "no scripted response", None, 1))
+                continue
+            line = lines.pop(0)
+            if "fail" in line:
+                out.append(ChatResult(None, str(line["fail"]), None, 1))
+            else:
+                out.append(ChatResult(line["response"], None, None, 1))
+        return out
+
+
+class HFGenerator:
+    """A local Hugging Face model through the grading back ends (``hf-causal`` applies
+    the model's chat template, ``hf-seq2seq`` feeds the prompt to e.g. FLAN-T5).
+
+    The generation prompt is passed through the back end as a prompt-less "direct"
+    request whose whole text is the query, so the back end's own tokenisation, chat
+    template, batching and decoding settings apply unchanged.
+    """
+
+    def __init__(self, *, name: str, model: str | None = None, max_tokens: int = 1024,
+                 backend_options: dict | None = None, **_ignored: Any):
+        if not model:
+            raise UsageError(f"--model is required for the {name} back end")
+        from ..backends import get_backend
+
+        self.backend = get_backend(name, model=model, **(backend_options or {}))
+        self.max_tokens = max_tokens
+        self.model = model
+        self._loaded = False
+
+    def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
+        from ..backends import GradeRequest
+        from ..grading.prompts.base import Prompt
+
+        if not self._loaded:
+            self.backend.load()
+            self._loaded = True
+        passthrough = Prompt(id="genq-passthrough", source="exam-genq", target="direct", mode="generate",
+                             labels=(), scale=(0, 1), template="{query}")
+        requests = [GradeRequest(passthrough, p, None, "") for p in prompts]
+        out = []
+        batch = max(1, int(getattr(self.backend, "batch_size", 8)))
+        for start in range(0, len(requests), batch):
+            chunk = requests[start:start + batch]
+            try:
+                texts = self.backend._generate(chunk, self.max_tokens)
+            except Exception as exc:  # a failing batch fails its units, not the run
+                texts = [None] * len(chunk)
+                err = f"{type(exc).__name__}: {exc}"
+            else:
+                err = "the model returned no text"
+            out.extend(ChatResult(t, None if t is not None else err, None, 1) for t in texts)
+        return out

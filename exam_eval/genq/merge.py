@@ -1,0 +1,48 @@
+"""Adding generated items to a human-edited bank without touching a byte of it.
+
+The existing bank's lines are copied as they are (decompressed when gzipped), never
+parsed and re-serialised: a human's edits, key order, spacing and unicode escapes survive,
+and ``diff`` shows only the appended lines. New items are appended only for queries (or
+query facets) the bank has no item of the generated kind for.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+from ..errors import InputError
+from ..io.banks import BankItem, read_bank
+from ..io.jsonl import dumps
+from ..io.openers import atomic_output, display_name
+
+
+def raw_bytes(path: str | os.PathLike) -> bytes:
+    name = display_name(path)
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror}", name) from None
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise InputError(f"corrupt gzip file: {exc}", name) from None
+    return data
+
+
+def existing_units(path: str | os.PathLike, kind: str) -> set[tuple[str, str | None]]:
+    """(query_id, facet_id) pairs that already have items of ``kind`` (validates the bank)."""
+    return {(i.query_id, i.facet_id) for i in read_bank(path, kind=kind, allow_empty=True)}
+
+
+def write_merged(base: bytes | None, items: list[BankItem], out: str | None) -> None:
+    """``base`` verbatim (a final newline added if it lacked one), then one line per item."""
+    with atomic_output(out, binary=True) as fh:
+        if base:
+            fh.write(base)
+            if not base.endswith(b"\n"):
+                fh.write(b"\n")
+        for item in items:
+            fh.write((dumps(item.to_json()) + "\n").encode("utf-8"))

@@ -1,0 +1,132 @@
+"""Reading a list of questions or nuggets out of whatever a model answered.
+
+Accepted, tried in this order on each candidate (the contents of every code fence, the
+whole answer, the span from the first ``{`` to the last ``}``, the span from the first
+``[`` to the last ``]``):
+
+1. JSON: an object with the requested key (``{"questions": [...]}``), an object with
+   exactly one list-of-strings value, or a bare list.
+2. A Python literal (``['a', "b"]``, optionally behind ``name = ``), read with
+   :func:`ast.literal_eval`, which evaluates literals only and never runs code.
+
+If none of those gives a list, numbered or bulleted lines (``1. ...``, ``2) ...``,
+``- ...``, ``* ...``, ``• ...``, ``Q3: ...``) are taken. Plain prose yields nothing: text
+that is not visibly an element of a list is never turned into a question.
+
+Every item is cleaned (surrounding whitespace, quotes, a trailing comma, list numbering)
+and repeated items (same text up to case and spacing) are dropped, keeping the first.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)```", re.S)
+_ASSIGN = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=\s*")
+_LIST_LINE = re.compile(
+    r"^\s*(?:(?:q(?:uestion)?|n(?:ugget)?)?\s*\d{1,3}\s*[.):\]-]|[-*\u2022\u2023\u25e6\u2043\u2219])\s+(.*\S)\s*$",
+    re.I)
+_NUMBERING = re.compile(r"^(?:(?:q(?:uestion)?|n(?:ugget)?)\s*\d{1,3}|\d{1,3})\s*[.):\]]\s+", re.I)
+_QUOTES = "\"'`\u201c\u201d\u2018\u2019"
+
+
+def clean_item(text: str) -> str:
+    s = text.strip()
+    for _ in range(2):  # `"1. What ...?",` needs both passes
+        s = s.rstrip(",").strip()
+        if len(s) >= 2 and s[0] in _QUOTES and s[-1] in _QUOTES:
+            s = s[1:-1].strip()
+        s = _NUMBERING.sub("", s).strip()
+    return " ".join(s.split()) if "\n" in s else s
+
+
+def dedupe(items: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for item in items:
+        key = " ".join(item.casefold().split())
+        if key and key not in seen:
+            seen.add(key)
+            out.append(item)
+    return out
+
+
+def _strings(value) -> list[str] | None:
+    """A list of strings from a parsed value (dict elements with one text field allowed)."""
+    if not isinstance(value, (list, tuple)):
+        return None
+    out = []
+    for v in value:
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, dict):
+            texts = [x for k, x in v.items() if isinstance(x, str)
+                     and k.lower() in ("question", "nugget", "text", "question_text", "nugget_text")]
+            if len(texts) == 1:
+                out.append(texts[0])
+    return out if out else None
+
+
+def _from_value(value, field: str | None) -> list[str] | None:
+    if isinstance(value, dict):
+        if field and field in value:
+            return _strings(value[field])
+        lowered = {str(k).lower(): v for k, v in value.items()}
+        if field and field.lower() in lowered:
+            return _strings(lowered[field.lower()])
+        lists = [v for v in value.values() if _strings(v)]
+        return _strings(lists[0]) if len(lists) == 1 else None
+    return _strings(value)
+
+
+def _load(candidate: str):
+    candidate = candidate.strip()
+    if not candidate:
+        return None
+    try:
+        return json.loads(candidate)
+    except ValueError:
+        pass
+    literal = _ASSIGN.sub("", candidate, count=1)
+    try:
+        return ast.literal_eval(literal)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+
+
+def _candidates(text: str) -> list[str]:
+    out = [m.group(2) for m in _FENCE.finditer(text)]
+    out.append(text)
+    for open_, close in (("{", "}"), ("[", "]")):
+        i, j = text.find(open_), text.rfind(close)
+        if 0 <= i < j:
+            out.append(text[i:j + 1])
+    return out
+
+
+def _from_lines(text: str) -> list[str] | None:
+    items = []
+    for line in text.splitlines():
+        m = _LIST_LINE.match(line)
+        if m:
+            items.append(m.group(1))
+    return items or None
+
+
+def parse_items(text: str | None, field: str | None = None) -> list[str] | None:
+    """The cleaned, de-duplicated items, or None when the answer holds no list."""
+    if text is None or not text.strip():
+        return None
+    found: list[str] | None = None
+    for candidate in _candidates(text):
+        found = _from_value(_load(candidate), field)
+        if found:
+            break
+    if not found:
+        found = _from_lines(text)
+    if not found:
+        return None
+    items = dedupe([c for c in (clean_item(s) for s in found) if c])
+    return items or None
