@@ -1,0 +1,310 @@
+"""The published prompts: golden renderings typed by hand from the papers, checked against
+the papers' text, placeholder safety, the registry and custom prompt files."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from exam_eval.errors import InputError, UsageError
+from exam_eval.grading.prompts import REGISTRY, Prompt, get_prompt
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = Path(__file__).parent / "golden" / "prompts"
+PAPERS = ROOT.parent / "shared" / "papers"
+
+QUERY = "how do vaccines train the immune system"
+QUESTION = "What do vaccines contain?"
+NUGGET = "weakened or inactivated pathogens"
+CONTEXT = "Vaccines contain weakened or inactivated forms of a pathogen, which train the immune system."
+ANSWER = "inactivated pathogens"
+CORRECT = "weakened or killed germs"
+
+PUBLISHED = {
+    "question-selfrating", "question-extraction", "answer-verification",
+    "nugget-selfrating", "nugget-extraction",
+    "sun", "sun-few", "faggioli-b", "faggioli-b-few", "helm", "thomas",
+    "umbrela", "ci-dl", "ci-robust04",
+}
+
+
+def published():
+    return sorted(k for k in REGISTRY if not k.startswith("file:"))
+
+
+def rendered(prompt: Prompt) -> str:
+    item = {"question": QUESTION, "nugget": NUGGET, "direct": None}[prompt.target]
+    return prompt.render(query=QUERY, item=item, context=CONTEXT, answer=ANSWER, correct_answer=CORRECT)
+
+
+def golden(prompt_id: str) -> str:
+    text = (GOLDEN / f"{prompt_id}.txt").read_text(encoding="utf-8")
+    assert text.endswith("\n") and not text.endswith("\n\n")
+    return text[:-1]
+
+
+def test_every_published_prompt_is_registered():
+    assert set(published()) == PUBLISHED
+
+
+@pytest.mark.parametrize("prompt_id", sorted(PUBLISHED))
+def test_golden_rendering(prompt_id):
+    assert rendered(get_prompt(prompt_id)) == golden(prompt_id)
+
+
+# -- the golden files against the papers' text --------------------------------------------
+
+def _norm(text: str) -> str:
+    """Whitespace-insensitive form; also undoes the markdown escape of "_" in the text files."""
+    return re.sub(r"\s+", " ", text.replace("\\_", "_")).strip()
+
+
+@pytest.fixture(scope="module")
+def papers():
+    if not PAPERS.is_dir():
+        pytest.skip("../shared/papers is not present")
+    return {p.stem: _norm(p.read_text(encoding="utf-8")) for p in PAPERS.glob("*.txt")}
+
+
+# For each prompt: the paper, and how that paper writes each placeholder we filled in.
+PAPER_FORMS = {
+    "question-selfrating": ("exam-plusplus", {QUESTION: "{question}", CONTEXT: "{context}"}),
+    "question-extraction": ("exam-plusplus", {QUESTION: "{question}", CONTEXT: "{context}"}),
+    "answer-verification": ("exam-plusplus", {QUESTION: "{question}", CORRECT: "{correct_answer}",
+                                              ANSWER: "{answer}"}),
+    "nugget-selfrating": ("rubric-grading-workbench", {NUGGET: "{nugget}", CONTEXT: "{context}"}),
+    "nugget-extraction": ("rubric-grading-workbench", {NUGGET: "{nugget}", CONTEXT: "{context}"}),
+    "thomas": ("exam-plusplus", {QUERY: "{query_title}", CONTEXT: "{context}"}),
+    "faggioli-b": ("exam-plusplus", {QUERY: "{query title}", CONTEXT: "{context}"}),
+    "faggioli-b-few": ("exam-plusplus", {QUERY: "{query_title}", CONTEXT: "{context}"}),
+    "helm": ("exam-plusplus", {QUERY: "{query_title}", CONTEXT: "{context}"}),
+    "sun": ("exam-plusplus", {QUERY: "{query_title}", CONTEXT: "{context}"}),
+    "umbrela": ("umbrela", {QUERY: "query", CONTEXT: "passage"}),
+    "ci-dl": ("confidence-intervals-ppi-crc", {QUERY: "{query}", CONTEXT: "{passage}"}),
+    "ci-robust04": ("confidence-intervals-ppi-crc", {QUERY: "{query}", CONTEXT: "{document}"}),
+}
+
+
+def as_paper_writes_it(prompt_id: str, forms: dict[str, str]) -> str:
+    text = golden(prompt_id)
+    for value in sorted(forms, key=len, reverse=True):
+        assert value in text, f"{prompt_id}: golden file lacks the filled-in value {value!r}"
+        text = text.replace(value, forms[value])
+    return text
+
+
+def unflatten_list(text: str) -> str:
+    """The workbench's Table 2 prints a scale list flattened: "- 5: A 4: B ... 0: F." (no
+    bullets, no periods after the first line). This is the documented fix reversed."""
+    return re.sub(r"\.\n- (?=[0-4]:)", " ", text)
+
+
+@pytest.mark.parametrize("prompt_id", sorted(PAPER_FORMS))
+def test_golden_text_is_in_the_paper(papers, prompt_id):
+    paper, forms = PAPER_FORMS[prompt_id]
+    text = as_paper_writes_it(prompt_id, forms)
+    if paper == "rubric-grading-workbench":
+        text = unflatten_list(text)
+    assert _norm(text) in papers[paper]
+
+
+def test_list_fix_rule_reproduces_the_workbench_rendering_of_the_question_prompt(papers):
+    # Evidence for the nugget-selfrating fix: the EXAM++ question self-rating prompt, flattened
+    # by the same rule, is exactly what the workbench's table shows for that prompt.
+    text = unflatten_list(as_paper_writes_it("question-selfrating", PAPER_FORMS["question-selfrating"][1]))
+    assert _norm(text) in papers["rubric-grading-workbench"]
+    assert _norm(as_paper_writes_it("question-selfrating", PAPER_FORMS["question-selfrating"][1])) \
+        not in papers["rubric-grading-workbench"]
+
+
+def test_question_extraction_is_also_the_original_exam_prompt(papers):
+    text = as_paper_writes_it("question-extraction", PAPER_FORMS["question-extraction"][1])
+    assert _norm(text) in papers["exam-flan-t5-answerability-metric"]
+
+
+def test_sun_few_is_sun_with_the_faggioli_few_examples(papers):
+    # The paper only describes Sun_few ("Prompt Sun with the same few shot examples as
+    # FaggioliB_few"): Sun's instruction must be the paper's, the rest FaggioliB_few's.
+    forms = {QUERY: "{query_title}", CONTEXT: "{context}"}
+    sun_instruction, rest = as_paper_writes_it("sun-few", forms).split("\n\n", 1)
+    fag_instruction, fag_rest = as_paper_writes_it("faggioli-b-few", forms).split("\n\n", 1)
+    assert rest == fag_rest
+    assert _norm(sun_instruction + "\n\nQuestion: {query_title} Passage: {context}") in papers["exam-plusplus"]
+    assert _norm(fag_instruction + "\n\n" + rest) in papers["exam-plusplus"]
+
+
+def test_paper_check_can_fail(papers):
+    # A one-word change in the golden text must not be found in the paper.
+    text = as_paper_writes_it("helm", PAPER_FORMS["helm"][1]).replace("Does the passage", "Does this passage")
+    assert _norm(text) not in papers["exam-plusplus"]
+
+
+# -- rendering mechanics -------------------------------------------------------------------
+
+@pytest.mark.parametrize("prompt_id", sorted(PUBLISHED))
+def test_untrusted_text_is_inserted_literally(prompt_id):
+    prompt = get_prompt(prompt_id)
+    nasty_context = "x {question} {query} {context} {answer} {0} {} {{ }} %s y"
+    nasty_query = "q {context} {nugget}"
+    item = None if prompt.target == "direct" else "i {query} }{"
+    out = prompt.render(query=nasty_query, item=item, context=nasty_context, answer="a {item}",
+                        correct_answer="c {context}")
+    if "context" in prompt.placeholders:
+        assert nasty_context in out
+    if "query" in prompt.placeholders:
+        assert nasty_query in out
+    # Nothing the user wrote was expanded: every brace group in the output comes from the
+    # user's text or the published template itself.
+    expected_groups = (
+        len(re.findall(r"\{[^{}]*\}", prompt.template))
+        - sum(len(re.findall(r"\{" + name + r"\}", prompt.template)) for name in prompt.placeholders)
+    )
+    user_texts = {"context": nasty_context, "query": nasty_query, "question": item or "", "nugget": item or "",
+                  "item": item or "", "answer": "a {item}", "correct_answer": "c {context}"}
+    for name in prompt.placeholders:
+        expected_groups += len(re.findall(r"\{" + name + r"\}", prompt.template)) * \
+            len(re.findall(r"\{[^{}]*\}", user_texts[name]))
+    assert len(re.findall(r"\{[^{}]*\}", out)) == expected_groups
+
+
+@pytest.mark.parametrize("prompt_id", sorted(PUBLISHED))
+def test_overhead_is_the_prompt_without_the_passage(prompt_id):
+    prompt = get_prompt(prompt_id)
+    item = None if prompt.target == "direct" else QUESTION
+    full = prompt.render(query=QUERY, item=item, context=CONTEXT, answer=ANSWER, correct_answer=CORRECT)
+    bare = prompt.overhead(QUERY, item, answer=ANSWER, correct_answer=CORRECT)
+    n_context = prompt.template.count("{context}")
+    assert len(full) - len(bare) == n_context * len(CONTEXT)
+    assert CONTEXT not in bare
+
+
+@pytest.mark.parametrize("prompt_id", sorted(PUBLISHED))
+def test_messages_are_one_user_turn_for_the_published_prompts(prompt_id):
+    prompt = get_prompt(prompt_id)
+    item = None if prompt.target == "direct" else QUESTION
+    msgs = prompt.messages(query=QUERY, item=item, context=CONTEXT, answer=ANSWER, correct_answer=CORRECT)
+    assert msgs == [{"role": "user", "content": rendered(prompt) if prompt.target != "nugget"
+                     else prompt.render(query=QUERY, item=item, context=CONTEXT)}]
+
+
+def test_system_and_shots_in_render_and_messages():
+    p = Prompt(id="t-sys", source="test", target="direct", mode="generate", labels=(), scale=(0, 1),
+               template="Q: {query} P: {context}", system="SYS {query}", shots=(("U1", "A1"),), joiner="\n\n")
+    assert p.render(query="q", item=None, context="c") == "SYS q\n\nU1\n\nA1\n\nQ: q P: c"
+    assert p.messages(query="q", item=None, context="c") == [
+        {"role": "system", "content": "SYS q"},
+        {"role": "user", "content": "U1"},
+        {"role": "assistant", "content": "A1"},
+        {"role": "user", "content": "Q: q P: c"},
+    ]
+
+
+def test_scale_labels_modes_of_the_published_prompts():
+    expect = {
+        "question-selfrating": ("score", (0, 5)), "nugget-selfrating": ("score", (0, 5)),
+        "question-extraction": ("generate", (0, 1)), "nugget-extraction": ("generate", (0, 1)),
+        "answer-verification": ("score", (0, 1)),
+        "sun": ("score", (0, 1)), "sun-few": ("score", (0, 1)), "faggioli-b": ("score", (0, 1)),
+        "faggioli-b-few": ("score", (0, 1)), "helm": ("score", (0, 1)), "thomas": ("score", (0, 2)),
+        "umbrela": ("generate", (0, 3)), "ci-dl": ("score", (0, 3)), "ci-robust04": ("score", (0, 2)),
+    }
+    for pid, (mode, scale) in expect.items():
+        p = get_prompt(pid)
+        assert (p.mode, p.scale) == (mode, scale), pid
+    assert get_prompt("sun").label_grades() == {"No": 0, "Yes": 1}
+    assert get_prompt("ci-robust04").label_grades() == {"[0]": 0, "[1]": 1, "[2]": 2}
+    assert get_prompt("question-extraction").needs_verification
+    assert not get_prompt("question-selfrating").needs_verification
+
+
+def test_hash_is_stable_and_content_addressed():
+    p = get_prompt("sun")
+    assert re.fullmatch(r"[0-9a-f]{16}", p.hash)
+    clone = Prompt(**{**p.__dict__, "id": "sun-clone", "description": "another name"})
+    assert clone.hash == p.hash  # the id and description do not change a grade
+    changed = Prompt(**{**p.__dict__, "id": "sun-changed", "template": p.template + " "})
+    assert changed.hash != p.hash
+    relabelled = Prompt(**{**p.__dict__, "id": "sun-lc", "labels": ("no", "yes")})
+    assert relabelled.hash != p.hash
+    assert len({get_prompt(i).hash for i in PUBLISHED}) == len(PUBLISHED)
+
+
+def test_unknown_prompt_is_a_usage_error_listing_the_ids():
+    with pytest.raises(UsageError) as err:
+        get_prompt("no-such-prompt")
+    assert err.value.exit_code == 1
+    for pid in PUBLISHED:
+        assert pid in str(err.value)
+
+
+# -- custom prompt files --------------------------------------------------------------------
+
+def test_custom_prompt_file(tmp_path):
+    f = tmp_path / "mine.txt"
+    f.write_text("# labels: 0 1 2 3\n# source: my lab\n\nRate {question} with {context}. JSON: {\"a\": 1}\n")
+    p = get_prompt(str(f))
+    assert p.id == f"file:{f}"
+    assert (p.target, p.mode, p.labels, p.scale, p.source) == ("question", "score", ("0", "1", "2", "3"), (0, 3),
+                                                              "my lab")
+    assert p.render(query="q", item="Q?", context="C") == 'Rate Q? with C. JSON: {"a": 1}'
+    assert p.parse("3").grade == 3 and p.parse("4").parse_ok is False
+    assert get_prompt(f"file:{f}") == p
+    # Editing the file changes the prompt and its hash.
+    f.write_text("# labels: 0 1 2 3\n\nRate {question} given {context}.\n")
+    assert get_prompt(str(f)).hash != p.hash
+
+
+def test_custom_prompt_with_system_part_and_defaults(tmp_path):
+    f = tmp_path / "chat.txt"
+    f.write_text("=== system ===\nYou are a judge.\n=== user ===\nQuery: {query}\nPassage: {context}\n")
+    p = get_prompt(str(f))
+    assert (p.target, p.mode, p.labels, p.parser) == ("direct", "generate", (), "rating")
+    assert p.messages(query="q", item=None, context="c") == [
+        {"role": "system", "content": "You are a judge."},
+        {"role": "user", "content": "Query: q\nPassage: c"},
+    ]
+
+
+def test_custom_nugget_extraction_defaults(tmp_path):
+    f = tmp_path / "n.txt"
+    f.write_text("# parser: extraction\nFind {nugget} in {context}")
+    p = get_prompt(str(f))
+    assert p.target == "nugget" and p.parse("it does not say").grade == 0
+    assert not p.needs_verification
+
+
+@pytest.mark.parametrize("content, line, message", [
+    ("Q: {query}\nP: {passage}\n", 2, "unknown placeholder {passage}"),
+    ("# mdoe: score\nQ {query} {context}", 1, "unknown front-matter key"),
+    ("# mode: score\nQ {query} {context}", 1, "needs '# labels"),
+    ("# labels: 0 1\n# scale: 0 5\nQ {query} {context}", 1, "2 labels for the scale 0-5"),
+    ("# parser: magic\nQ {query} {context}", 1, "parser must be one of"),
+    ("# target: topic\nQ {query} {context}", 1, "target must be one of"),
+    ("Q: {query} and nothing else", None, "no {context} placeholder"),
+    ("# labels: 0 1\n", None, "no prompt text"),
+])
+def test_bad_custom_prompt_files(tmp_path, content, line, message):
+    f = tmp_path / "bad.txt"
+    f.write_text(content)
+    with pytest.raises(InputError) as err:
+        get_prompt(str(f))
+    assert err.value.exit_code == 2
+    assert err.value.path == str(f) and err.value.line == line
+    assert message in str(err.value)
+
+
+def test_published_id_wins_over_a_file_of_the_same_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sun").write_text("Mine: {query} {context}")
+    assert get_prompt("sun") is REGISTRY["sun"]
+    assert get_prompt("file:sun").template == "Mine: {query} {context}"
+
+
+def test_man_fragment_lists_every_prompt():
+    text = (ROOT / "man" / "prompts.fragment.roff").read_text(encoding="utf-8")
+    for pid in PUBLISHED:
+        p = get_prompt(pid)
+        assert re.search(r"^\.TP\n\\fB" + re.escape(pid.replace("-", r"\-")) + r"\\fR", text, re.MULTILINE), pid
+        assert f"{p.scale[0]}\\(en{p.scale[1]}" in text
