@@ -176,7 +176,8 @@ def parse_umbrela(prompt: Prompt, text: str) -> Parsed:
     prompt also says "Final score must be an integer value only") is accepted too."""
     if (p := _empty(text)) is not None:
         return p
-    m = _FINAL_SCORE.search(text)
+    # Emphasis is dropped but not '#': the marker itself is made of them.
+    m = _FINAL_SCORE.search(re.sub(r"[*_`]+", "", text))
     if m:
         return _to_grade(prompt, m.group(1))
     t = _clean(text)

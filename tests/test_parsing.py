@@ -1,0 +1,202 @@
+"""Output parsing for every registered prompt: what becomes a grade and what stays
+unparseable. Expected values are written out per case, from the prompts' scales."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from exam_eval.grading.parsing import PARSERS, UNANSWERABLE, is_ill_formed, tolerant_rating
+from exam_eval.grading.prompts import REGISTRY, Parsed, get_prompt
+
+PAPERS = Path(__file__).resolve().parents[2] / "shared" / "papers"
+
+RATING = ["question-selfrating", "nugget-selfrating", "thomas", "ci-dl", "ci-robust04"]
+YES_NO = ["sun", "sun-few", "faggioli-b", "faggioli-b-few", "helm", "answer-verification"]
+EXTRACTION = ["question-extraction", "nugget-extraction"]
+UMBRELA = ["umbrela"]
+PAPER_UNANSWERABLE = ["unanswerable", "no", "no answer", "not enough information", "unknown",
+                      "it is not possible to tell", "it does not say", "no relevant information"]
+
+
+def test_every_prompt_has_parsing_cases():
+    published = {k for k in REGISTRY if not k.startswith("file:")}
+    assert published == set(RATING + YES_NO + EXTRACTION + UMBRELA)
+
+
+def ok(grade):
+    return lambda p: p.parse_ok and p.grade == grade
+
+
+def bad(p: Parsed):
+    return not p.parse_ok and p.grade is None
+
+
+# -- rating prompts -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("prompt_id", RATING)
+def test_rating_every_grade_in_many_spellings(prompt_id):
+    prompt = get_prompt(prompt_id)
+    lo, hi = prompt.scale
+    for g in range(lo, hi + 1):
+        for text in [f"{g}", f" {g}.", f"{g}\n", f"{g}/{hi}", f"Grade: {g}", f"grade: {g}", f"Rating: {g} out of {hi}",
+                     f"**{g}**", f"The answer is {g}", f"[{g}]", f"Score = {g}", f"Relevance: {g}",
+                     f"I would rate it {g}/{hi}.", f"{g}: some explanation that mentions {hi} things"]:
+            parsed = prompt.parse(text)
+            assert parsed.parse_ok and parsed.grade == g, (prompt_id, text, parsed)
+            assert parsed.answer is None
+
+
+@pytest.mark.parametrize("prompt_id", RATING)
+def test_rating_out_of_scale_and_garbage(prompt_id):
+    prompt = get_prompt(prompt_id)
+    lo, hi = prompt.scale
+    for text in [f"{hi + 1}", f"{lo - 1}", "10/10", f"Grade: {hi + 4}", "2.5", "3,5", "", "   ", "\n",
+                 "garbage", "The passage talks about vaccines.", "Question 2 is hard",
+                 "!!!", "In 1998 the policy changed", "maybe"]:
+        parsed = prompt.parse(text)
+        assert bad(parsed), (prompt_id, text, parsed)
+        assert parsed.note
+
+
+def test_rating_notes_say_why():
+    p = get_prompt("question-selfrating")
+    assert p.parse("").note == "empty output"
+    assert p.parse("7").note == "rating 7 outside the scale 0-5"
+    assert p.parse("4.5").note.startswith("non-integer")
+    assert p.parse("the sky").note == "no rating found"
+
+
+def test_rating_picks_the_rating_not_the_denominator():
+    p = get_prompt("question-selfrating")
+    assert p.parse("4/5").grade == 4
+    assert p.parse("Rating: 2 out of 5").grade == 2
+    assert p.parse("Out of 5, I give it 3/5").grade == 3  # "of 5" is not "N of 5"
+    assert p.parse("0/5").grade == 0
+
+
+def test_number_words_only_when_they_are_the_whole_answer():
+    p = get_prompt("question-selfrating")
+    assert p.parse("four").grade == 4
+    assert p.parse("Five.").grade == 5
+    assert bad(p.parse("one of the answers mentions vaccines"))
+    assert bad(p.parse("six"))
+
+
+@pytest.mark.parametrize("prompt_id", ["question-selfrating", "nugget-selfrating"])
+@pytest.mark.parametrize("expression", PAPER_UNANSWERABLE)
+def test_unanswerable_expressions_are_zero_for_bank_items(prompt_id, expression):
+    prompt = get_prompt(prompt_id)
+    for text in [expression, expression.capitalize() + ".", f'"{expression}"', f"  {expression.upper()} \n"]:
+        parsed = prompt.parse(text)
+        assert parsed == Parsed(0, True, None, "unanswerable"), (text, parsed)
+
+
+@pytest.mark.parametrize("prompt_id", ["thomas", "ci-dl", "ci-robust04"])
+@pytest.mark.parametrize("expression", ["unanswerable", "no answer", "unknown"])
+def test_unanswerable_expressions_do_not_grade_direct_prompts(prompt_id, expression):
+    # The papers list them for question answering and self-rating, not for direct labels.
+    assert bad(get_prompt(prompt_id).parse(expression))
+
+
+def test_unanswerable_expression_only_as_the_whole_answer():
+    p = get_prompt("question-selfrating")
+    assert bad(p.parse("no, but the passage is about something else"))
+    assert bad(p.parse("There is no answer here but maybe later"))
+
+
+def test_unanswerable_list_is_quoted_from_the_papers():
+    if not PAPERS.is_dir():
+        pytest.skip("../shared/papers is not present")
+    plus = (PAPERS / "exam-plusplus.txt").read_text(encoding="utf-8")
+    exam = (PAPERS / "exam-flan-t5-answerability-metric.txt").read_text(encoding="utf-8")
+    quoted_plus = set(re.findall(r'"([^"]+)"', plus[plus.index("one of the following expressions"):][:400]))
+    assert quoted_plus == set(PAPER_UNANSWERABLE)
+    quoted_exam = set(re.findall(r"\u201c([^\u201d]+?)\s*\u201d", exam))
+    assert "no answe" in quoted_exam  # the EXAM paper's footnote prints this typo
+    assert UNANSWERABLE == set(PAPER_UNANSWERABLE) | {"no answe"}
+
+
+def test_thomas_reads_the_json_overall_label():
+    p = get_prompt("thomas")
+    assert ok(1)(p.parse('{"M": 2, "T": 1, "O": 1}'))
+    assert ok(2)(p.parse('Here is my assessment: {"M": 2, "T": 2, "O": 2}'))
+    assert bad(p.parse('{"M": 2, "T": 1, "O": 3}'))
+    assert bad(p.parse('{"M": 2, "T": 1, "O": null}'))
+    assert bad(p.parse('{"M": 2, "T": 1, "O": true}'))
+    assert ok(0)(p.parse('{"O": "0"}'))
+
+
+def test_tolerant_rating_applies_the_exam_pp_default_only_on_request():
+    p = get_prompt("question-selfrating")
+    strict = p.parse("the passage is about vaccines")
+    assert bad(strict)
+    tolerant = tolerant_rating(strict)
+    assert tolerant.grade == 1 and tolerant.parse_ok
+    assert tolerant_rating(p.parse("unknown")).grade == 0
+    assert tolerant_rating(p.parse("4")).grade == 4
+    assert bad(tolerant_rating(p.parse("")))  # nothing was answered at all
+    assert bad(tolerant_rating(p.parse("9")))  # a number off the scale is not "no number"
+
+
+# -- yes/no prompts ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("prompt_id", YES_NO)
+def test_yes_no(prompt_id):
+    p = get_prompt(prompt_id)
+    for text in ["Yes", "yes", "YES.", " Yes\n", "**Yes**", "Yes, the passage answers it.", "Answer: Yes",
+                 "'yes'", "The answer is yes."]:
+        assert ok(1)(p.parse(text)), (text, p.parse(text))
+    for text in ["No", "no", "NO.", "No, it does not.", "Answer: No", "\"No\""]:
+        assert ok(0)(p.parse(text)), (text, p.parse(text))
+    for text in ["", " ", "maybe", "Not sure", "yesterday", "nobody knows", "1", "4/5", "Grade: 4",
+                 "unanswerable", "garbage"]:
+        assert bad(p.parse(text)), (text, p.parse(text))
+
+
+# -- UMBRELA ------------------------------------------------------------------------------
+
+def test_umbrela():
+    p = get_prompt("umbrela")
+    for g in range(4):
+        for text in [f"##final score: {g}", f"## Final Score: {g}", f"M: 2 T: 1 ##final score: {g}",
+                     f"final score: {g}", f"{g}", f"##final score: **{g}**"]:
+            assert ok(g)(p.parse(text)), (text, p.parse(text))
+    for text in ["##final score: 4", "##final score: -1", "##final score: 2.5", "", "garbage",
+                 "##final score: score", "The passage is relevant", "4/5", "Grade: 4"]:
+        assert bad(p.parse(text)), (text, p.parse(text))
+
+
+# -- extraction prompts -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("prompt_id", EXTRACTION)
+def test_extraction(prompt_id):
+    p = get_prompt(prompt_id)
+    parsed = p.parse("  the epidermis \n")
+    assert parsed.parse_ok and parsed.grade is None and parsed.answer == "the epidermis"
+    assert parsed.note == ("pending verification" if p.needs_verification else "extracted")
+    for expression in PAPER_UNANSWERABLE:
+        parsed = p.parse(expression.capitalize() + ".")
+        assert parsed.grade == 0 and parsed.parse_ok and parsed.note == "unanswerable"
+        assert parsed.answer == expression.capitalize() + "."
+    for ill in ["a.", "(iii)", "b)", "(c)", "iv."]:
+        parsed = p.parse(ill)
+        assert parsed.grade == 0 and parsed.parse_ok and parsed.note == "ill-formed answer"
+    for text in ["", "   ", "\n", "**"]:
+        assert bad(p.parse(text))
+    # Numbers and grade-like text are answers here, never grades.
+    for text in ["4", "4/5", "Grade: 4", "1998", "Yes"]:
+        parsed = p.parse(text)
+        assert parsed.grade is None and parsed.parse_ok and parsed.answer == text
+
+
+def test_ill_formed_leaves_real_short_answers_alone():
+    assert is_ill_formed("a.") and is_ill_formed("(iii)")
+    assert not is_ill_formed("C") and not is_ill_formed("vitamin C") and not is_ill_formed("iron")
+
+
+def test_parser_registry_names_are_used_by_prompts():
+    used = {p.parser for p in REGISTRY.values()}
+    assert used <= set(PARSERS)
