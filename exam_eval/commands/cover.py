@@ -64,6 +64,9 @@ def cli(grades, runs, k, min_grade, per_query, complete, no_summary, bank, model
         bank_items = {q: [i.item_id for i in items]
                       for q, items in items_by_query(read_bank(bank, kind=kind)).items()}
     graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
+    unparsed = sum(1 for g in graded if not g.parse_ok)
+    if unparsed:
+        log(f"{grades}: {unparsed} unparsed grades (they count as not answering)")
     index = build_index(graded, min_grade, bank_items)
     if not index.items:
         raise InputError("no grades for bank items (direct relevance grades cannot give a cover score)", grades)
