@@ -31,11 +31,13 @@ Adding a prompt: one :class:`GenPrompt` plus one :func:`register` call.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
 
 STYLES = ("dl", "car")
+_PLACEHOLDER = re.compile(r"\{(query_text|query_title|query_subtopic|n)\}")
 KINDS = ("question", "nugget")
 
 WORKBENCH_QUESTION_INSTRUCTION = (
@@ -68,11 +70,11 @@ class GenPrompt:
 
     def render(self, *, query_text: str = "", query_title: str = "", query_subtopic: str = "",
                n: int = 10) -> str:
-        # str.replace, not str.format: a query may itself contain braces
-        text = self.template
-        for key, value in (("{query_text}", query_text), ("{query_title}", query_title),
-                           ("{query_subtopic}", query_subtopic), ("{n}", str(n))):
-            text = text.replace(key, value)
+        # one regex pass, not str.format or chained replace: a query may itself contain
+        # braces or a placeholder name, which must stay literal
+        values = {"query_text": query_text, "query_title": query_title, "query_subtopic": query_subtopic,
+                  "n": str(n)}
+        text = _PLACEHOLDER.sub(lambda m: values[m.group(1)], self.template)
         if self.instruction:
             text = text + " " + self.instruction
         return text
