@@ -96,6 +96,9 @@ class Backend(ABC):
     def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:
         """One result per request, in order. Must not raise for an unparseable output."""
 
+    def check_prompt(self, prompt: "Prompt") -> None:
+        """Raise UsageError when this back end cannot grade with ``prompt``."""
+
     def load(self) -> None:
         """Load weights / open connections. Called once, after all inputs are validated."""
 

@@ -116,6 +116,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
         raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
     options.update(extra)
     grader = get_backend(backend, **options)  # validates options and model path; loads nothing
+    grader.check_prompt(prompt)
 
     # ---- inputs (all validated before anything loads or is written) --------------------
     plan_inputs = _read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,

@@ -1,0 +1,134 @@
+"""Any OpenAI-compatible endpoint (OpenAI, vLLM, TGI, llama.cpp server ...).
+
+Every pair is one chat request (or a legacy completion with ``-O api=completions``),
+sent with bounded concurrency and retried with backoff by
+:class:`exam_eval.backends.http_client.OpenAIClient`. The API key comes from an
+environment variable only.
+
+Score-mode prompts ask for the first token's ``top_logprobs`` as well; when the labels
+appear among them, ``probs`` is their normalised distribution and the grade its argmax,
+exactly as in the local scoring mode (labels the server did not list count as 0).
+Servers that give no logprobs still grade: the generated text is parsed. A request
+that fails after all retries yields no grade at all (not recorded, retried by a rerun).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Sequence
+
+from ..errors import UsageError
+from .base import GradeRequest, GradeResult, PromptBackend, scored_result
+
+
+def _flag(value) -> bool:
+    return str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+class EndpointBackend(PromptBackend):
+    name = "endpoint"
+    can_score = True
+
+    def __init__(self, model: str | None = None, base_url: str | None = None, api_key_env: str | None = None,
+                 concurrency: int | None = None, batch_size: int | None = None,
+                 max_input_tokens: int | None = None, max_new_tokens: int | None = None,
+                 timeout: float | str | None = None, max_retries: int | str | None = None,
+                 api: str | None = None, logprobs: bool | str | None = None, top_logprobs: int | str | None = None):
+        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
+        if not base_url:
+            raise UsageError("the endpoint back end needs --base-url (or $OPENAI_BASE_URL), e.g. http://localhost:8000/v1")
+        if not base_url.startswith(("http://", "https://")):
+            raise UsageError(f"--base-url must start with http:// or https://, got {base_url!r}")
+        if not model:
+            raise UsageError("the endpoint back end needs --model (the name the server serves)")
+        self.model_id = model
+        self.base_url = base_url
+        self.api_key_env = api_key_env or "OPENAI_API_KEY"
+        self.concurrency = int(concurrency or 8)
+        # enough requests per engine batch to keep every connection busy
+        self.batch_size = int(batch_size or self.concurrency * 4)
+        self._window = None if max_input_tokens is None else int(max_input_tokens)
+        self.max_new_tokens = int(max_new_tokens or 64)
+        self.timeout = float(timeout or 60.0)
+        self.max_retries = int(5 if max_retries is None else max_retries)
+        self.api = (api or "chat").lower()
+        if self.api not in ("chat", "completions"):
+            raise UsageError(f"-O api= must be chat or completions, got {api!r}")
+        self.logprobs = True if logprobs is None else _flag(logprobs)
+        self.top_logprobs = int(top_logprobs or 20)
+        self.client = None
+        self.backoff = 1.0
+
+    @property
+    def cache_identity(self) -> str:
+        return f"{self.name}:{self.api}:{self.model_id}"
+
+    @property
+    def context_window(self) -> int | None:
+        return self._window
+
+    def load(self) -> None:
+        from .http_client import OpenAIClient
+
+        if self.client is None:
+            self.client = OpenAIClient(self.base_url, self.model_id, api_key_env=self.api_key_env,
+                                       concurrency=self.concurrency, max_retries=self.max_retries,
+                                       timeout=self.timeout, backoff=self.backoff)
+
+    def _call(self, requests: Sequence[GradeRequest], max_tokens: int, logprobs: bool):
+        self.load()
+        kw = dict(max_tokens=max_tokens, temperature=0.0)
+        if logprobs:
+            kw.update(logprobs=True, top_logprobs=self.top_logprobs)
+        if self.api == "chat":
+            return self.client.chat([self.messages(r) for r in requests], **kw)
+        return self.client.complete([self.render(r) for r in requests], **kw)
+
+    def _generate(self, requests, max_new_tokens):
+        return [r.text if r.error is None else None for r in self._call(requests, max_new_tokens, False)]
+
+    def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:
+        results: list[GradeResult | None] = [None] * len(requests)
+        score = [i for i, r in enumerate(requests) if r.prompt.mode == "score"]
+        gen = [i for i, r in enumerate(requests) if r.prompt.mode != "score"]
+        if score:
+            replies = self._call([requests[i] for i in score], self.max_new_tokens, self.logprobs)
+            for i, reply in zip(score, replies):
+                results[i] = self._scored(requests[i], reply)
+        if gen:
+            texts = self._generate([requests[i] for i in gen], self.max_new_tokens)
+            for i, text in zip(gen, texts):
+                results[i] = self.interpret(requests[i], text)
+        return results  # type: ignore[return-value]
+
+    def _scored(self, req: GradeRequest, reply) -> GradeResult:
+        if reply.error is not None or reply.text is None:
+            return GradeResult(None, None, None, False)
+        weights = label_weights(req.prompt.labels, reply.top_logprobs)
+        if weights:
+            scored = scored_result(req.prompt, req.prompt.labels, weights)
+            if scored.parse_ok:
+                return GradeResult(reply.text, scored.grade, scored.probs, True)
+        return self.interpret(req, reply.text)
+
+
+def label_weights(labels: Sequence[str], top_logprobs: list[dict[str, float]] | None) -> dict[str, float] | None:
+    """Probabilities of the labels at the first generated token, from its alternatives.
+
+    Tokens are compared after stripping spaces (" 4" and "4" are the same answer) and,
+    when the labels stay distinct that way, case-insensitively ("yes"/"Yes"); variants
+    of one label add up.
+    """
+    if not top_logprobs:
+        return None
+    first = top_logprobs[0]
+    fold = len({lab.lower() for lab in labels}) == len(labels)
+    norm = (lambda s: s.strip().lower()) if fold else (lambda s: s.strip())
+    index = {norm(lab): lab for lab in labels}
+    weights: dict[str, float] = {}
+    for token, logprob in first.items():
+        lab = index.get(norm(token))
+        if lab is not None and logprob is not None and math.isfinite(logprob):
+            weights[lab] = weights.get(lab, 0.0) + math.exp(logprob)
+    return weights or None

@@ -1,0 +1,148 @@
+"""Hugging Face decoder-only models (Llama, Mistral, Qwen, ...) with chat templates.
+
+The prompt goes through the tokenizer's chat template with the generation prompt
+appended, so the next token is the start of the assistant's answer; scoring reads the
+labels' probabilities at that position. Batches are left-padded so every row's last
+position is its real last token. A tokenizer without a chat template gets the prompt's
+plain rendering (base models).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .base import GradeRequest, PromptBackend
+from .hf_common import TokenizerOps, check_model_ref, label_token_ids, load_failure, pick_device, pick_dtype
+
+# a Llama-style window is 4k-128k tokens; grading prompts need far less, and a smaller
+# cap keeps the attention memory of a batch bounded on modest GPUs and CPUs
+DEFAULT_WINDOW_CAP = 4096
+
+
+class CausalBackend(PromptBackend):
+    name = "hf-causal"
+    can_score = True
+
+    def __init__(self, model: str | None = None, device: str | None = None, dtype: str | None = None,
+                 batch_size: int | None = None, max_input_tokens: int | None = None,
+                 max_new_tokens: int | None = None, num_beams: int | None = None):
+        if not model:
+            from ..errors import UsageError
+            raise UsageError("hf-causal needs --model (a hub id or a local directory)")
+        self.model_id = model
+        self._ref = check_model_ref(model)
+        self._device_opt = device
+        self._dtype_opt = dtype
+        self._batch_opt = batch_size
+        self._window_opt = max_input_tokens
+        self.max_new_tokens = max_new_tokens or 64
+        self.num_beams = num_beams or 1
+        self.batch_size = batch_size or 8
+        self.model = None
+        self.tokenizer = None
+        self._label_ids: dict[tuple[str, ...], list[int] | None] = {}
+
+    @property
+    def cache_identity(self) -> str:
+        beams = f":beams={self.num_beams}" if self.num_beams > 1 else ""
+        return f"{self.name}:{self.model_id}{beams}"
+
+    def load(self) -> None:
+        if self.model is not None:
+            return
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.device = pick_device(self._device_opt)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(self._ref, padding_side="left")
+            self.model = AutoModelForCausalLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device))
+        except (OSError, ValueError) as exc:
+            raise load_failure(self.model_id, exc) from None
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model.to(self.device).eval()
+        self._ops = TokenizerOps(self.tokenizer)
+        if self._batch_opt is None and self.device.startswith("cuda"):
+            self.batch_size = 16
+        self._torch = torch
+
+    @property
+    def has_chat_template(self) -> bool:
+        return bool(getattr(self.tokenizer, "chat_template", None))
+
+    @property
+    def context_window(self) -> int | None:
+        if self._window_opt:
+            return self._window_opt
+        n = getattr(self.model.config, "max_position_embeddings", None) if self.model is not None else None
+        n = min(n or DEFAULT_WINDOW_CAP, DEFAULT_WINDOW_CAP)
+        return n - self.max_new_tokens
+
+    def count_tokens(self, text: str) -> int:
+        return self._ops.count(text) if self.tokenizer is not None else super().count_tokens(text)
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        return self._ops.truncate(text, max_tokens)
+
+    def _full_text(self, req: GradeRequest, context: str) -> str:
+        kw = dict(query=req.query, item=req.item_text, context=context)
+        if self.has_chat_template:
+            return self.tokenizer.apply_chat_template(req.prompt.messages(**kw), tokenize=False,
+                                                      add_generation_prompt=True)
+        return req.prompt.render(**kw)
+
+    def fit_context(self, req: GradeRequest, answer: str | None = None) -> str:
+        # the chat template's own tokens count against the window as well
+        overhead = self.count_tokens(self._full_text(req, ""))
+        return self.truncate(req.context, self.context_window - overhead - self.reserve_tokens)
+
+    def _texts(self, requests: Sequence[GradeRequest]) -> list[str]:
+        return [self._full_text(r, self.fit_context(r)) for r in requests]
+
+    def _labels(self, labels: tuple[str, ...], prefix: str) -> list[int] | None:
+        if labels not in self._label_ids:
+            self._label_ids[labels] = label_token_ids(self.tokenizer, labels, prefix=prefix)
+        return self._label_ids[labels]
+
+    def uses_scoring(self, prompt) -> bool:
+        return prompt.mode == "score" and self.tokenizer is not None
+
+    def _encode(self, texts: list[str]):
+        # chat templates already contain BOS; plain renderings need the tokenizer's own
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not self.has_chat_template)
+        return {k: v.to(self.device) for k, v in enc.items()}
+
+    def grade(self, requests):
+        # labels whose first tokens coincide cannot be scored: generate and parse those
+        rerouted = {i for i, r in enumerate(requests) if r.prompt.mode == "score"
+                    and self._labels(tuple(r.prompt.labels), self._full_text(r, "x")) is None}
+        if not rerouted:
+            return super().grade(requests)
+        results: list = [None] * len(requests)
+        scored = [i for i in range(len(requests)) if i not in rerouted]
+        for i, res in zip(scored, super().grade([requests[i] for i in scored]) if scored else []):
+            results[i] = res
+        gen = sorted(rerouted)
+        for i, text in zip(gen, self._generate([requests[i] for i in gen], self.max_new_tokens)):
+            results[i] = self.interpret(requests[i], text)
+        return results
+
+    def _score(self, requests, labels):
+        torch = self._torch
+        texts = self._texts(requests)
+        ids = self._labels(labels, texts[0])
+        enc = self._encode(texts)
+        with torch.inference_mode():
+            logits = self.model(**enc).logits[:, -1, :].float()
+        probs = torch.softmax(logits, dim=-1)[:, ids].cpu().tolist()
+        return [dict(zip(labels, row)) for row in probs]
+
+    def _generate(self, requests, max_new_tokens):
+        torch = self._torch
+        enc = self._encode(self._texts(requests))
+        with torch.inference_mode():
+            out = self.model.generate(**enc, max_new_tokens=max_new_tokens, num_beams=self.num_beams,
+                                      do_sample=False, pad_token_id=self.tokenizer.pad_token_id)
+        return self.tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)

@@ -1,0 +1,108 @@
+"""What the Hugging Face back ends share: model references, device, tokenizer-exact
+token counting and truncation, label token ids. torch/transformers are imported inside
+the functions, so importing this module stays cheap."""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+from ..errors import InputError, UsageError
+
+
+def check_model_ref(model: str) -> str:
+    """A local model directory must exist and hold a config; anything else is taken for
+    a hub id, resolved (and, offline, failed cleanly) when the model loads."""
+    expanded = os.path.expanduser(model)
+    if os.path.isdir(expanded):
+        if not os.path.exists(os.path.join(expanded, "config.json")):
+            raise InputError("not a Hugging Face model directory (no config.json)", model)
+        return expanded
+    first = expanded.split("/", 1)[0]
+    looks_local = (model.startswith((".", "/", "~")) or model.count("/") > 1
+                   or (os.sep in expanded and os.path.isdir(first)) or os.path.exists(expanded))
+    if looks_local:
+        raise InputError("no such model directory", model)
+    return model
+
+
+def pick_device(device: str | None) -> str:
+    import torch
+
+    if device:
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: CUDA is not available on this machine")
+        return device
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def pick_dtype(dtype: str | None, device: str):
+    import torch
+
+    if dtype:
+        return getattr(torch, dtype)
+    # bf16 halves memory and doubles speed on GPUs; T5 overflows in fp16, so never that
+    if device.startswith("cuda") and torch.cuda.is_bf16_supported():
+        return torch.bfloat16
+    return torch.float32
+
+
+def load_failure(model: str, exc: Exception) -> InputError:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    offline = " (offline? pre-download the model or give a local directory)" if "huggingface" in str(exc).lower() \
+        or "offline" in str(exc).lower() or "connect" in str(exc).lower() else ""
+    return InputError(f"cannot load model: {first}{offline}", model)
+
+
+class TokenizerOps:
+    """Exact token counts and truncation at a token boundary of the original text."""
+
+    def __init__(self, tokenizer):
+        self.tok = tokenizer
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self.tok(text, add_special_tokens=False, verbose=False)["input_ids"])
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        if max_tokens <= 0:
+            return ""
+        enc = self.tok(text, add_special_tokens=False, return_offsets_mapping=self.tok.is_fast, verbose=False)
+        ids = enc["input_ids"]
+        if len(ids) <= max_tokens:
+            return text
+        if self.tok.is_fast:
+            # cut the original string, so the passage keeps its own spelling and spaces
+            return text[: enc["offset_mapping"][max_tokens - 1][1]]
+        return self.tok.decode(ids[:max_tokens], skip_special_tokens=True)
+
+
+def label_token_ids(tokenizer, labels: Sequence[str], prefix: str | None = None) -> list[int] | None:
+    """The token id that starts each label, or None when two labels start alike (then
+    the prompt is generated and parsed instead of scored).
+
+    With ``prefix`` (causal LMs) the label's first token is read in context: tokenize
+    prefix+label and take the first id after the prefix's ids, which is exactly what
+    the model would emit next. Without (an encoder-decoder's fresh decoder), a leading
+    lone word-boundary piece ("▁") is skipped.
+    """
+    ids = []
+    for label in labels:
+        if prefix is not None:
+            base = tokenizer(prefix, add_special_tokens=False)["input_ids"]
+            full = tokenizer(prefix + label, add_special_tokens=False)["input_ids"]
+            k = 0
+            while k < len(base) and k < len(full) and base[k] == full[k]:
+                k += 1
+            if k >= len(full):
+                return None
+            ids.append(full[k])
+            continue
+        toks = tokenizer(label, add_special_tokens=False)["input_ids"]
+        while len(toks) > 1 and not tokenizer.decode([toks[0]]).strip():
+            toks = toks[1:]
+        if not toks:
+            return None
+        ids.append(toks[0])
+    return ids if len(set(ids)) == len(ids) else None

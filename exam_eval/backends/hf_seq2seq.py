@@ -1,0 +1,114 @@
+"""Hugging Face encoder-decoder models (T5, FLAN-T5): the reference grader.
+
+Scoring mode reads the first decoder step's distribution over the labels' first
+tokens: one encoder pass and one decoder step per pair, instead of generating and
+parsing. Generation is greedy unless ``num_beams`` is given.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .base import GradeRequest, PromptBackend
+from .hf_common import TokenizerOps, check_model_ref, label_token_ids, load_failure, pick_device, pick_dtype
+
+DEFAULT_MODEL = "google/flan-t5-large"
+
+
+class Seq2SeqBackend(PromptBackend):
+    name = "hf-seq2seq"
+    can_score = True
+
+    def __init__(self, model: str | None = None, device: str | None = None, dtype: str | None = None,
+                 batch_size: int | None = None, max_input_tokens: int | None = None,
+                 max_new_tokens: int | None = None, num_beams: int | None = None):
+        self.model_id = model or DEFAULT_MODEL
+        self._ref = check_model_ref(self.model_id)
+        self._device_opt = device
+        self._dtype_opt = dtype
+        self._batch_opt = batch_size
+        self._window_opt = max_input_tokens
+        self.max_new_tokens = max_new_tokens or 64
+        self.num_beams = num_beams or 1
+        self.batch_size = batch_size or 8
+        self.model = None
+        self.tokenizer = None
+        self._label_ids: dict[tuple[str, ...], list[int] | None] = {}
+
+    @property
+    def cache_identity(self) -> str:
+        beams = f":beams={self.num_beams}" if self.num_beams > 1 else ""
+        return f"{self.name}:{self.model_id}{beams}"
+
+    def load(self) -> None:
+        if self.model is not None:
+            return
+        try:
+            import torch
+            from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            from ..errors import UsageError
+            raise UsageError(f"hf-seq2seq needs torch and transformers ({exc}); pip install 'exam_eval[models]'")
+        self.device = pick_device(self._device_opt)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(self._ref)
+            self.model = AutoModelForSeq2SeqLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device))
+        except (OSError, ValueError, EnvironmentError) as exc:
+            raise load_failure(self.model_id, exc) from None
+        self.model.to(self.device).eval()
+        self._ops = TokenizerOps(self.tokenizer)
+        if self._batch_opt is None and self.device.startswith("cuda"):
+            self.batch_size = 32
+        self._torch = torch
+
+    @property
+    def context_window(self) -> int | None:
+        if self._window_opt:
+            return self._window_opt
+        n = getattr(self.tokenizer, "model_max_length", None)
+        # T5 has relative positions (no hard limit) but was trained on 512 tokens; the
+        # tokenizer's model_max_length says so, a huge sentinel value means "unset"
+        return n if n and n < 100_000 else 512
+
+    def count_tokens(self, text: str) -> int:
+        return self._ops.count(text) if self.tokenizer is not None else super().count_tokens(text)
+
+    def truncate(self, text: str, max_tokens: int) -> str:
+        return self._ops.truncate(text, max_tokens)
+
+    def _labels(self, labels: tuple[str, ...]) -> list[int] | None:
+        if labels not in self._label_ids:
+            self._label_ids[labels] = label_token_ids(self.tokenizer, labels)
+        return self._label_ids[labels]
+
+    def uses_scoring(self, prompt) -> bool:
+        return prompt.mode == "score" and self.tokenizer is not None and self._labels(tuple(prompt.labels)) is not None
+
+    def _encode(self, requests: Sequence[GradeRequest]):
+        texts = [self.render(r) for r in requests]
+        # the window was already respected by cutting the passage; truncation here is
+        # only a guard against a prompt whose instructions alone exceed the window
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
+                             max_length=self.context_window)
+        return {k: v.to(self.device) for k, v in enc.items()}
+
+    def _score(self, requests, labels):
+        torch = self._torch
+        ids = self._labels(labels)
+        enc = self._encode(requests)
+        start = self.model.config.decoder_start_token_id
+        if start is None:
+            start = self.tokenizer.pad_token_id
+        decoder = torch.full((enc["input_ids"].shape[0], 1), start, dtype=torch.long, device=self.device)
+        with torch.inference_mode():
+            logits = self.model(**enc, decoder_input_ids=decoder).logits[:, 0, :].float()
+        probs = torch.softmax(logits, dim=-1)[:, ids].cpu().tolist()
+        return [dict(zip(labels, row)) for row in probs]
+
+    def _generate(self, requests, max_new_tokens):
+        torch = self._torch
+        enc = self._encode(requests)
+        with torch.inference_mode():
+            out = self.model.generate(**enc, max_new_tokens=max_new_tokens, num_beams=self.num_beams,
+                                      do_sample=False)
+        return self.tokenizer.batch_decode(out, skip_special_tokens=True)
