@@ -279,11 +279,14 @@ def _read_labelled(path: str, allowed: set[str]) -> list[str]:
                    "queries; identity: LLM labels are on the human scale already.")
 @click.option("--methods", default="bootstrap,ppi,ppi_tuned,crc", show_default=True, metavar="LIST",
               help="Comma-separated subset of bootstrap, ppi, ppi_tuned, crc.")
+@click.option("--crc-correction", type=click.Choice(["paper", "crc"]), default="paper", show_default=True,
+              help="paper: the CI paper's Eq. 24 threshold (alpha - (1-alpha)/M)/2 per bound; crc: "
+                   "alpha/2 - (1-alpha/2)/M per bound (conformal risk control's own bound, stricter).")
 @click.option("-q", "per_query", is_flag=True, help="Per-query CRC intervals instead of dataset-level ones.")
 @grader_options
 @output_option
 def interval_cmd(human, llm, runs, metric, rel_level, labelled_file, n_labelled, alpha, samples, seed, mapping,
-                 methods, per_query, model, prompt, kind, output):
+                 methods, crc_correction, per_query, model, prompt, kind, output):
     """Confidence intervals for each RUN's mean metric over the LLM-labelled queries.
 
     HUMAN: qrels (only the labelled queries' judgments are used); LLM: qrels or a
@@ -347,10 +350,16 @@ def interval_cmd(human, llm, runs, metric, rel_level, labelled_file, n_labelled,
               "CRC's degree shift cannot move them and its interval collapses; use --mapping calibrated")
     _info(f"{len(queries)} queries with LLM labels, {len(labelled)} labelled with human judgments; "
           f"metric {met.name}, 1-alpha = {1 - alpha:g}, mapping {mapping}")
-    if per_query and len(labelled) < min_labelled_per_query(alpha):
+    need = min_labelled_per_query(alpha, crc_correction)
+    if per_query and len(labelled) < need:
         from ..stats.crc import CoverageError
-        raise CoverageError(f"per-query CRC at 1-alpha = {1 - alpha:g} needs at least "
-                            f"{min_labelled_per_query(alpha)} labelled queries, got {len(labelled)}")
+        raise CoverageError(f"per-query CRC at 1-alpha = {1 - alpha:g} needs at least {need} labelled "
+                            f"queries (--crc-correction {crc_correction}), got {len(labelled)}")
+    if len(labelled) == len(queries) and any(m.startswith("ppi") for m in chosen):
+        chosen = [m for m in chosen if not m.startswith("ppi")]
+        _info("every query is labelled, so PPI has no unlabelled queries to use: PPI left out")
+        if not chosen:
+            raise UsageError("nothing left to compute: PPI needs unlabelled queries (use --labelled/--n-labelled)")
 
     rows: list[str] = []
     from rich.progress import Progress
@@ -360,7 +369,7 @@ def interval_cmd(human, llm, runs, metric, rel_level, labelled_file, n_labelled,
         task = progress.add_task("intervals", total=len(run_data))
         for name, run in run_data:
             if per_query:
-                pq = run_per_query(met, run, hq, dists, queries, labelled, alpha)
+                pq = run_per_query(met, run, hq, dists, queries, labelled, alpha, correction=crc_correction)
                 _info(f"{name}: per-query CRC lambda_low={pq.lam_low:.4f} lambda_high={pq.lam_high:.4f}")
                 for i, q in enumerate(pq.queries):
                     hv = pq.human.get(q)
@@ -369,7 +378,7 @@ def interval_cmd(human, llm, runs, metric, rel_level, labelled_file, n_labelled,
                                            _fmt(pq.upper[i] - pq.lower[i])]))
             else:
                 results, predicted = run_intervals(met, run, hq, dists, queries, labelled, alpha, samples, seed,
-                                                   chosen)
+                                                   chosen, crc_correction)
                 if predicted.unlabelled:
                     _info(f"{name}: {predicted.unlabelled} top-{met.k} passage(s) without LLM label "
                           "(counted as the lowest LLM label)")

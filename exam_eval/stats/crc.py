@@ -51,13 +51,30 @@ def degree_shift(p: np.ndarray, lam: float) -> np.ndarray:
     return out if lam > 0 else out[..., ::-1]
 
 
-def min_labelled_per_query(alpha: float) -> int:
-    """Smallest n with (alpha - (1 - alpha) / n) > 0, i.e. a feasible Eq. 24 threshold."""
-    return int(math.floor((1 - alpha) / alpha)) + 1
+CORRECTIONS = ("paper", "crc")
 
 
-def threshold(alpha: float, m: int) -> float:
-    return 0.5 * (alpha - (1.0 - alpha) / m)
+def threshold(alpha: float, m: int, correction: str = "paper") -> float:
+    """Largest allowed empirical miss rate of one bound over M calibration batches.
+
+    ``paper``: Eq. 24, (alpha - (1 - alpha) / M) / 2. ``crc``: Eq. 15 (Angelopoulos et
+    al.'s finite-sample bound, B = 1) applied to each bound at level alpha / 2,
+    alpha / 2 - (1 - alpha / 2) / M; stricter, it keeps per-query coverage at 1 - alpha
+    where the paper's correction falls short by about 1/n (our simulations).
+    """
+    if correction == "paper":
+        return 0.5 * (alpha - (1.0 - alpha) / m)
+    if correction == "crc":
+        return alpha / 2 - (1.0 - alpha / 2) / m
+    raise ValueError(f"unknown correction {correction!r}")
+
+
+def min_labelled_per_query(alpha: float, correction: str = "paper") -> int:
+    """Smallest n whose threshold is positive, i.e. for which Eq. 24 can hold at all."""
+    m = 1
+    while threshold(alpha, m, correction) <= 0:
+        m += 1
+    return m
 
 
 def _search(risk: Callable[[float], float], thr: float, increasing: bool) -> float | None:
@@ -90,7 +107,7 @@ def _search(risk: Callable[[float], float], thr: float, increasing: bool) -> flo
 
 
 def calibrate(predict: Callable[[float], np.ndarray], truth: np.ndarray, batches: np.ndarray,
-              alpha: float) -> tuple[float, float]:
+              alpha: float, correction: str = "paper") -> tuple[float, float]:
     """(lambda_low, lambda_high) for calibration batches.
 
     ``predict(lam)`` gives U_CRC per labelled query, ``truth`` the human U per labelled
@@ -98,11 +115,11 @@ def calibrate(predict: Callable[[float], np.ndarray], truth: np.ndarray, batches
     batch; a batch's value is the mean over its queries.
     """
     m = batches.shape[0]
-    thr = threshold(alpha, m)
+    thr = threshold(alpha, m, correction)
     if thr <= 0:
         raise CoverageError(
             f"{m} calibration batches cannot certify 1-alpha = {1 - alpha:g} "
-            f"(needs at least {min_labelled_per_query(alpha)})")
+            f"(needs at least {min_labelled_per_query(alpha, correction)})")
     sizes = batches.sum(axis=1)
     target = batches @ truth / sizes
 
@@ -136,7 +153,7 @@ class CRCResult:
 
 
 def crc_dataset(predict_all: Callable[[float], np.ndarray], labelled: np.ndarray, truth: np.ndarray,
-                alpha: float, samples: int, rng: np.random.Generator) -> CRCResult:
+                alpha: float, samples: int, rng: np.random.Generator, correction: str = "paper") -> CRCResult:
     """Dataset-level interval for the mean metric over all queries.
 
     ``predict_all(lam)``: U_CRC for every query; ``labelled``: indices of the labelled
@@ -146,18 +163,18 @@ def crc_dataset(predict_all: Callable[[float], np.ndarray], labelled: np.ndarray
     if n < 2:
         raise CoverageError(f"CRC needs at least 2 labelled queries, got {n}")
     batches = bootstrap_batches(n, samples, rng)
-    lam_low, lam_high = calibrate(lambda lam: predict_all(lam)[labelled], truth, batches, alpha)
+    lam_low, lam_high = calibrate(lambda lam: predict_all(lam)[labelled], truth, batches, alpha, correction)
     return CRCResult(float(np.mean(predict_all(lam_low))), float(np.mean(predict_all(0.0))),
                      float(np.mean(predict_all(lam_high))), lam_low, lam_high)
 
 
 def crc_per_query(predict_all: Callable[[float], np.ndarray], labelled: np.ndarray, truth: np.ndarray,
-                  alpha: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+                  alpha: float, correction: str = "paper") -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
     """Per-query intervals: calibrated on single-query batches of the labelled queries."""
     n = len(labelled)
-    need = min_labelled_per_query(alpha)
+    need = min_labelled_per_query(alpha, correction)
     if n < need:
         raise CoverageError(f"per-query CRC at 1-alpha = {1 - alpha:g} needs at least {need} labelled "
                             f"queries, got {n}")
-    lam_low, lam_high = calibrate(lambda lam: predict_all(lam)[labelled], truth, np.eye(n), alpha)
+    lam_low, lam_high = calibrate(lambda lam: predict_all(lam)[labelled], truth, np.eye(n), alpha, correction)
     return predict_all(lam_low), predict_all(0.0), predict_all(lam_high), lam_low, lam_high

@@ -48,13 +48,20 @@ def human_values(metric: Metric, run, human: Qrels, queries: Sequence[str]) -> n
 
 def run_intervals(metric: Metric, run: Mapping[str, Mapping[str, float]], human: Qrels, labels: LabelDists,
                   queries: Sequence[str], labelled: Sequence[str], alpha: float, samples: int,
-                  seed: int, methods: Sequence[str] = METHODS) -> tuple[list[MethodResult], PredictedMetric]:
+                  seed: int, methods: Sequence[str] = METHODS, correction: str = "paper",
+                  ) -> tuple[list[MethodResult], PredictedMetric]:
     """Intervals for the run's mean metric over ``queries``; human labels are used only
     for the ``labelled`` queries. Each method gets its own seeded generator so adding
-    or dropping one does not change the others' numbers."""
+    or dropping one does not change the others' numbers.
+
+    What each interval is about: bootstrap and PPI estimate the expected metric over
+    the distribution the queries were sampled from; CRC bounds the metric over these
+    very queries (the paper's test-set performance), which is what it is calibrated for.
+    """
     predicted = PredictedMetric(metric, run, labels, queries)
     position = {q: i for i, q in enumerate(queries)}
     idx = np.array([position[q] for q in labelled], dtype=np.int64)
+    unlabelled = np.setdiff1d(np.arange(len(queries)), idx)
     truth = human_values(metric, run, human, labelled)
     pred0 = predicted(0.0)
     out: list[MethodResult] = []
@@ -64,10 +71,10 @@ def run_intervals(metric: Metric, run: Mapping[str, Mapping[str, float]], human:
             r = empirical_bootstrap(truth, alpha, samples, rng)
             out.append(MethodResult(method, r.lower, r.estimate, r.upper))
         elif method in ("ppi", "ppi_tuned"):
-            r = ppi_mean(truth, pred0[idx], pred0, alpha, lam=1.0 if method == "ppi" else None)
+            r = ppi_mean(truth, pred0[idx], pred0[unlabelled], alpha, lam=1.0 if method == "ppi" else None)
             out.append(MethodResult(method, r.lower, r.estimate, r.upper, f"lambda={r.lam:.4f}"))
         elif method == "crc":
-            r = crc_dataset(predicted, idx, truth, alpha, samples, rng)
+            r = crc_dataset(predicted, idx, truth, alpha, samples, rng, correction)
             out.append(MethodResult(method, r.lower, r.estimate, r.upper,
                                     f"lambda_low={r.lam_low:.4f} lambda_high={r.lam_high:.4f}"))
         else:
@@ -76,10 +83,11 @@ def run_intervals(metric: Metric, run: Mapping[str, Mapping[str, float]], human:
 
 
 def run_per_query(metric: Metric, run, human: Qrels, labels: LabelDists, queries: Sequence[str],
-                  labelled: Sequence[str], alpha: float, predicted: PredictedMetric | None = None) -> PerQuery:
+                  labelled: Sequence[str], alpha: float, predicted: PredictedMetric | None = None,
+                  correction: str = "paper") -> PerQuery:
     predicted = predicted or PredictedMetric(metric, run, labels, queries)
     position = {q: i for i, q in enumerate(queries)}
     idx = np.array([position[q] for q in labelled], dtype=np.int64)
     truth = human_values(metric, run, human, labelled)
-    lo, mid, hi, lam_low, lam_high = crc_per_query(predicted, idx, truth, alpha)
+    lo, mid, hi, lam_low, lam_high = crc_per_query(predicted, idx, truth, alpha, correction)
     return PerQuery(list(queries), lo, mid, hi, dict(zip(labelled, truth.tolist())), lam_low, lam_high)

@@ -1,8 +1,12 @@
 """Prediction-powered inference for the mean metric (CI paper, section 4; power tuning
 from Angelopoulos et al., PPI++).
 
-With U the human metric on the n labelled queries and U-hat the LLM-predicted metric
-on all N queries (the labelled ones included, as in Eq. 8):
+U is the human metric on the n labelled queries, U-hat the LLM-predicted metric. As
+in the paper's experiments (and Angelopoulos et al.), the mean prediction (Eq. 8's
+first term) runs over the N unlabelled queries and the prediction error (its second
+term) over the n labelled ones; the two terms are then independent, which is what
+the variance of Eq. 10-11 assumes (averaging the predictions over the labelled
+queries too makes that variance too small: our simulations under-covered).
 
     estimate = lam * mean_N(U-hat) + mean_n(U - lam * U-hat)
     variance = lam^2 * var_N(U-hat) / N + var_n(U - lam * U-hat) / n
@@ -36,30 +40,28 @@ class PPIResult:
         return self.upper - self.lower
 
 
-def tuned_lambda(truth: np.ndarray, pred_labelled: np.ndarray, pred_all: np.ndarray) -> float:
-    n, big_n = len(truth), len(pred_all)
-    var_lab = np.var(pred_labelled, ddof=1)
-    var_all = np.var(pred_all, ddof=1)
-    denom = var_lab + (n / big_n) * var_all
+def tuned_lambda(truth: np.ndarray, pred_labelled: np.ndarray, pred_unlabelled: np.ndarray) -> float:
+    n, big_n = len(truth), len(pred_unlabelled)
+    denom = np.var(pred_labelled, ddof=1) + (n / big_n) * np.var(pred_unlabelled, ddof=1)
     if denom <= 0:
         return 0.0
     cov = np.cov(truth, pred_labelled, ddof=1)[0, 1]
     return float(np.clip(cov / denom, 0.0, 1.0))
 
 
-def ppi_mean(truth: np.ndarray, pred_labelled: np.ndarray, pred_all: np.ndarray, alpha: float,
+def ppi_mean(truth: np.ndarray, pred_labelled: np.ndarray, pred_unlabelled: np.ndarray, alpha: float,
              lam: float | None = 1.0) -> PPIResult:
     """``lam=None`` for power tuning."""
     truth = np.asarray(truth, dtype=float)
     pred_labelled = np.asarray(pred_labelled, dtype=float)
-    pred_all = np.asarray(pred_all, dtype=float)
-    n, big_n = len(truth), len(pred_all)
+    pred_unlabelled = np.asarray(pred_unlabelled, dtype=float)
+    n, big_n = len(truth), len(pred_unlabelled)
     if n < 2 or big_n < 2:
-        raise CoverageError(f"PPI needs at least 2 labelled queries and 2 queries in all, got {n} and {big_n}")
+        raise CoverageError(f"PPI needs at least 2 labelled and 2 unlabelled queries, got {n} and {big_n}")
     if lam is None:
-        lam = tuned_lambda(truth, pred_labelled, pred_all)
+        lam = tuned_lambda(truth, pred_labelled, pred_unlabelled)
     residual = truth - lam * pred_labelled
-    estimate = lam * pred_all.mean() + residual.mean()
-    variance = lam ** 2 * np.var(pred_all, ddof=1) / big_n + np.var(residual, ddof=1) / n
+    estimate = lam * pred_unlabelled.mean() + residual.mean()
+    variance = lam ** 2 * np.var(pred_unlabelled, ddof=1) / big_n + np.var(residual, ddof=1) / n
     half = stats.norm.ppf(1 - alpha / 2) * np.sqrt(variance)
     return PPIResult(float(estimate - half), float(estimate), float(estimate + half), float(lam))
