@@ -14,9 +14,8 @@ from typing import Iterator
 
 from ..errors import InputError
 
-_HINT = ("if this machine is offline, download the files on a connected machine with "
-         "'ir_datasets export {id} {what}' or copy ~/.ir_datasets (or $IR_DATASETS_HOME) over, "
-         "or pass a local file instead")
+_HINT = ("ir_datasets keeps its files under ~/.ir_datasets (or $IR_DATASETS_HOME): load the dataset "
+         "once on a connected machine and copy that folder here, or pass a local file instead")
 
 
 def looks_like_irds_id(spec: str) -> bool:
@@ -25,8 +24,13 @@ def looks_like_irds_id(spec: str) -> bool:
 
 @contextlib.contextmanager
 def _fail_fast(spec: str, what: str) -> Iterator[None]:
+    import logging
+
     old = socket.getdefaulttimeout()
     socket.setdefaulttimeout(15)  # a blocked network should fail in seconds, not minutes
+    # ir_datasets logs every download retry to stderr (its loggers are made lazily at
+    # INFO level); our one-line error says it all
+    logging.disable(logging.WARNING)
     try:
         yield
     except InputError:
@@ -34,10 +38,15 @@ def _fail_fast(spec: str, what: str) -> Iterator[None]:
     except KeyError:
         raise InputError(f"not an existing file, and not a known ir_datasets ID", spec) from None
     except Exception as exc:  # ir_datasets raises many types for download failures
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise InputError(f"ir_datasets could not provide {what} ({reason}); " + _HINT.format(id=spec, what=what), spec) from None
+        text = str(exc)
+        if "download" in text.lower() or "connection" in text.lower() or isinstance(exc, OSError):
+            reason = "download failed: no network?"
+        else:
+            reason = (text.splitlines() or [type(exc).__name__])[0][:200]
+        raise InputError(f"ir_datasets could not provide {what} ({reason}); " + _HINT, spec) from None
     finally:
         socket.setdefaulttimeout(old)
+        logging.disable(logging.NOTSET)
 
 
 def load_dataset(spec: str):
@@ -46,8 +55,6 @@ def load_dataset(spec: str):
     except ImportError:  # pragma: no cover - core dependency
         raise InputError("ir_datasets is not installed; pass a local file instead", spec) from None
     with _fail_fast(spec, "the dataset"):
-        import logging
-        logging.getLogger("ir_datasets").setLevel(logging.WARNING)
         return ir_datasets.load(spec)
 
 
