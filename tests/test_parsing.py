@@ -200,3 +200,72 @@ def test_ill_formed_leaves_real_short_answers_alone():
 def test_parser_registry_names_are_used_by_prompts():
     used = {p.parser for p in REGISTRY.values()}
     assert used <= set(PARSERS)
+
+
+# -- against the reference workbench's own FLAN-T5 outputs ------------------------------------
+
+@pytest.mark.shared
+def test_selfrating_parse_agrees_with_the_reference_workbench(shared_data):
+    """92,600 raw flan-t5-large answers to the question self-rating prompt (DL19) and the
+    self_rating the reference workbench derived from each. Every answer we parse must get
+    the reference's grade, except an answer that is "N: <the printed description of N>"
+    which the reference does not read; every answer we refuse must be one the reference
+    filled in with its default (0 or 1) rather than read."""
+    import gzip
+    import json
+
+    from exam_eval.grading.parsing import choice_descriptions
+
+    prompt = get_prompt("question-selfrating")
+    descriptions = choice_descriptions(prompt)
+    parsed_same = refused = described = 0
+    with gzip.open(shared_data / "dl19" / "graded-flan-t5-large.jsonl.gz", "rt", encoding="utf-8") as f:
+        for line in f:
+            _qid, paragraphs = json.loads(line)
+            for para in paragraphs:
+                for eg in para.get("exam_grades") or []:
+                    assert eg["prompt_info"]["prompt_class"] == "QuestionSelfRatedUnanswerablePromptWithChoices"
+                    ratings = {r["question_id"]: r["self_rating"] for r in eg["self_ratings"]}
+                    for item_id, raw in eg["answers"]:
+                        ref = ratings[item_id]
+                        mine = prompt.parse(raw)
+                        if mine.parse_ok and mine.grade == ref:
+                            parsed_same += 1
+                        elif mine.parse_ok:
+                            assert raw.strip() == f"{mine.grade}: {descriptions[mine.grade]}", (raw, ref)
+                            described += 1
+                        else:
+                            assert ref in (0, 1), (raw, ref)
+                            assert not re.fullmatch(r"\s*[0-5]\s*", raw), raw
+                            refused += 1
+    total = parsed_same + refused + described
+    assert total == 92600
+    assert parsed_same / total > 0.99
+    assert described <= 5
+
+
+def test_a_number_that_is_part_of_an_answer_is_not_a_rating():
+    # Real flan-t5-large outputs to the self-rating prompt (DL19 reference file): the model
+    # answered the question instead of rating it.
+    p = get_prompt("question-selfrating")
+    for text in ["4-6 weeks", "5 Day", "2 or 3 months", "1-19-1807", "3-5", "2 1 2 months",
+                 "1 and one-half years", "4 to six hours", "The answer is 4 to six hours", "7/10", "3 of 10"]:
+        assert bad(p.parse(text)), (text, p.parse(text))
+    for text, grade in [("4 - mostly relevant", 4), ("4, because it says so", 4), ("3\n\nThe passage explains", 3),
+                        ("5. The passage is complete", 5), ("[2]", 2), ("(3)", 3)]:
+        assert ok(grade)(p.parse(text)), (text, p.parse(text))
+
+
+def test_rating_with_another_grades_description_is_ambiguous():
+    p = get_prompt("question-selfrating")
+    # The number says 3, the words are those of grade 2 (a real flan-t5-large output).
+    blend = "3: The answer has limited relevance and completeness, with noticeable gaps or inaccuracies."
+    assert bad(p.parse(blend)) and p.parse(blend).note == "rating 3 given with the description of grade 2"
+    assert bad(p.parse("1: The answer is not relevant or complete at all."))
+    assert ok(2)(p.parse("2: The answer has limited relevance and completeness, with significant gaps or inaccuracies."))
+    assert ok(4)(p.parse("4: the passage names the vaccine's ingredients"))
+    ci = get_prompt("ci-dl")
+    assert ok(2)(ci.parse("[2] Highly relevant: The passage has some answer for the query"))
+    assert bad(ci.parse("[3] Irrelevant: The passage has nothing to do with the query."))
+    th = get_prompt("thomas")
+    assert bad(th.parse("2 = not relevant, should never be shown for this query"))

@@ -22,6 +22,18 @@ rating keyword ("Grade: 4", "Rating: 4 out of 5", "The answer is 4", "score = 3"
 "N/M" or "N out of M" whose M is the scale's maximum. A number word ("four") only counts
 when it is the whole response. Non-integers ("4.5") and numbers off the prompt's scale
 are parse_ok False, never clipped.
+
+A number is a rating only when what follows it says so: nothing, "/M" or "out of M" with
+M the scale's maximum, or a separator (":", ".", ")", "]", " - ", ",", a line break) and
+more text. "4-6 weeks", "5 Day", "2 or 3 months" -- real flan-t5-large outputs to the
+self-rating prompt, where the model answered the question instead -- are not ratings.
+When the text after "N:" repeats the prompt's printed description of another grade (at
+least half its words, more than N's own), the output contradicts itself and is refused.
+
+Checked against the reference workbench's 92,600 flan-t5-large self-rating outputs for
+DL19 (tests/test_parsing.py): 92,131 parse to the reference's grade; 468 are refused
+(the reference filled those in with 0 or 1 without reading a rating); 1 ("2: <grade 2's
+description>") is read as 2 where the reference, which only reads bare digits, gave 0.
 """
 
 from __future__ import annotations
@@ -49,7 +61,6 @@ NUMBER_WORDS = {w: i for i, w in enumerate(
 
 _MARKUP = re.compile(r"[*_`#]+")
 _NUM = r"(?<![\w.])(-?\d+(?:[.,]\d+)?)(?![\w])"
-_LEADING = re.compile(r"^[\s\[\(\"'<]*" + _NUM)
 _KEYWORD = re.compile(
     r"\b(?:grade|grading|rating|rate|rated|score|scored|relevance|label|category|answer(?:\s+is)?|"
     r"final\s+score)\b\s*(?:is|of|would\s+be|=|:|-)?\s*[:=]?\s*[\[\(\"']?\s*" + _NUM,
@@ -92,15 +103,85 @@ def _to_grade(prompt: Prompt, raw: str) -> Parsed:
     return Parsed(value, True, None)
 
 
+# What may follow a number for it to be a rating rather than part of an answer such as
+# "4-6 weeks", "5 Day" or "2 or 3 months" (real FLAN-T5 outputs for the self-rating prompt):
+_BARE = re.compile(r"^[\s\])\"'>.!]*$")
+_DENOMINATOR = re.compile(r"^\s*(?:/|out\s+of\b|of\b)\s*(\d+)(?!\d)")
+_DESCRIBED = re.compile(
+    r"^(?:[\])]?\s*[:.)\]=]\s+|\s*[-\u2013\u2014]\s+(?=\D)|\s*\n|,\s+(?=\D))(?P<tail>.*)$", re.DOTALL)
+_CHOICE_LINE = re.compile(r"^\s*(?:-\s*)?\[?(\d+)\]?\s*[:=]?\s*(.+?)\s*$")
+_CHOICE_START = re.compile(r"^\s*(?:-\s*)?(?:\[\d+\]|\d+\s*[:=])")
+
+
+def choice_descriptions(prompt: Prompt) -> dict[int, str]:
+    """The template's description of each grade ("- 4: The answer is mostly ...",
+    "[2] Highly relevant: ...", "2 = highly relevant ..."), when every grade has one line."""
+    found: dict[int, list[str]] = {}
+    for line in prompt.template.splitlines():
+        m = _CHOICE_LINE.match(line)
+        if m and _CHOICE_START.match(line):
+            found.setdefault(int(m.group(1)), []).append(m.group(2))
+    lo, hi = prompt.scale
+    if set(found) != set(range(lo, hi + 1)) or any(len(v) != 1 for v in found.values()):
+        return {}
+    return {g: v[0] for g, v in found.items()}
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[a-z]+", text.lower()))
+
+
+def _described_grade(prompt: Prompt, tail: str) -> int | None:
+    """The grade whose printed description ``tail`` repeats (most shared words, at least
+    half of them), or None when it repeats none."""
+    descriptions = choice_descriptions(prompt)
+    words = _words(tail)
+    if not descriptions or not words:
+        return None
+    best, best_score = None, 0.0
+    for grade, description in descriptions.items():
+        d = _words(description)
+        score = len(words & d) / len(words | d)
+        if score > best_score:
+            best, best_score = grade, score
+    return best if best_score >= 0.5 else None
+
+
+def _rating_then(prompt: Prompt, raw: str, rest: str) -> Parsed | None:
+    """A rating ``raw`` followed by ``rest``; None when ``rest`` shows ``raw`` is not a rating."""
+    if _BARE.match(rest):
+        return _to_grade(prompt, raw)
+    m = _DENOMINATOR.match(rest)
+    if m:
+        if m.group(1) != str(prompt.scale[1]):
+            return Parsed(None, False, None, f"rating {raw}/{m.group(1)} is not on the scale "
+                                             f"{prompt.scale[0]}-{prompt.scale[1]}")
+        return _to_grade(prompt, raw)
+    m = _DESCRIBED.match(rest)
+    if m:
+        parsed = _to_grade(prompt, raw)
+        described = _described_grade(prompt, m.group("tail"))
+        if parsed.parse_ok and described is not None and described != parsed.grade:
+            return Parsed(None, False, None, f"rating {raw} given with the description of grade {described}")
+        return parsed
+    return None
+
+
+_LEADING = re.compile(r"^[\s\[\(\"'<]*" + _NUM + r"(?P<rest>.*)$", re.DOTALL)
+
+
 def find_rating(prompt: Prompt, text: str) -> Parsed | None:
     """The rating stated in ``text``, or None when none is stated."""
     t = _clean(text)
     m = _LEADING.match(t)
     if m:
-        return _to_grade(prompt, m.group(1))
-    m = _KEYWORD.search(t)
-    if m:
-        return _to_grade(prompt, m.group(1))
+        found = _rating_then(prompt, m.group(1), m.group("rest"))
+        if found is not None:
+            return found
+    for m in _KEYWORD.finditer(t):
+        found = _rating_then(prompt, m.group(1), t[m.end():])
+        if found is not None:
+            return found
     for m in _OUT_OF.finditer(t):
         if m.group(2) == str(prompt.scale[1]):
             return _to_grade(prompt, m.group(1))
