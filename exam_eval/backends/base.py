@@ -41,6 +41,13 @@ class GradeRequest:
     item_text: str | None  # None for direct relevance prompts
     context: str  # the passage
     answer_keys: tuple[str, ...] | None = None
+    # for the answer-verification prompt: the extracted answer and the key it is checked against
+    answer: str | None = None
+    correct_answer: str | None = None
+
+    def texts(self, context: str) -> dict:
+        return dict(query=self.query, item=self.item_text, context=context, answer=self.answer,
+                    correct_answer=self.correct_answer)
 
 
 class GradeResult(NamedTuple):
@@ -130,26 +137,34 @@ class PromptBackend(Backend):
         """Generated text per request, None when the model call failed."""
 
     # -- shared machinery ------------------------------------------------------------------
-    def fit_context(self, req: GradeRequest, answer: str | None = None) -> str:
+    #: Prompt that checks an extracted answer against the key (``--verify llm``); None:
+    #: lexical matching (answer_check.matches) as in the EXAM paper.
+    verifier: "Prompt | None" = None
+
+    @property
+    def cache_identity(self) -> str:
+        base = f"{self.name}:{self.model_id}"
+        return base + (f"+verify={self.verifier.hash}" if self.verifier is not None else "")
+
+    def overhead_tokens(self, req: GradeRequest) -> int:
+        return self.count_tokens(req.prompt.overhead(req.query, req.item_text, req.answer, req.correct_answer))
+
+    def fit_context(self, req: GradeRequest) -> str:
         """The passage, cut so that instructions, question and passage fit the window.
 
         Only the passage is shortened: a truncated question would be graded as a
         different question.
         """
         window = self.context_window
-        if window is None:
+        if window is None or not req.context:
             return req.context
-        overhead = self.count_tokens(req.prompt.overhead(req.query, req.item_text, answer))
-        budget = window - overhead - self.reserve_tokens
-        return self.truncate(req.context, budget)
+        return self.truncate(req.context, window - self.overhead_tokens(req) - self.reserve_tokens)
 
-    def render(self, req: GradeRequest, answer: str | None = None) -> str:
-        return req.prompt.render(query=req.query, item=req.item_text, context=self.fit_context(req, answer),
-                                 answer=answer)
+    def render(self, req: GradeRequest) -> str:
+        return req.prompt.render(**req.texts(self.fit_context(req)))
 
-    def messages(self, req: GradeRequest, answer: str | None = None) -> list[dict]:
-        return req.prompt.messages(query=req.query, item=req.item_text, context=self.fit_context(req, answer),
-                                   answer=answer)
+    def messages(self, req: GradeRequest) -> list[dict]:
+        return req.prompt.messages(**req.texts(self.fit_context(req)))
 
     def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:
         results: list[GradeResult | None] = [None] * len(requests)
@@ -166,9 +181,43 @@ class PromptBackend(Backend):
                 results[i] = scored_result(requests[i].prompt, labels, w)
         if gen_idx:
             texts = self._generate([requests[i] for i in gen_idx], self.max_new_tokens)
+            pending: list[tuple[int, str]] = []
             for i, text in zip(gen_idx, texts):
-                results[i] = self.interpret(requests[i], text)
+                req = requests[i]
+                if text is not None and self.verifier is not None and req.answer_keys:
+                    parsed = req.prompt.parse(text)
+                    if parsed.parse_ok and parsed.grade is None and parsed.answer:
+                        pending.append((i, text))
+                        continue
+                results[i] = self.interpret(req, text)
+            if pending:
+                for (i, text), res in zip(pending, self.verify([requests[i] for i, _ in pending],
+                                                               [t for _, t in pending])):
+                    results[i] = res
         return results  # type: ignore[return-value]
+
+    def verify(self, requests: Sequence[GradeRequest], texts: Sequence[str]) -> list[GradeResult]:
+        """EXAM++'s LLM answer verification: the extracted answer is correct when the
+        verifier says yes for any of the answer keys."""
+        assert self.verifier is not None
+        checks: list[GradeRequest] = []
+        owner: list[int] = []
+        for n, (req, text) in enumerate(zip(requests, texts)):
+            answer = req.prompt.parse(text).answer
+            for key in req.answer_keys or ():
+                checks.append(GradeRequest(self.verifier, req.query, req.item_text, "", None, answer, key))
+                owner.append(n)
+        verdicts = self.grade(checks)
+        out = []
+        for n, text in enumerate(texts):
+            mine = [v for o, v in zip(owner, verdicts) if o == n]
+            if any(v.parse_ok and v.grade for v in mine):
+                out.append(GradeResult(text, 1, None, True))
+            elif mine and all(v.parse_ok for v in mine):
+                out.append(GradeResult(text, 0, None, True))
+            else:  # a verifier output we could not read: no grade rather than a guess
+                out.append(GradeResult(text, None, None, False))
+        return out
 
     def interpret(self, req: GradeRequest, text: str | None) -> GradeResult:
         """Parse generated text; apply the answer key when the bank has one."""

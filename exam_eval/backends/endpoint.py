@@ -62,7 +62,7 @@ class EndpointBackend(PromptBackend):
 
     @property
     def cache_identity(self) -> str:
-        return f"{self.name}:{self.api}:{self.model_id}"
+        return super().cache_identity + f":{self.api}"
 
     @property
     def context_window(self) -> int | None:
@@ -75,6 +75,9 @@ class EndpointBackend(PromptBackend):
             self.client = OpenAIClient(self.base_url, self.model_id, api_key_env=self.api_key_env,
                                        concurrency=self.concurrency, max_retries=self.max_retries,
                                        timeout=self.timeout, backoff=self.backoff)
+
+    def uses_scoring(self, prompt) -> bool:
+        return False  # score-mode prompts take the logprobs path in grade()
 
     def _call(self, requests: Sequence[GradeRequest], max_tokens: int, logprobs: bool):
         self.load()
@@ -96,10 +99,9 @@ class EndpointBackend(PromptBackend):
             replies = self._call([requests[i] for i in score], self.max_new_tokens, self.logprobs)
             for i, reply in zip(score, replies):
                 results[i] = self._scored(requests[i], reply)
-        if gen:
-            texts = self._generate([requests[i] for i in gen], self.max_new_tokens)
-            for i, text in zip(gen, texts):
-                results[i] = self.interpret(requests[i], text)
+        if gen:  # the shared path: parse, answer keys, LLM verification
+            for i, res in zip(gen, PromptBackend.grade(self, [requests[i] for i in gen])):
+                results[i] = res
         return results  # type: ignore[return-value]
 
     def _scored(self, req: GradeRequest, reply) -> GradeResult:

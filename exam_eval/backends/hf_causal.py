@@ -45,7 +45,7 @@ class CausalBackend(PromptBackend):
     @property
     def cache_identity(self) -> str:
         beams = f":beams={self.num_beams}" if self.num_beams > 1 else ""
-        return f"{self.name}:{self.model_id}{beams}"
+        return super().cache_identity + beams
 
     def load(self) -> None:
         if self.model is not None:
@@ -87,16 +87,15 @@ class CausalBackend(PromptBackend):
         return self._ops.truncate(text, max_tokens)
 
     def _full_text(self, req: GradeRequest, context: str) -> str:
-        kw = dict(query=req.query, item=req.item_text, context=context)
+        kw = req.texts(context)
         if self.has_chat_template:
             return self.tokenizer.apply_chat_template(req.prompt.messages(**kw), tokenize=False,
                                                       add_generation_prompt=True)
         return req.prompt.render(**kw)
 
-    def fit_context(self, req: GradeRequest, answer: str | None = None) -> str:
+    def overhead_tokens(self, req: GradeRequest) -> int:
         # the chat template's own tokens count against the window as well
-        overhead = self.count_tokens(self._full_text(req, ""))
-        return self.truncate(req.context, self.context_window - overhead - self.reserve_tokens)
+        return self.count_tokens(self._full_text(req, ""))
 
     def _texts(self, requests: Sequence[GradeRequest]) -> list[str]:
         return [self._full_text(r, self.fit_context(r)) for r in requests]

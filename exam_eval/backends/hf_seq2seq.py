@@ -38,7 +38,7 @@ class Seq2SeqBackend(PromptBackend):
     @property
     def cache_identity(self) -> str:
         beams = f":beams={self.num_beams}" if self.num_beams > 1 else ""
-        return f"{self.name}:{self.model_id}{beams}"
+        return super().cache_identity + beams
 
     def load(self) -> None:
         if self.model is not None:

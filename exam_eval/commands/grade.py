@@ -73,6 +73,8 @@ def _log(msg: str) -> None:
 @click.option("--base-url", default=None, metavar="URL", help="endpoint: OpenAI-compatible base URL (…/v1).")
 @click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY].")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight.")
+@click.option("--verify", type=click.Choice(["lexical", "llm"]), default="lexical", show_default=True,
+              help="Extraction prompts with answer keys: word matching (EXAM) or the answer-verification prompt (EXAM++).")
 @click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE", help="Further back-end option (repeatable), e.g. -O delay=0.1 for scripted.")
 @click.option("--cache", "cache_path", default=None, metavar="FILE", help="Grade cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite].")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the grade cache.")
@@ -83,7 +85,7 @@ def _log(msg: str) -> None:
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passages, topics, on_missing, bank,
         prompt_name, backend, model, device, dtype, batch_size, max_input_tokens, max_new_tokens, num_beams,
-        base_url, api_key_env, concurrency, backend_options, cache_path, no_cache, shard, dry_run, output):
+        base_url, api_key_env, concurrency, verify, backend_options, cache_path, no_cache, shard, dry_run, output):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
     The pool is the top --depth passages of every RUN, the passages of --qrels and the
@@ -117,6 +119,12 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
     options.update(extra)
     grader = get_backend(backend, **options)  # validates options and model path; loads nothing
     grader.check_prompt(prompt)
+    if verify == "llm":
+        from ..backends.base import PromptBackend
+
+        if not isinstance(grader, PromptBackend):
+            raise UsageError(f"--verify llm needs an LLM back end, not {backend!r}")
+        grader.verifier = get_prompt("answer-verification")
 
     # ---- inputs (all validated before anything loads or is written) --------------------
     plan_inputs = _read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,
