@@ -152,7 +152,7 @@ def test_yes_no(prompt_id):
     for text in ["No", "no", "NO.", "No, it does not.", "Answer: No", "\"No\""]:
         assert ok(0)(p.parse(text)), (text, p.parse(text))
     for text in ["", " ", "maybe", "Not sure", "yesterday", "nobody knows", "1", "4/5", "Grade: 4",
-                 "unanswerable", "garbage"]:
+                 "unanswerable", "garbage", "Yes/No", "'Yes' or 'No'", "no or yes"]:
         assert bad(p.parse(text)), (text, p.parse(text))
 
 

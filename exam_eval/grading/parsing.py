@@ -230,6 +230,8 @@ def parse_thomas(prompt: Prompt, text: str) -> Parsed:
 
 
 _YES_NO = re.compile(r"^[\s\"'\[\(]*(yes|no)\b", re.IGNORECASE)
+# An echo of the instruction ("Yes/No", "Yes or No") answers neither.
+_BOTH = re.compile(r"^\W*(?:yes\W*(?:/|or)\W*no|no\W*(?:/|or)\W*yes)\b", re.IGNORECASE)
 _ANSWER_YES_NO = re.compile(r"\banswer(?:\s+is)?\s*[:=]?\s*[\"']?(yes|no)\b", re.IGNORECASE)
 
 
@@ -239,6 +241,8 @@ def parse_yes_no(prompt: Prompt, text: str) -> Parsed:
     if (p := _empty(text)) is not None:
         return p
     t = _clean(text)
+    if _BOTH.match(t):
+        return Parsed(None, False, None, "both yes and no")
     m = _YES_NO.match(t) or _ANSWER_YES_NO.search(t)
     if not m:
         return Parsed(None, False, None, "no yes/no found")
