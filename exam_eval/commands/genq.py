@@ -93,6 +93,11 @@ def cli():
 @click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True,
               help="Tokens the model may generate per answer.")
 @click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--device", default=None, metavar="DEV", help="hf-*: torch device (cpu, cuda, cuda:1).")
+@click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="hf-*: weights dtype.")
+@click.option("--batch-size", type=click.IntRange(1), default=None, help="hf-*: prompts per model call.")
+@click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE",
+              help="Further option for the hf-* back end (repeatable), as in exam-grade.")
 @click.option("--script", default=None, metavar="FILE", help="Canned answers for --backend scripted (JSONL).")
 @click.option("--merge-with", "merge_with", default=None, metavar="BANK",
               help="Copy BANK's lines byte for byte and add items only for queries/facets it lacks.")
@@ -100,7 +105,8 @@ def cli():
 @click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
 @click.option("--dry-run", is_flag=True, help="Print the prompts, the number of calls and input tokens; call nothing.")
 def generate(topics, kind, style, family, n, max_items, backend, model, base_url, api_key_env, concurrency,
-             max_retries, timeout, retries, max_tokens, temperature, script, merge_with, output, force, dry_run):
+             max_retries, timeout, retries, max_tokens, temperature, device, dtype, batch_size, backend_options, script,
+             merge_with, output, force, dry_run):
     """Generate a question or nugget bank for TOPICS (file or ir_datasets ID).
 
     TOPICS: qid<TAB>text TSV, JSONL {"query_id","text","subtopics"?}, a TREC topic file,
@@ -128,6 +134,12 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     if backend not in GENERATORS:
         raise UsageError(f"unknown back end {backend!r} (choose from: {', '.join(sorted(GENERATORS))})")
     prompt = get_prompt(family, style, kind)
+    extra = {}
+    for opt in backend_options:
+        key, sep, value = opt.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--backend-option must be KEY=VALUE, got {opt!r}")
+        extra[key.strip().replace("-", "_")] = value
     _check_output(output, force)
     topic_map = read_topics(topics)
     skip: set = set()
@@ -154,7 +166,8 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
         return 0
     gen = get_generator(backend, model=model, base_url=base_url, api_key_env=api_key_env,
                         concurrency=concurrency, max_retries=max_retries, timeout=timeout,
-                        max_tokens=max_tokens, temperature=temperature, script=script)
+                        max_tokens=max_tokens, temperature=temperature, script=script, device=device,
+                        dtype=dtype, batch_size=batch_size, backend_options=extra)
     what = "facets" if style == "car" else "queries"
     _log(f"generating {kind}s for {len(units)} {what} with {backend}:{getattr(gen, 'model', model)} "
          f"(prompt {prompt.name})")

@@ -106,18 +106,22 @@ class HFGenerator:
     """A local Hugging Face model through the grading back ends (``hf-causal`` applies
     the model's chat template, ``hf-seq2seq`` feeds the prompt to e.g. FLAN-T5).
 
-    The generation prompt is passed through the back end as a prompt-less "direct"
-    request whose whole text is the query, so the back end's own tokenisation, chat
-    template, batching and decoding settings apply unchanged.
+    The generation prompt is passed through the back end as a "direct" request whose
+    template is just ``{query}`` (substituted literally, once), so the back end's own
+    tokenizer, chat template, batching and greedy decoding apply unchanged.
     """
 
     def __init__(self, *, name: str, model: str | None = None, max_tokens: int = 1024,
+                 device: str | None = None, dtype: str | None = None, batch_size: int | None = None,
                  backend_options: dict | None = None, **_ignored: Any):
         if not model:
             raise UsageError(f"--model is required for the {name} back end")
         from ..backends import get_backend
 
-        self.backend = get_backend(name, model=model, **(backend_options or {}))
+        options = dict(model=model, device=device, dtype=dtype, batch_size=batch_size, max_new_tokens=max_tokens)
+        options = {k: v for k, v in options.items() if v is not None}
+        options.update(backend_options or {})
+        self.backend = get_backend(name, **options)  # validates the model reference; loads nothing
         self.max_tokens = max_tokens
         self.model = model
         self._loaded = False
@@ -125,6 +129,7 @@ class HFGenerator:
     def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
         from ..backends import GradeRequest
         from ..grading.prompts.base import Prompt
+        from ..progress import progress_bar
 
         if not self._loaded:
             self.backend.load()
@@ -132,16 +137,17 @@ class HFGenerator:
         passthrough = Prompt(id="genq-passthrough", source="exam-genq", target="direct", mode="generate",
                              labels=(), scale=(0, 1), template="{query}")
         requests = [GradeRequest(passthrough, p, None, "") for p in prompts]
-        out = []
+        out: list[ChatResult] = []
         batch = max(1, int(getattr(self.backend, "batch_size", 8)))
-        for start in range(0, len(requests), batch):
-            chunk = requests[start:start + batch]
-            try:
-                texts = self.backend._generate(chunk, self.max_tokens)
-            except Exception as exc:  # a failing batch fails its units, not the run
-                texts = [None] * len(chunk)
-                err = f"{type(exc).__name__}: {exc}"
-            else:
-                err = "the model returned no text"
-            out.extend(ChatResult(t, None if t is not None else err, None, 1) for t in texts)
+        with progress_bar(len(requests), "generating", "prompts") as bar:
+            for start in range(0, len(requests), batch):
+                chunk = requests[start:start + batch]
+                try:
+                    texts = self.backend._generate(chunk, self.max_tokens)
+                    err = "the model returned no text"
+                except Exception as exc:  # a failing batch fails its units, not the run
+                    texts = [None] * len(chunk)
+                    err = f"{type(exc).__name__}: {exc}"
+                out.extend(ChatResult(t, None if t is not None else err, None, 1) for t in texts)
+                bar.advance(len(chunk))
         return out
