@@ -25,6 +25,7 @@ from ..errors import ExamEvalError
 
 SEARCH_STEPS = 50
 EDGE = 1e-9  # lambda lives in the open interval (-1, 1)
+TINY = 1e-12  # a threshold this small is 0 up to rounding ((1 - 0.95) * 19 = 0.95 exactly)
 
 
 class CoverageError(ExamEvalError):
@@ -72,7 +73,7 @@ def threshold(alpha: float, m: int, correction: str = "paper") -> float:
 def min_labelled_per_query(alpha: float, correction: str = "paper") -> int:
     """Smallest n whose threshold is positive, i.e. for which Eq. 24 can hold at all."""
     m = 1
-    while threshold(alpha, m, correction) <= 0:
+    while threshold(alpha, m, correction) <= TINY:
         m += 1
     return m
 
@@ -116,7 +117,7 @@ def calibrate(predict: Callable[[float], np.ndarray], truth: np.ndarray, batches
     """
     m = batches.shape[0]
     thr = threshold(alpha, m, correction)
-    if thr <= 0:
+    if thr <= TINY:
         raise CoverageError(
             f"{m} calibration batches cannot certify 1-alpha = {1 - alpha:g} "
             f"(needs at least {min_labelled_per_query(alpha, correction)})")
