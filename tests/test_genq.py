@@ -234,3 +234,24 @@ def test_no_key_on_the_command_line(run_cli):
     assert r.returncode == 0
     assert "--api-key-env" in r.stdout and "--api-key " not in r.stdout
     assert "Examples" in r.stdout
+
+
+def test_exam_prompt_python_list_and_cut_off_answer(tmp_path, run_cli):
+    from openai_stub import chat_body
+
+    topics = write(tmp_path / "t.tsv", "a\tfirst query\nb\tsecond query\n")
+
+    def respond(req):
+        if "first query" in req.prompt_text:
+            assert req.prompt_text.endswith("Keep the questions short and in a Python list format.")
+            return "```python\nquestions = ['Is it first?', 'Why first?']\n```"
+        return chat_body('{"questions": ["Is it sec', finish_reason="length")
+
+    with OpenAIStub(respond) as stub:
+        r = run_cli("exam-genq", "--prompt", "exam", "--model", "m", "--base-url", stub.url, "--retries", "0",
+                    str(topics), env=ENV)
+    assert r.returncode == 3
+    assert [json.loads(x)["text"] for x in r.stdout.splitlines()] == ["Is it first?", "Why first?"]
+    assert "b: no list of questions in the answer (cut off at --max-tokens)" in r.stderr
+    r = run_cli("exam-genq", "--prompt", "exam", "--kind", "nugget", str(topics), env=ENV)
+    assert r.returncode == 1 and "no generation prompt for family 'exam'" in r.stderr

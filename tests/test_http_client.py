@@ -149,3 +149,28 @@ def test_retry_after_http_date():
     with OpenAIStub([Reply(429, retry_after=formatdate(time.time() - 5, usegmt=True)), "ok"]) as stub:
         [res] = client(stub).chat([MSG])
     assert res.text == "ok" and res.attempts == 2
+
+
+def test_failing_callback_does_not_wait_for_the_queue():
+    def slow(req):
+        time.sleep(0.2)
+        return "x"
+
+    def boom(_res):
+        raise RuntimeError("stop")
+
+    with OpenAIStub(slow) as stub:
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError):
+            client(stub, concurrency=2).chat([MSG] * 40, progress=boom)
+        elapsed = time.monotonic() - t0
+        time.sleep(0.5)  # let the two requests in flight finish
+        served = len(stub.requests)
+    assert elapsed < 2.0  # 40 calls at 2 in parallel would take 4 s
+    assert served < 10
+
+
+def test_408_is_retried():
+    with OpenAIStub([Reply(408), "ok"]) as stub:
+        [res] = client(stub).chat([MSG])
+    assert res.text == "ok" and res.attempts == 2

@@ -6,7 +6,7 @@ request, in input order; a request that fails for good is a result with ``error`
 and ``text`` None, never an exception, so one bad query cannot sink a run of thousands.
 
 Retries (exponential backoff with jitter, at most ``max_retries`` after the first try):
-429 (honouring ``Retry-After``), 5xx, timeouts, connection errors, and bodies that are not
+429 (honouring ``Retry-After``), 5xx, timeouts (ours, and the server's 408), connection errors, and bodies that are not
 the JSON the protocol promises (a proxy's HTML error page, a truncated body). Other 4xx
 answers mean the request itself is wrong; repeating it cannot help, so they fail at once.
 
@@ -238,9 +238,15 @@ class OpenAIClient:
                 for i in range(len(payloads)):
                     work(i)
             else:
-                with ThreadPoolExecutor(max_workers=min(self.concurrency, len(payloads))) as pool:
+                pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(payloads)))
+                try:
                     for fut in [pool.submit(work, i) for i in range(len(payloads))]:
                         fut.result()
+                except BaseException:
+                    # Ctrl-C (or a failing callback) must not wait for thousands of queued calls
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
+                pool.shutdown()
         finally:
             if bar is not None:
                 bar.stop()
@@ -283,7 +289,7 @@ class OpenAIClient:
             msg = f"HTTP {exc.code}: {_error_message(raw)}"
             if exc.code == 429:
                 raise _Retryable(msg, _retry_after_seconds(exc.headers.get("Retry-After")))
-            if exc.code >= 500:
+            if exc.code >= 500 or exc.code == 408:  # 408: the server's own request timeout
                 raise _Retryable(msg)
             raise _Fatal(msg)
         except (TimeoutError, socket.timeout):

@@ -96,7 +96,8 @@ def generate_bank(generator, units: list[Unit], *, kind: str, field_name: str, r
                 parsed[unit.key] = items[:max_items] if max_items else items
             else:
                 snippet = " ".join((res.text or "").split())[:80]
-                last_reason[unit.key] = f"no list of {field_name} in the answer: {snippet!r}"
+                cut = " (cut off at --max-tokens)" if res.finish_reason == "length" else ""
+                last_reason[unit.key] = f"no list of {field_name} in the answer{cut}: {snippet!r}"
                 again.append(unit)
         pending = again
     for unit in pending:
