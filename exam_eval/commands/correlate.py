@@ -9,6 +9,7 @@ labels on all queries: empirical bootstrap, PPI, CRC).
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import click
@@ -104,8 +105,9 @@ def leaderboard_cmd(truth, pred, truth_column, pred_column, strict, plot, output
         empty = sorted(r for r in board.rows if board.rows[r].get(col) is None)
         if empty:
             _info(f"{display_name(path)}: no {col} value, left out: {', '.join(empty)}")
-    only_t = sorted(set(tvals) - set(pvals))
-    only_p = sorted(set(pvals) - set(tvals))
+    # a system listed in both files but without a value in one column was reported above
+    only_t = sorted(set(tvals) - set(pb.rows))
+    only_p = sorted(set(pvals) - set(tb.rows))
     for names, where, other in ((only_t, truth, pred), (only_p, pred, truth)):
         if names:
             msg = f"{len(names)} system(s) of {display_name(where)} not in {display_name(other)}: {', '.join(names)}"
@@ -141,8 +143,8 @@ def _scatter(path, tvals, pvals, tcol, pcol, result, truth, pred) -> None:
         ax.invert_xaxis()
     if _is_rank(pcol):
         ax.invert_yaxis()
-    ax.set_xlabel(f"{display_name(truth)}: {tcol}")
-    ax.set_ylabel(f"{display_name(pred)}: {pcol}")
+    ax.set_xlabel(f"{os.path.basename(display_name(truth))}: {tcol}")
+    ax.set_ylabel(f"{os.path.basename(display_name(pred))}: {pcol}")
     ax.set_title(f"Spearman {_fmt(result['spearman'])}, Kendall tau-b {_fmt(result['kendall_tau_b'])}, "
                  f"tau-AP {_fmt(result['tau_ap'])} (n={result['n']})", fontsize=10)
     fig.tight_layout()
