@@ -62,12 +62,24 @@ def _binarize(qrels: Qrels, level: int) -> Qrels:
     return out
 
 
+# Building an evaluator copies the whole qrels into C structures; a leaderboard scores
+# many runs against one qrels, so keep the last few (keyed by the qrels object itself,
+# which the cache holds on to so its id cannot be reused).
+_EVALUATORS: dict[tuple, tuple[object, object]] = {}
+
+
 def _pytrec(qrels: Qrels, run: Run, specs: set[str], level: int, judged_only: bool) -> dict:
     import pytrec_eval  # light C extension, but only needed here
 
-    evaluator = pytrec_eval.RelevanceEvaluator(qrels, specs, relevance_level=level,
-                                               judged_docs_only_flag=judged_only)
-    return evaluator.evaluate(run)
+    key = (id(qrels), frozenset(specs), level, judged_only)
+    hit = _EVALUATORS.get(key)
+    if hit is None or hit[0] is not qrels:
+        if len(_EVALUATORS) >= 8:
+            _EVALUATORS.clear()
+        evaluator = pytrec_eval.RelevanceEvaluator(qrels, specs, relevance_level=level,
+                                                   judged_docs_only_flag=judged_only)
+        hit = _EVALUATORS[key] = (qrels, evaluator)
+    return hit[1].evaluate(run)
 
 
 def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Benchmark: scoring the 37 DL19 runs (exam-qrels) and EXAM-Cover from the graded file.
+
+Compares our trec_eval-identical path against pytrec_eval alone on the same inputs, and
+times the whole commands as a user runs them. Needs ../shared/data/dl19 (skips without).
+Prints a table and writes bench-out/scoring.json. Figures are medians of --repeat runs;
+"cpu" is process time (the compute the issue's target is about), "wall" includes I/O.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DL19 = ROOT.parent / "shared" / "data" / "dl19"
+
+
+def measure(fn, repeat):
+    walls, cpus = [], []
+    for _ in range(repeat):
+        w, c = time.perf_counter(), time.process_time()
+        fn()
+        walls.append(time.perf_counter() - w)
+        cpus.append(time.process_time() - c)
+    return statistics.median(walls), statistics.median(cpus)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", default="bench-out")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    if not DL19.is_dir():
+        print("bench_scoring: ../shared/data/dl19 not found; nothing to measure", file=sys.stderr)
+        return 0
+
+    import pytrec_eval
+
+    from exam_eval.io.grades import read_grades
+    from exam_eval.io.trec import read_qrels, read_run
+    from exam_eval.measures.cover import build_index, exam_cover
+    from exam_eval.measures.registry import parse_measures
+    from exam_eval.measures.trec_eval import evaluate
+
+    run_paths = sorted((DL19 / "runs").glob("*.run"))
+    graded = DL19 / "graded-flan-t5-large.jsonl.gz"
+    qrels = read_qrels(DL19 / "qrels.txt")
+    runs = [read_run(p) for p in run_paths]
+    requests = parse_measures(["ndcg_cut.10"])
+    rows = []
+
+    def ours_scoring():
+        for run in runs:
+            evaluate(qrels, run, requests, complete=True)
+
+    def pytrec_only():
+        ev = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"})
+        for run in runs:
+            res = ev.evaluate(run)
+            sum(v["ndcg_cut_10"] for v in res.values()) / len(qrels)
+
+    def read_inputs():
+        read_qrels(DL19 / "qrels.txt")
+        for p in run_paths:
+            read_run(p)
+
+    grades = read_grades(graded)
+
+    def cover_compute():
+        index = build_index(grades, 4)
+        for run in runs:
+            exam_cover(index, run)
+
+    rows.append(("score 37 runs, ndcg_cut.10 -c (ours, in memory)", *measure(ours_scoring, args.repeat)))
+    rows.append(("score 37 runs, pytrec_eval alone (in memory)", *measure(pytrec_only, args.repeat)))
+    rows.append(("read qrels + 37 runs", *measure(read_inputs, args.repeat)))
+    rows.append(("read graded file (92,600 grades)", *measure(lambda: read_grades(graded), args.repeat)))
+    rows.append(("EXAM-Cover 37 runs (in memory)", *measure(cover_compute, args.repeat)))
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+
+    def cli(module, *cli_args):
+        def go():
+            subprocess.run([sys.executable, "-m", f"exam_eval.commands.{module}", *map(str, cli_args)],
+                           check=True, stdout=subprocess.DEVNULL, env=env)
+        return go
+
+    # process time of a child is not ours; wall time is what a user sees
+    for label, fn in (
+        ("exam-qrels -c -m ndcg_cut.10 qrels runs/*.run (command)", cli("qrels", "-c", "-m", "ndcg_cut.10", DL19 / "qrels.txt", *run_paths)),
+        ("exam-qrels -c -m P.20 -l 3 GRADED runs/*.run (command)", cli("qrels", "-c", "-m", "P.20", "-l", "3", graded, *run_paths)),
+        ("exam-cover GRADED runs/*.run (command)", cli("cover", graded, *run_paths)),
+        ("python startup + imports only", lambda: subprocess.run([sys.executable, "-c", "import exam_eval.commands.qrels"], check=True, env=env)),
+    ):
+        wall, _ = measure(fn, args.repeat)
+        rows.append((label, wall, None))
+
+    width = max(len(r[0]) for r in rows)
+    print(f"{'what':<{width}}  {'wall s':>8}  {'cpu s':>8}")
+    for label, wall, cpu in rows:
+        print(f"{label:<{width}}  {wall:8.3f}  {'' if cpu is None else f'{cpu:8.3f}':>8}")
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "scoring.json"), "w") as fh:
+        json.dump([{"what": r[0], "wall_s": r[1], "cpu_s": r[2]} for r in rows], fh, indent=2)
+    print(f"written {os.path.join(args.out, 'scoring.json')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
