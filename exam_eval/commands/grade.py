@@ -328,11 +328,11 @@ def _dry_run_report(plan, grader, cache, shard) -> None:
         ("model calls after deduplication", s.units_to_grade),
     ]
     for label, value in lines:
-        click.echo(f"{label:<32}{value}")
+        click.echo(f"{label}\t{value}")
     if est is None:
-        click.echo(f"{'estimated time':<32}unknown (no finished run of {grader.cache_identity} in the cache yet)")
+        click.echo(f"estimated time\tunknown (no finished run of {grader.cache_identity} in the cache yet)")
     else:
-        click.echo(f"{'estimated time':<32}{_hms(est)} (at {rate:.2f} calls/s measured on the last run)")
+        click.echo(f"estimated time\t{_hms(est)} (at {rate:.2f} calls/s measured on the last run)")
 
 
 def _hms(seconds: float) -> str:
