@@ -163,7 +163,7 @@ def test_ctrl_c_exits_cleanly_with_a_resume_hint(tmp_path):
     assert proc.returncode == 130
     assert "resume" in err and "Traceback" not in err
     assert len(rows(out)) == _count_lines(out)  # only whole lines were written
-    r = grade(*args)
+    r = grade(*base_args(tmp_path, "-o", out))
     assert r.returncode == 0, r.stderr
     s = summary(r.stderr)
     assert s["in_output"] > 0 and s["in_output"] + s["graded"] + s["deduplicated"] == s["pairs"]

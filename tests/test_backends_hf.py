@@ -1,0 +1,174 @@
+"""Hugging Face back ends on tiny random-weight models (built in the test, no download).
+
+Each number is checked against an independent computation with plain transformers
+calls: unbatched forward passes, generate(output_scores=True), a brute-force span
+search for extractive QA."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from exam_eval.backends import GradeRequest, get_backend  # noqa: E402
+from exam_eval.backends.hf_common import label_token_ids  # noqa: E402
+from exam_eval.errors import InputError, UsageError  # noqa: E402
+from exam_eval.grading.prompts import get_prompt  # noqa: E402
+from tests.tiny_models import tiny_llama, tiny_llama_base, tiny_qa, tiny_t5  # noqa: E402,F401
+
+RATE = get_prompt("question-selfrating")
+EXTRACT = get_prompt("question-extraction")
+SUN = get_prompt("sun")
+
+PASSAGES = [
+    "Paris is the capital of France.",
+    "The water table will rise during very wet times, and fall in dry times. " * 3,
+    "Yes no answer grade.",
+]
+QUESTION = "what is the capital of France?"
+
+
+def _reqs(prompt, n=3, keys=None):
+    return [GradeRequest(prompt, "capital of france", QUESTION, PASSAGES[i % len(PASSAGES)], keys) for i in range(n)]
+
+
+@pytest.fixture(scope="module")
+def t5(tiny_t5):
+    b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", max_new_tokens=6, max_input_tokens=400)
+    b.load()
+    return b
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_llama):
+    b = get_backend("hf-causal", model=str(tiny_llama), device="cpu", max_new_tokens=6)
+    b.load()
+    return b
+
+
+def test_seq2seq_scoring_equals_first_generation_step(t5):
+    reqs = _reqs(RATE)
+    got = t5.grade(reqs)
+    ids = label_token_ids(t5.tokenizer, RATE.labels)
+    for req, res in zip(reqs, got):
+        enc = t5.tokenizer(t5.render(req), return_tensors="pt")
+        out = t5.model.generate(**enc, max_new_tokens=1, do_sample=False, output_scores=True,
+                                return_dict_in_generate=True)
+        p = torch.softmax(out.scores[0][0].float(), -1)[ids]
+        expected = (p / p.sum()).tolist()
+        assert [res.probs[lab] for lab in RATE.labels] == pytest.approx(expected, abs=1e-5)
+        assert res.grade == int(RATE.labels[max(range(6), key=lambda j: expected[j])])
+        assert res.parse_ok and sum(res.probs.values()) == pytest.approx(1.0)
+
+
+def test_seq2seq_generation_batched_equals_one_by_one(t5):
+    reqs = _reqs(EXTRACT)
+    got = t5.grade(reqs)
+    for req, res in zip(reqs, got):
+        enc = t5.tokenizer(t5.render(req), return_tensors="pt")
+        out = t5.model.generate(**enc, max_new_tokens=6, do_sample=False)
+        assert res.answer == t5.tokenizer.decode(out[0], skip_special_tokens=True)
+        assert res.probs is None
+
+
+def test_seq2seq_beam_search_changes_identity(tiny_t5):
+    greedy = get_backend("hf-seq2seq", model=str(tiny_t5))
+    beams = get_backend("hf-seq2seq", model=str(tiny_t5), num_beams=4)
+    assert greedy.cache_identity != beams.cache_identity
+
+
+def test_causal_scoring_left_padded_batch_equals_unpadded(llama):
+    reqs = _reqs(RATE)
+    got = llama.grade(reqs)
+    texts = [llama._full_text(r, llama.fit_context(r)) for r in reqs]
+    ids = label_token_ids(llama.tokenizer, RATE.labels, prefix=texts[0])
+    for text, res in zip(texts, got):
+        enc = llama.tokenizer(text, return_tensors="pt", add_special_tokens=False)
+        logits = llama.model(**enc).logits[0, -1].float()
+        p = torch.softmax(logits, -1)[ids]
+        assert [res.probs[lab] for lab in RATE.labels] == pytest.approx((p / p.sum()).tolist(), abs=1e-4)
+
+
+def test_causal_uses_the_chat_template(llama):
+    req = _reqs(RATE, 1)[0]
+    text = llama._full_text(req, req.context)
+    assert text.startswith("<s><|user|> ") and text.endswith("<|assistant|>")
+    assert RATE.render(query="", item=QUESTION, context=PASSAGES[0]) in text
+
+
+def test_causal_generation_batched_equals_one_by_one(llama):
+    reqs = _reqs(EXTRACT)
+    got = llama.grade(reqs)
+    for req, res in zip(reqs, got):
+        enc = llama.tokenizer(llama._full_text(req, llama.fit_context(req)), return_tensors="pt",
+                              add_special_tokens=False)
+        out = llama.model.generate(**enc, max_new_tokens=6, do_sample=False,
+                                   pad_token_id=llama.tokenizer.pad_token_id)
+        assert res.answer == llama.tokenizer.decode(out[0, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+
+
+def test_causal_without_chat_template_uses_plain_rendering(tiny_llama_base):
+    b = get_backend("hf-causal", model=str(tiny_llama_base), device="cpu")
+    b.load()
+    req = _reqs(SUN, 1)[0]
+    assert b._full_text(req, req.context) == SUN.render(query=req.query, item=None, context=req.context)
+    res = b.grade([req])[0]
+    assert res.parse_ok and set(res.probs) == {"No", "Yes"}
+
+
+def test_truncation_keeps_question_whole_within_window(tiny_t5):
+    b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", max_input_tokens=140)
+    b.load()
+    long_passage = "The water table will rise during very wet times. " * 60
+    req = GradeRequest(RATE, "q", QUESTION, long_passage)
+    rendered = b.render(req)
+    n = len(b.tokenizer(rendered)["input_ids"])
+    assert n <= 140
+    assert QUESTION in rendered
+    cut = rendered.split("Context: ", 1)[1]
+    assert long_passage.startswith(cut) and len(cut) < len(long_passage)
+
+
+def test_missing_model_directory_is_bad_input(tmp_path):
+    with pytest.raises(InputError):
+        get_backend("hf-seq2seq", model=str(tmp_path / "nope"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError):
+        get_backend("hf-causal", model=str(tmp_path / "empty"))
+    with pytest.raises(UsageError):
+        get_backend("hf-seq2seq", model="x", base_url="http://a")
+
+
+def test_qa_matches_brute_force_span_search(tiny_qa):
+    b = get_backend("hf-qa", model=str(tiny_qa), device="cpu")
+    b.load()
+    contexts = ["Paris is the capital of France. The water table will rise.", PASSAGES[2], PASSAGES[0]]
+    questions = [QUESTION, "what will rise?", QUESTION]
+    got = b.answer(questions, contexts)
+    for q, c, ans in zip(questions, contexts, got):
+        enc = b.tokenizer(q, c, return_tensors="pt", return_offsets_mapping=True)
+        offsets = enc.pop("offset_mapping")[0].tolist()
+        seq = enc.sequence_ids(0)
+        out = b.model(**enc)
+        s, e = out.start_logits[0].tolist(), out.end_logits[0].tolist()
+        best, text = float("-inf"), ""
+        ctx = [i for i, sid in enumerate(seq) if sid == 1]
+        for a in ctx:
+            for z in ctx:
+                if a <= z < a + 30 and s[a] + e[z] > best:
+                    best, text = s[a] + e[z], c[offsets[a][0]:offsets[z][1]]
+        expected = "" if s[0] + e[0] > best else text.strip()
+        assert ans == expected
+
+
+def test_qa_grades_with_and_without_answer_keys(tiny_qa, monkeypatch):
+    b = get_backend("hf-qa", model=str(tiny_qa), device="cpu")
+    b.load()
+    monkeypatch.setattr(b, "answer", lambda qs, cs: ["Paris", "", "Lyon"])
+    reqs = [GradeRequest(EXTRACT, "q", QUESTION, "c", ("Paris",)), GradeRequest(EXTRACT, "q", QUESTION, "c", ("Paris",)),
+            GradeRequest(EXTRACT, "q", QUESTION, "c", None)]
+    got = b.grade(reqs)
+    assert [(r.grade, r.parse_ok) for r in got] == [(1, True), (0, True), (1, True)]
+    with pytest.raises(UsageError):
+        b.check_prompt(get_prompt("nugget-selfrating"))
