@@ -193,7 +193,9 @@ def test_merge_nothing_missing_makes_no_call(tmp_path, run_cli):
     assert r.stdout == bank.read_text()
     # nuggets are a different kind: the question bank does not cover them
     r = run_cli("exam-genq", "--dry-run", "--kind", "nugget", "--merge-with", str(bank), str(topics), env=ENV)
-    assert "# 1 calls" in r.stdout
+    assert "# 1 calls (0 queries/facets already in the merged bank)" in r.stdout
+    r = run_cli("exam-genq", "--dry-run", "--merge-with", str(bank), str(topics), env=ENV)
+    assert "# 0 calls (1 queries/facets already in the merged bank)" in r.stdout
 
 
 @pytest.mark.parametrize("content,where", [

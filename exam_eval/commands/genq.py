@@ -147,7 +147,9 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     if merge_with is not None:
         skip = existing_units(merge_with, kind)
         base = raw_bytes(merge_with)
-    units = build_units(topic_map, style, prompt, n, topics_name=display_name(topics), skip=skip)
+    all_units = build_units(topic_map, style, prompt, n, topics_name=display_name(topics))
+    units = [u for u in all_units if u.key not in skip]
+    n_kept = len(all_units) - len(units)  # topics the merged bank already covers
 
     if dry_run:
         total = 0
@@ -155,7 +157,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
             tokens = rough_tokens(unit.prompt)
             total += tokens
             click.echo(f"### {unit.label}  ({tokens} tokens)\n{unit.prompt}\n")
-        click.echo(f"# {len(units)} calls ({len(skip)} queries/facets already in the merged bank), "
+        click.echo(f"# {len(units)} calls ({n_kept} queries/facets already in the merged bank), "
                    f"{total} input tokens, prompt {prompt.name} [{prompt.source}]; tokens are a rough "
                    "count of words and punctuation marks; re-asked unparseable answers add calls")
         return 0
@@ -174,7 +176,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items)
     write_merged(base, outcome.items, output)
     _log(f"{len(outcome.items)} {kind}s for {outcome.units_done} of {len(units)} {what} "
-         f"({outcome.calls} calls)" + (f", added to {len(skip)} existing" if merge_with else ""))
+         f"({outcome.calls} calls)" + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else ""))
     if outcome.failures:
         _log(f"{len(outcome.failures)} {what} failed and have no items:")
         for f in outcome.failures:

@@ -42,22 +42,19 @@ class Outcome:
     calls: int = 0
 
 
-def build_units(topics: dict, style: str, prompt: GenPrompt, n: int, *, topics_name: str,
-                skip: set[tuple[str, str | None]] = frozenset()) -> list[Unit]:
-    """Units in topic order; those in ``skip`` (already in a merged bank) are left out."""
+def build_units(topics: dict, style: str, prompt: GenPrompt, n: int, *, topics_name: str) -> list[Unit]:
+    """One unit per query (dl) or per query facet (car), in topic order."""
     units = []
     for qid, topic in topics.items():
         if style == "dl":
-            if (qid, None) not in skip:
-                units.append(Unit(qid, None, prompt.render(query_text=topic.text, query_title=topic.text, n=n)))
+            units.append(Unit(qid, None, prompt.render(query_text=topic.text, query_title=topic.text, n=n)))
             continue
         if not topic.subtopics:
             raise InputError(f"query {qid} has no subtopics, which --style car needs "
                              "(JSONL topics with a \"subtopics\" list)", topics_name)
         for facet_id, facet_text in topic.subtopics:
-            if (qid, facet_id) not in skip:
-                units.append(Unit(qid, facet_id, prompt.render(query_title=topic.text, query_subtopic=facet_text,
-                                                               query_text=topic.text, n=n)))
+            units.append(Unit(qid, facet_id, prompt.render(query_title=topic.text, query_subtopic=facet_text,
+                                                           query_text=topic.text, n=n)))
     return units
 
 
