@@ -147,3 +147,43 @@ def test_import_refuses_to_overwrite(tmp_path, run_cli):
     assert r.returncode == 1 and out.read_text() == "precious\n"
     r = run_cli("exam-genq", "import", str(src), "-o", str(out), "--force")
     assert r.returncode == 0 and json.loads(out.read_text())["answers"] == ["epidermis"]
+
+
+def _workbench_lines(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh]
+
+
+@pytest.mark.parametrize("bank,kind", [("dl19/banks/questions.jsonl.gz", "question"),
+                                       ("car-y3/banks/nuggets.jsonl.gz", "nugget")])
+def test_generating_the_reference_texts_reproduces_the_reference_ids(shared_data, tmp_path, run_cli, bank, kind):
+    """A model answering with the workbench's own texts yields the workbench's ids."""
+    lines = _workbench_lines(shared_data / bank)
+    field = kind + "s"
+    car = "car-y3" in bank
+    script, topics, truth = [], {}, []
+    for obj in lines:
+        texts = [e[f"{kind}_text"] for e in obj["items"]]
+        row = {"query_id": obj["query_id"], "response": json.dumps({field: texts})}
+        if car:
+            row["facet_id"] = obj["facet_id"]
+            title, facet = obj["query_text"].split(" / ", 1)
+            topics.setdefault(obj["query_id"], {"query_id": obj["query_id"], "text": title, "subtopics": []})
+            topics[obj["query_id"]]["subtopics"].append({"facet_id": obj["facet_id"], "text": facet})
+        else:
+            topics[obj["query_id"]] = {"query_id": obj["query_id"], "text": obj["query_text"]}
+        script.append(row)
+        seen = set()
+        for e in obj["items"]:  # generated banks drop exact repeats, like the importer
+            if e[f"{kind}_id"] not in seen:
+                seen.add(e[f"{kind}_id"])
+                truth.append(e[f"{kind}_id"])
+    (tmp_path / "s.jsonl").write_text("".join(json.dumps(r) + "\n" for r in script))
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(t) + "\n" for t in topics.values()))
+    args = ["--backend", "scripted", "--script", tmp_path / "s.jsonl", "--kind", kind, tmp_path / "t.jsonl"]
+    if car:
+        args = ["--style", "car", *args]
+    r = run_cli("exam-genq", *args, env={"EXAM_EVAL_PROGRESS": "0"})
+    assert r.returncode == 0, r.stderr
+    got = [json.loads(x)["item_id"] for x in r.stdout.splitlines()]
+    assert sorted(got) == sorted(truth)
