@@ -34,7 +34,8 @@ class EndpointBackend(PromptBackend):
                  concurrency: int | None = None, batch_size: int | None = None,
                  max_input_tokens: int | None = None, max_new_tokens: int | None = None,
                  timeout: float | str | None = None, max_retries: int | str | None = None,
-                 api: str | None = None, logprobs: bool | str | None = None, top_logprobs: int | str | None = None):
+                 api: str | None = None, logprobs: bool | str | None = None, top_logprobs: int | str | None = None,
+                 backoff: float | str | None = None):
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url:
             raise UsageError("the endpoint back end needs --base-url (or $OPENAI_BASE_URL), e.g. http://localhost:8000/v1")
@@ -58,7 +59,7 @@ class EndpointBackend(PromptBackend):
         self.logprobs = True if logprobs is None else _flag(logprobs)
         self.top_logprobs = int(top_logprobs or 20)
         self.client = None
-        self.backoff = 1.0
+        self.backoff = float(1.0 if backoff is None else backoff)
 
     @property
     def cache_identity(self) -> str:
