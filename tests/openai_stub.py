@@ -34,12 +34,20 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any, Self
 
-__all__ = ["OpenAIStub", "Reply", "StubRequest", "chat_body", "completion_body", "chat_logprobs",
-           "completion_logprobs"]
+__all__ = [
+    "OpenAIStub",
+    "Reply",
+    "StubRequest",
+    "chat_body",
+    "chat_logprobs",
+    "completion_body",
+    "completion_logprobs",
+]
 
 
 @dataclass
@@ -128,7 +136,7 @@ class OpenAIStub:
 
     # -- lifecycle --------------------------------------------------------------------
 
-    def __enter__(self) -> "OpenAIStub":
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -202,7 +210,7 @@ class OpenAIStub:
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout): expected in timeout tests
 
-            def do_POST(self):  # noqa: N802 (http.server's naming)
+            def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
                 try:
@@ -214,9 +222,8 @@ class OpenAIStub:
                     self._send(404, json.dumps(_error_json(f"no route {self.path}", "not_found")).encode())
                     return
                 reply = stub._render(stub._next_entry(request), request)
-                if reply.delay:
-                    if stub._stop.wait(reply.delay):
-                        return
+                if reply.delay and stub._stop.wait(reply.delay):
+                    return  # the stub is shutting down
                 headers = dict(reply.headers)
                 if reply.retry_after is not None:
                     headers["Retry-After"] = reply.retry_after
@@ -233,7 +240,7 @@ class OpenAIStub:
                     payload = b""
                 self._send(reply.status, payload, headers)
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 self._send(404, json.dumps(_error_json("stub serves POST only", "not_found")).encode())
 
         return Handler

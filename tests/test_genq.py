@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from openai_stub import OpenAIStub, Reply
 
 pytestmark = pytest.mark.timeout(120)
@@ -121,7 +120,7 @@ def test_dry_run_prompts_calls_tokens(tmp_path, run_cli):
     topics = write(tmp_path / "t.tsv", "1\tdo cats purr\n2\twhy is the sky blue\n")
     r = run_cli("exam-genq", "--dry-run", "--kind", "nugget", "--n", "7", str(topics), env=ENV)
     assert r.returncode == 0, r.stderr
-    blocks = re.findall(r"^### (\S+)  \((\d+) tokens\)\n(.*?)\n\n", r.stdout, re.S | re.M)
+    blocks = re.findall(r"^### (\S+)  \((\d+) tokens\)\n(.*?)\n\n", r.stdout, re.DOTALL | re.MULTILINE)
     assert [b[0] for b in blocks] == ["1", "2"]
     assert blocks[1][2].startswith("Break the query 'why is the sky blue' into concise nuggets that must be "
                                    "mentioned. Generate 7 concise insightful nuggets")

@@ -10,9 +10,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from exam_eval.genq.generators import HFGenerator  # noqa: E402
-from exam_eval.genq.prompts import get_prompt  # noqa: E402
-from tiny_models import make_tiny_llama, make_tiny_t5  # noqa: E402
+from tiny_models import make_tiny_llama, make_tiny_t5
+
+from exam_eval.genq.generators import HFGenerator
+from exam_eval.genq.prompts import get_prompt
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -7,9 +7,9 @@ import threading
 import time
 
 import pytest
+from openai_stub import OpenAIStub, Reply, chat_body, completion_body
 
 from exam_eval.backends.http_client import ChatResult, OpenAIClient
-from openai_stub import OpenAIStub, Reply, chat_body, completion_body
 
 pytestmark = pytest.mark.timeout(60)
 

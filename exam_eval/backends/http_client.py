@@ -31,9 +31,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 __all__ = ["ChatResult", "OpenAIClient"]
 
@@ -216,8 +217,8 @@ class OpenAIClient:
         bar = None
         callback = progress if callable(progress) else None
         if isinstance(progress, str):
-            from rich.progress import Progress
             from rich.console import Console
+            from rich.progress import Progress
 
             bar = Progress(console=Console(stderr=True), transient=False)
             task = bar.add_task(progress, total=len(payloads))
@@ -284,7 +285,7 @@ class OpenAIClient:
         except urllib.error.HTTPError as exc:
             try:
                 raw = exc.read()
-            except Exception:  # the body may be cut off; the status says enough
+            except (OSError, http.client.HTTPException):  # a cut-off body: the status says enough
                 raw = b""
             msg = f"HTTP {exc.code}: {_error_message(raw)}"
             if exc.code == 429:
@@ -292,7 +293,7 @@ class OpenAIClient:
             if exc.code >= 500 or exc.code == 408:  # 408: the server's own request timeout
                 raise _Retryable(msg)
             raise _Fatal(msg)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise _Retryable(f"timed out after {self.timeout:g}s")
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):

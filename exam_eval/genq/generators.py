@@ -8,7 +8,8 @@ never imports torch. Adding one is a class with ``generate(prompts, keys)`` and 
 from __future__ import annotations
 
 import importlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..backends.http_client import ChatResult, OpenAIClient
 from ..errors import InputError, UsageError
@@ -118,7 +119,8 @@ class HFGenerator:
             raise UsageError(f"--model is required for the {name} back end")
         from ..backends import get_backend
 
-        options = dict(model=model, device=device, dtype=dtype, batch_size=batch_size, max_new_tokens=max_tokens)
+        options = {"model": model, "device": device, "dtype": dtype, "batch_size": batch_size,
+                   "max_new_tokens": max_tokens}
         options = {k: v for k, v in options.items() if v is not None}
         options.update(backend_options or {})
         self.backend = get_backend(name, **options)  # validates the model reference; loads nothing
@@ -145,7 +147,7 @@ class HFGenerator:
                 try:
                     texts = self.backend._generate(chunk, self.max_tokens)
                     err = "the model returned no text"
-                except Exception as exc:  # a failing batch fails its units, not the run
+                except Exception as exc:  # noqa: BLE001 - a failing batch (OOM, ...) fails its units, not the run
                     texts = [None] * len(chunk)
                     err = f"{type(exc).__name__}: {exc}"
                 out.extend(ChatResult(t, None if t is not None else err, None, 1) for t in texts)

@@ -23,12 +23,12 @@ import ast
 import json
 import re
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)```", re.S)
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)```", re.DOTALL)
 _ASSIGN = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=\s*")
 _LIST_LINE = re.compile(
     r"^\s*(?:(?:q(?:uestion)?|n(?:ugget)?)?\s*\d{1,3}\s*[.):\]-]|[-*\u2022\u2023\u25e6\u2043\u2219])\s+(.*\S)\s*$",
-    re.I)
-_NUMBERING = re.compile(r"^(?:(?:q(?:uestion)?|n(?:ugget)?)\s*\d{1,3}|\d{1,3})\s*[.):\]]\s+", re.I)
+    re.IGNORECASE)
+_NUMBERING = re.compile(r"^(?:(?:q(?:uestion)?|n(?:ugget)?)\s*\d{1,3}|\d{1,3})\s*[.):\]]\s+", re.IGNORECASE)
 _QUOTES = "\"'`\u201c\u201d\u2018\u2019"
 
 

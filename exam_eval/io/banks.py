@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
 
 from ..errors import InputError
 from .jsonl import dumps, iter_jsonl, require_fields
