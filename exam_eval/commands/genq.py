@@ -182,6 +182,8 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
         for f in outcome.failures:
             _log(f"  {f.unit.label}: {f.reason} (after {f.attempts} "
                  f"{'call' if f.attempts == 1 else 'calls'})")
+        if output not in (None, "-"):
+            _log(f"to ask again for these only: exam-genq ... --merge-with {output} -o {output} --force")
         return EXIT_PARTIAL
     return 0
 

@@ -7,7 +7,11 @@ Our format: JSONL, one item per line::
 ``item_id = query_id[/facet_id]/md5(text.strip())`` — identical to the reference
 workbench, so grades stay attached to a question a human did not change. Readers also
 accept the workbench's bank files (one line per query or facet, ``items`` or the old
-``questions`` key), converting them on the fly with their ids preserved.
+``questions`` key) and multiple-choice banks (one question per line: ``qid``,
+``question``, ``choices``, ``correctKey``, ``correct``; the correct choice's text becomes
+``answers``), converting them on the fly with their ids preserved. Ids are never
+recomputed on reading: the old workbench format and the multiple-choice files hashed
+unstripped (or otherwise different) text, and existing grades refer to those ids.
 """
 
 from __future__ import annotations
