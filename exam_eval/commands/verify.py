@@ -76,6 +76,9 @@ def cli():
       exam-verify uncovered graded.jsonl.gz qrels.txt --relevant-min 2 -o uncovered.tsv
       exam-verify grid graded.jsonl.gz --qrels qrels.txt --format html -o grid.html
       exam-verify report graded.jsonl.gz --qrels qrels.txt --official official.tsv runs/*.run -o report.html
+
+    Exit status: 0 success, 1 usage error, 2 bad input (the message names file and
+    line). See man exam-verify.
     """
 
 
