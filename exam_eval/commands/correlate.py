@@ -260,14 +260,105 @@ def _read_labelled(path: str, allowed: set[str]) -> list[str]:
     return out
 
 
+class _RankMetricSource:
+    """Human qrels and LLM label distributions for dcg/ndcg/p."""
+
+    def __init__(self, human, llm, metric, rel_level, model, prompt, kind):
+        from ..stats.metrics import parse_metric
+
+        self.metric = parse_metric(metric, rel_level)
+        self.name = self.metric.name
+        self.human = read_qrels(human)
+        self.dists, self.has_probs = _read_llm_dists(llm, model, prompt, kind)
+        self.llm_queries = set(self.dists.dists)
+        self.human_queries = set(self.human)
+
+    def prepare(self, labelled, mapping):
+        from ..stats import labels as labelmod
+
+        if mapping == "calibrated":
+            self.dists = labelmod.calibrated(self.dists, self.human, labelled)
+        elif not self.has_probs:
+            _warn_one_hot()
+
+    def build(self, run, queries, labelled):
+        from ..stats.intervals import human_values
+        from ..stats.predicted import PredictedMetric
+
+        return (PredictedMetric(self.metric, run, self.dists, queries),
+                human_values(self.metric, run, self.human, labelled))
+
+
+class _CoverSource:
+    """Human grades and LLM grades for EXAM-Cover@k."""
+
+    def __init__(self, human, llm, k, min_grade, model, prompt, kind):
+        from ..io.grades import read_grades
+
+        for path, side in ((human, "HUMAN"), (llm, "LLM")):
+            if not _looks_like_grades(path):
+                raise UsageError(f"exam-cover needs grades on both sides; {side} {display_name(path)} "
+                                 "looks like a qrels file")
+        self.k, self.min_grade = k, min_grade
+        self.name = f"exam-cover@{k}"
+        self.human_grades = read_grades(human)
+        self.llm_grades = read_grades(llm, model=model, prompt=prompt, kind=kind)
+        self.llm_source = display_name(llm)
+        self.has_probs = any(g.probs for g in self.llm_grades)
+        self.llm_queries = {g.query_id for g in self.llm_grades if g.item_id is not None}
+        self.human_queries = {g.query_id for g in self.human_grades if g.item_id is not None}
+        if not self.llm_queries:
+            raise InputError("no grades of bank items (only direct relevance grades?)", self.llm_source)
+
+    def prepare(self, labelled, mapping):
+        from ..measures.cover import build_index
+        from ..stats.cover_predicted import AnswerProbs, calibrate_answers
+
+        table = None
+        if mapping == "calibrated":
+            table = calibrate_answers(self.llm_grades, self.human_grades, labelled, self.min_grade,
+                                      self.llm_source)
+        elif not self.has_probs:
+            _warn_one_hot()
+        self.answers = AnswerProbs.from_grades(self.llm_grades, self.min_grade, self.llm_source, table)
+        self.index = build_index(self.human_grades, self.min_grade)
+
+    def build(self, run, queries, labelled):
+        import numpy as np
+
+        from ..measures.cover import exam_cover
+        from ..stats.cover_predicted import PredictedCover
+
+        human = exam_cover(self.index, run, self.k, complete=True).per_query
+        return (PredictedCover(self.answers, run, queries, self.k),
+                np.array([human[q][0] for q in labelled]))
+
+
+def _warn_one_hot() -> None:
+    _info("warning: hard LLM labels with --mapping identity: every label distribution is one-hot, so "
+          "CRC's degree shift cannot move them and its interval collapses; use --mapping calibrated")
+
+
+def _cover_k(metric: str) -> int | None:
+    m = metric.strip().lower().replace("_", "-")
+    if m == "exam-cover":
+        return 20
+    if m.startswith("exam-cover@") and m[len("exam-cover@"):].isdigit() and int(m[len("exam-cover@"):]) > 0:
+        return int(m[len("exam-cover@"):])
+    return None
+
+
 @cli.command("interval", context_settings=CONTEXT_SETTINGS)
 @click.argument("human", metavar="HUMAN")
 @click.argument("llm", metavar="LLM")
 @click.argument("runs", metavar="RUN...", nargs=-1, required=True)
 @click.option("-m", "--metric", default="dcg@10", show_default=True, metavar="M",
-              help="dcg@K, ndcg@K or p@K (P@K counts labels >= --rel-level).")
+              help="dcg@K, ndcg@K, p@K (labels >= --rel-level), or exam-cover@K (default K 20; HUMAN and "
+                   "LLM are then grades files).")
 @click.option("-l", "--rel-level", type=int, default=1, show_default=True, metavar="L",
               help="Relevance level for p@K (as trec_eval -l).")
+@click.option("--min-grade", type=int, default=4, show_default=True, metavar="TAU",
+              help="exam-cover: a grade >= TAU answers the item (as exam-cover --min-grade).")
 @click.option("--labelled", "labelled_file", default=None, metavar="FILE",
               help="Queries whose human judgments may be used (one query id per line).")
 @click.option("--n-labelled", type=int, default=None, metavar="N",
@@ -287,30 +378,32 @@ def _read_labelled(path: str, allowed: set[str]) -> list[str]:
 @click.option("-q", "per_query", is_flag=True, help="Per-query CRC intervals instead of dataset-level ones.")
 @grader_options
 @output_option
-def interval_cmd(human, llm, runs, metric, rel_level, labelled_file, n_labelled, alpha, samples, seed, mapping,
-                 methods, crc_correction, per_query, model, prompt, kind, output):
+def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, n_labelled, alpha, samples, seed,
+                 mapping, methods, crc_correction, per_query, model, prompt, kind, output):
     """Confidence intervals for each RUN's mean metric over the LLM-labelled queries.
 
     HUMAN: qrels (only the labelled queries' judgments are used); LLM: qrels or a
-    grades file (with 'probs', each passage gets a label distribution). Without
-    --labelled / --n-labelled every query that HUMAN judges is labelled. Methods:
-    empirical bootstrap (human labels only), PPI (plain, lambda = 1) and power-tuned
-    PPI, CRC (degree shift of each passage's label distribution, calibrated on
-    bootstrap batches of the labelled queries). Output: TSV 'run metric method
-    lower estimate upper width'; with -q, per-query CRC intervals.
+    grades file (with 'probs', each passage gets a label distribution). For
+    exam-cover both are grades files (HUMAN: human or human-verified grades).
+    Without --labelled / --n-labelled every query that HUMAN judges is labelled.
+    Methods: empirical bootstrap (human labels only), PPI (plain, lambda = 1) and
+    power-tuned PPI, CRC (degree shift of each passage's label distribution,
+    calibrated on bootstrap batches of the labelled queries). Output: TSV 'run
+    metric method lower estimate upper width'; with -q, per-query CRC intervals.
 
     \b
     Examples:
       exam-correlate interval qrels.txt llm.qrels runs/*.run --n-labelled 30 --seed 7
       exam-correlate interval qrels.txt grades.jsonl.gz run.txt -m ndcg@10 --labelled labelled.txt
       exam-correlate interval qrels.txt llm.qrels run.txt -q --n-labelled 30 > per-query.tsv
+      exam-correlate interval human-grades.jsonl grades.jsonl.gz run.txt -m exam-cover@20
     """
-    from ..stats import labels as labelmod
-    from ..stats.crc import min_labelled_per_query
-    from ..stats.intervals import METHODS, run_intervals, run_per_query
-    from ..stats.metrics import parse_metric
+    from rich.console import Console
+    from rich.progress import Progress
 
-    met = parse_metric(metric, rel_level)
+    from ..stats.crc import CoverageError, min_labelled_per_query
+    from ..stats.intervals import METHODS, compute_intervals, compute_per_query
+
     if not 0 < alpha < 1:
         raise UsageError("--alpha must be between 0 and 1")
     if samples < 100:
@@ -321,16 +414,19 @@ def interval_cmd(human, llm, runs, metric, rel_level, labelled_file, n_labelled,
         raise UsageError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}")
     if labelled_file and n_labelled is not None:
         raise UsageError("give --labelled or --n-labelled, not both")
+    k = _cover_k(metric)
+    if k is None:
+        source = _RankMetricSource(human, llm, metric, rel_level, model, prompt, kind)
+    else:
+        source = _CoverSource(human, llm, k, min_grade, model, prompt, kind)
 
-    hq = read_qrels(human)
-    dists, has_probs = _read_llm_dists(llm, model, prompt, kind)
     run_data = [(run_name(p), read_run(p)) for p in runs]
     names = [n for n, _ in run_data]
     if len(set(names)) != len(names):
         raise UsageError("two runs have the same name: " + ", ".join(sorted({n for n in names if names.count(n) > 1})))
 
-    queries = sorted(dists.dists)
-    judged = sorted(set(queries) & set(hq))
+    queries = sorted(source.llm_queries)
+    judged = sorted(set(queries) & source.human_queries)
     if not judged:
         raise InputError(f"no query of {display_name(human)} has LLM labels", display_name(llm))
     if labelled_file:
@@ -345,16 +441,8 @@ def interval_cmd(human, llm, runs, metric, rel_level, labelled_file, n_labelled,
         if not set(run) & set(queries):
             raise InputError(f"run {name} has none of the {len(queries)} LLM-labelled queries", name)
 
-    if mapping == "calibrated":
-        dists = labelmod.calibrated(dists, hq, labelled)
-    elif not has_probs:
-        _info("warning: hard LLM labels with --mapping identity: every label distribution is one-hot, so "
-              "CRC's degree shift cannot move them and its interval collapses; use --mapping calibrated")
-    _info(f"{len(queries)} queries with LLM labels, {len(labelled)} labelled with human judgments; "
-          f"metric {met.name}, 1-alpha = {1 - alpha:g}, mapping {mapping}")
     need = min_labelled_per_query(alpha, crc_correction)
     if per_query and len(labelled) < need:
-        from ..stats.crc import CoverageError
         raise CoverageError(f"per-query CRC at 1-alpha = {1 - alpha:g} needs at least {need} labelled "
                             f"queries (--crc-correction {crc_correction}), got {len(labelled)}")
     if len(labelled) == len(queries) and any(m.startswith("ppi") for m in chosen):
@@ -363,15 +451,23 @@ def interval_cmd(human, llm, runs, metric, rel_level, labelled_file, n_labelled,
         if not chosen:
             raise UsageError("nothing left to compute: PPI needs unlabelled queries (use --labelled/--n-labelled)")
 
-    rows: list[str] = []
-    from rich.progress import Progress
-    from rich.console import Console
+    source.prepare(labelled, mapping)
+    _info(f"{len(queries)} queries with LLM labels, {len(labelled)} labelled with human judgments; "
+          f"metric {source.name}, 1-alpha = {1 - alpha:g}, mapping {mapping}")
+    position = {q: i for i, q in enumerate(queries)}
+    import numpy as np
+    idx = np.array([position[q] for q in labelled], dtype=np.int64)
 
+    rows: list[str] = []
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("intervals", total=len(run_data))
         for name, run in run_data:
+            predicted, truth = source.build(run, queries, labelled)
+            if predicted.unlabelled:
+                _info(f"{name}: {predicted.unlabelled} top-ranked passage(s) without LLM label "
+                      "(counted as the lowest LLM label / answering nothing)")
             if per_query:
-                pq = run_per_query(met, run, hq, dists, queries, labelled, alpha, correction=crc_correction)
+                pq = compute_per_query(predicted, queries, labelled, truth, alpha, crc_correction)
                 _info(f"{name}: per-query CRC lambda_low={pq.lam_low:.4f} lambda_high={pq.lam_high:.4f}")
                 for i, q in enumerate(pq.queries):
                     hv = pq.human.get(q)
@@ -379,15 +475,10 @@ def interval_cmd(human, llm, runs, metric, rel_level, labelled_file, n_labelled,
                                            _fmt(pq.lower[i]), _fmt(pq.predicted[i]), _fmt(pq.upper[i]),
                                            _fmt(pq.upper[i] - pq.lower[i])]))
             else:
-                results, predicted = run_intervals(met, run, hq, dists, queries, labelled, alpha, samples, seed,
-                                                   chosen, crc_correction)
-                if predicted.unlabelled:
-                    _info(f"{name}: {predicted.unlabelled} top-{met.k} passage(s) without LLM label "
-                          "(counted as the lowest LLM label)")
-                for r in results:
+                for r in compute_intervals(predicted, idx, truth, alpha, samples, seed, chosen, crc_correction):
                     if r.detail:
                         _info(f"{name}: {r.method} {r.detail}")
-                    rows.append("\t".join([name, met.name, r.method, _fmt(r.lower), _fmt(r.estimate),
+                    rows.append("\t".join([name, source.name, r.method, _fmt(r.lower), _fmt(r.estimate),
                                            _fmt(r.upper), _fmt(r.width)]))
             progress.advance(task)
     header = ("run\tquery\tlabelled\thuman\tlower\tpredicted\tupper\twidth" if per_query
