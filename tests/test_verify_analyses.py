@@ -262,3 +262,29 @@ def test_dl19_uncovered_recount(shared_data, dl19_raw, run_cli):
         assert int(row["max_grade"]) == max(ratings[key].values())
         assert int(row["judgment"]) == qrels[key]
         assert row["passage_text"]  # embedded texts of the workbench file
+
+
+def test_grading_with_extraction_answers(small, run_cli, tmp_path):
+    grades, qrels, bank, _ = small
+    # an extraction prompt graded the same pairs: its answers are what a human reads
+    with open(grades, "a") as fh:
+        for (qid, doc, i), g in GRADES.items():
+            fh.write(json.dumps({"query_id": qid, "doc_id": doc, "item_id": item_id(qid, i), "kind": "question",
+                                 "grade": 1, "parse_ok": True, "answer": f"span {doc}/{i}", "model": "m",
+                                 "prompt": "x"}) + "\n")
+    r = run_cli("exam-verify", "grading", grades)
+    assert r.returncode == 1 and "several graders" in r.stderr and "'x'" in r.stderr
+    r = run_cli("exam-verify", "grading", grades, "--prompt", "p", "--extraction-prompt", "x", "--format", "tsv")
+    assert r.returncode == 0, r.stderr
+    rows = tsv_rows(r.stdout)
+    assert len(rows) == len(GRADES)
+    for row in rows:
+        i = [item_id(row["query_id"], j) for j in range(len(ITEMS[row["query_id"]]))].index(row["item_id"])
+        g = GRADES[(row["query_id"], row["doc_id"], i)]
+        assert row["extracted_answer"] == f"span {row['doc_id']}/{i}"
+        assert row["grade"] == ("unparsed" if g is None else str(g))  # grades still from prompt p
+    r = run_cli("exam-verify", "grid", grades, "--prompt", "p", "--extraction-prompt", "x", "--answers", "-q", "q2")
+    assert r.returncode == 0, r.stderr
+    header, *lines = r.stdout.strip().split("\n")
+    assert header.split("\t")[4] == item_id("q2", 0) + ":answer"
+    assert {line.split("\t")[4] for line in lines} == {"span e1/0", "span e2/0", "span e3/0"}

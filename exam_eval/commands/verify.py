@@ -42,6 +42,25 @@ def _passages_option(f):
                              "does not embed them (the workbench's files do).")(f)
 
 
+def _extraction_options(f):
+    f = click.option("--extraction-grades", default=None, metavar="FILE",
+                     help="File holding the extraction grades [default: GRADES].")(f)
+    f = click.option("--extraction-prompt", default=None, metavar="NAME",
+                     help="Also show the answers of this extraction prompt (e.g. question-extraction) "
+                          "beside the grades.")(f)
+    return f
+
+
+def _extracted(grades_path, prompt, path):
+    if prompt is None:
+        if path is not None:
+            raise UsageError("--extraction-grades needs --extraction-prompt")
+        return None
+    from ..verify.table import extracted_answers
+
+    return extracted_answers(path or grades_path, prompt)
+
+
 def _query_option(f):
     return click.option("-q", "--query", "queries", multiple=True, metavar="QID",
                         help="Only this query (repeatable).")(f)
@@ -90,27 +109,32 @@ def cli():
 @_query_option
 @click.option("--top", type=int, default=None, metavar="N", help="Only the N best-graded passages per item.")
 @click.option("--format", "fmt", type=click.Choice(["text", "tsv"]), default="text", show_default=True)
+@_extraction_options
 @grader_options
 @output_option
-def grading(grades, qrels, bank, passages, queries, top, fmt, model, prompt, kind, output):
+def grading(grades, qrels, bank, passages, queries, top, fmt, extraction_prompt, extraction_grades, model, prompt,
+            kind, output):
     """For each bank item, its graded passages sorted by grade, with the grader's answer
     (and the passage's human judgment with --qrels): do high grades mean real answers?
 
     \b
-    TSV columns: query_id item_id grade judgment doc_id answer item_text passage_text
-    ("unparsed" grade: the grader's output could not be read; "-" judgment: unjudged).
+    TSV columns: query_id item_id grade judgment doc_id answer extracted_answer item_text
+    passage_text ("unparsed" grade: the grader's output could not be read; "-" judgment:
+    unjudged; extracted_answer: from --extraction-prompt, else empty).
 
     \b
     Example:
       exam-verify grading graded.jsonl.gz --qrels qrels.txt --bank bank.jsonl.gz -q 19335 --top 5
+      exam-verify grading grades.jsonl --prompt question-selfrating --extraction-prompt question-extraction
     """
     from ..verify.grading import verify_grading, write_grading_text, write_grading_tsv
 
     if top is not None and top < 1:
         raise UsageError("--top must be >= 1")
     table, bank_items = _load(grades, model, prompt, kind, bank)
+    extracted = _extracted(grades, extraction_prompt, extraction_grades)
     qrels_d = read_qrels(qrels) if qrels else None
-    rows = verify_grading(table, qrels_d, queries=queries, top=top)
+    rows = verify_grading(table, qrels_d, queries=queries, top=top, extracted=extracted)
     wanted = {(r.query_id, p.doc_id) for r in rows for p in r.passages}
     texts = passage_texts([grades], passages, wanted)
     with atomic_output(output) as out:
@@ -211,11 +235,15 @@ def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, f
 @_bank_option
 @_passages_option
 @_query_option
-@click.option("--answers", is_flag=True, help="Also show the grader's answers (TSV: an extra column per item).")
+@click.option("--answers", is_flag=True,
+              help="Also show the answers (of --extraction-prompt if given, else the grader's raw "
+                   "output); TSV: an extra column per item.")
 @click.option("--format", "fmt", type=click.Choice(["tsv", "html"]), default="tsv", show_default=True)
+@_extraction_options
 @grader_options
 @output_option
-def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, model, prompt, kind, output):
+def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, extraction_prompt, extraction_grades, model,
+         prompt, kind, output):
     """Passages x bank items with their grades, per query.
 
     TSV: one block per query, its header line `query_id doc_id judgment ITEM_ID...`,
@@ -231,14 +259,16 @@ def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, model,
 
     _check_threshold(min_grade)
     table, bank_items = _load(grades, model, prompt, kind, bank)
+    extracted = _extracted(grades, extraction_prompt, extraction_grades)
     qrels_d = read_qrels(qrels) if qrels else None
     grids = build_grid(table, qrels_d, queries=queries)
     with atomic_output(output) as out:
         if fmt == "tsv":
-            write_grid_tsv(grids, out, answers=answers)
+            write_grid_tsv(grids, out, answers=answers, extracted=extracted)
         else:
             texts = passage_texts([grades], passages, {(g.query_id, r[0]) for g in grids for r in g.rows})
-            out.write(grid_page(grids, bank=bank_items, texts=texts, min_grade=min_grade, answers=answers))
+            out.write(grid_page(grids, bank=bank_items, texts=texts, min_grade=min_grade, answers=answers,
+                                extracted=extracted))
 
 
 @cli.command(context_settings=CONTEXT_SETTINGS)

@@ -17,6 +17,7 @@ class GradedPassage:
     parse_ok: bool
     answer: str | None
     label: int | None
+    extracted: str | None = None
 
 
 @dataclass
@@ -32,7 +33,7 @@ def _order(p: GradedPassage):
 
 
 def verify_grading(table: GradeTable, qrels: Qrels | None = None, *, queries: Iterable[str] | None = None,
-                   top: int | None = None) -> list[ItemGrading]:
+                   top: int | None = None, extracted: dict | None = None) -> list[ItemGrading]:
     wanted = set(queries) if queries else None
     out = []
     for qid in table.queries():
@@ -40,7 +41,8 @@ def verify_grading(table: GradeTable, qrels: Qrels | None = None, *, queries: It
             continue
         labels = (qrels or {}).get(qid, {})
         for item_id in table.items(qid):
-            graded = [GradedPassage(doc, g.grade, g.parse_ok, g.answer, labels.get(doc))
+            graded = [GradedPassage(doc, g.grade, g.parse_ok, g.answer, labels.get(doc),
+                                    (extracted or {}).get((qid, doc, item_id)))
                       for doc, g in table.by_item[qid][item_id].items()]
             graded.sort(key=_order)
             out.append(ItemGrading(qid, item_id, graded[:top] if top else graded))
@@ -56,12 +58,12 @@ def _label_str(label: int | None) -> str:
 
 
 def write_grading_tsv(rows: list[ItemGrading], out: IO[str], bank: dict, texts: dict) -> None:
-    out.write("query_id\titem_id\tgrade\tjudgment\tdoc_id\tanswer\titem_text\tpassage_text\n")
+    out.write("query_id\titem_id\tgrade\tjudgment\tdoc_id\tanswer\textracted_answer\titem_text\tpassage_text\n")
     for r in rows:
         item_text = one_line(item_label(r.item_id, bank))
         for p in r.passages:
             out.write("\t".join([r.query_id, r.item_id, _grade_str(p), _label_str(p.label), p.doc_id,
-                                 one_line(p.answer or ""), item_text,
+                                 one_line(p.answer or ""), one_line(p.extracted or ""), item_text,
                                  one_line(texts.get((r.query_id, p.doc_id), ""))]) + "\n")
 
 
@@ -70,7 +72,8 @@ def write_grading_text(rows: list[ItemGrading], out: IO[str], bank: dict, texts:
         out.write(f"== {r.item_id}  (query {r.query_id})\n   {one_line(item_label(r.item_id, bank))}\n")
         for p in r.passages:
             answer = one_line(p.answer or "")
-            out.write(f"  (grade: {_grade_str(p)}, judged: {_label_str(p.label)}) {p.doc_id}  answer: {answer}\n")
+            extra = f"  extracted: {one_line(p.extracted)}" if p.extracted is not None else ""
+            out.write(f"  (grade: {_grade_str(p)}, judged: {_label_str(p.label)}) {p.doc_id}  answer: {answer}{extra}\n")
             text = one_line(texts.get((r.query_id, p.doc_id), ""))
             if text:
                 out.write("      " + (text if len(text) <= width else text[: width - 3] + "...") + "\n")

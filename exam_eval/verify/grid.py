@@ -40,7 +40,15 @@ def _cell(g: Grade | None) -> str:
     return "unparsed" if g.grade is None else str(g.grade)
 
 
-def write_grid_tsv(grids: list[QueryGrid], out: IO[str], *, answers: bool = False) -> None:
+def _answer(qid: str, doc: str, item: str, g: Grade, extracted: dict | None) -> str:
+    # with an extraction prompt, its answer is what a human wants to read; else the raw output
+    if extracted is not None:
+        return one_line(extracted.get((qid, doc, item), ""))
+    return one_line(g.answer or "")
+
+
+def write_grid_tsv(grids: list[QueryGrid], out: IO[str], *, answers: bool = False,
+                   extracted: dict | None = None) -> None:
     """One block per query (its own header line: items differ between queries),
     blocks separated by an empty line."""
     for n, grid in enumerate(grids):
@@ -58,12 +66,12 @@ def write_grid_tsv(grids: list[QueryGrid], out: IO[str], *, answers: bool = Fals
                 g = grades.get(item)
                 cells.append(_cell(g))
                 if answers:
-                    cells.append(one_line(g.answer or "") if g is not None else "")
+                    cells.append(_answer(grid.query_id, doc, item, g, extracted) if g is not None else "")
             out.write("\t".join(cells) + "\n")
 
 
 def grid_html(grids: list[QueryGrid], *, bank: dict, texts: dict, min_grade: int, answers: bool = False,
-              max_text: int = 300) -> str:
+              extracted: dict | None = None, max_text: int = 300) -> str:
     parts = []
     for grid in grids:
         cols = {item: f"Q{i}" for i, item in enumerate(grid.items, 1)}
@@ -76,7 +84,7 @@ def grid_html(grids: list[QueryGrid], *, bank: dict, texts: dict, min_grade: int
                 if g is None:
                     cells.append("<td></td>")
                     continue
-                tip = esc(one_line(g.answer or ""))
+                tip = esc(_answer(grid.query_id, doc, item, g, extracted))
                 shown = esc(_cell(g)) + (f'<br><span class="small">{tip}</span>' if answers and tip else "")
                 cells.append(f'<td class="{grade_class(g.grade, min_grade)}" title="{tip}">{shown}</td>')
             text = one_line(texts.get((grid.query_id, doc), ""))

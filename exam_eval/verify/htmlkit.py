@@ -35,4 +35,5 @@ def table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
 
 
 def num(x: float | None, digits: int = 4) -> str:
-    return "&ndash;" if x is None else f"{x:.{digits}f}"
+    # undefined statistics (kappa of a constant column, no shared systems) show as a dash
+    return "&ndash;" if x is None or x != x else f"{x:.{digits}f}"

@@ -47,6 +47,18 @@ class GradeTable:
         return sorted(self.by_item.get(qid, {}))
 
 
+def extracted_answers(paths, prompt: str, model: str | None = None) -> dict[tuple[str, str, str], str]:
+    """(query, doc, item) -> answer of an extraction prompt, to show beside the grades of
+    a rating prompt: the workbench's "informational answer extraction"."""
+    from ..io.grades import read_grades
+
+    out = {}
+    for g in read_grades(paths, prompt=prompt, model=model):
+        if g.item_id is not None and g.answer is not None:
+            out[(g.query_id, g.doc_id, g.item_id)] = g.answer
+    return out
+
+
 def covers(g: Grade | None, min_grade: int) -> bool:
     """An unparsed grade never counts: it is a failure, not a zero or a hit."""
     return g is not None and g.parse_ok and g.grade is not None and g.grade >= min_grade
