@@ -110,8 +110,8 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     """Generate a question or nugget bank for TOPICS (file or ir_datasets ID).
 
     TOPICS: qid<TAB>text TSV, JSONL {"query_id","text","subtopics"?}, a TREC topic file,
-    or an ir_datasets ID. The bank (JSONL, one item per line, ids query_id[/facet_id]/
-    md5(text)) goes to stdout or -o.
+    or an ir_datasets ID. The bank (JSONL, one item per line, ids
+    query_id[/facet_id]/md5(text)) goes to stdout or -o.
 
     \b
     Examples:
