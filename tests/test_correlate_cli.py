@@ -247,3 +247,44 @@ def test_dl19_interval_runs(run_cli, shared_data):
     for row in rows:
         lo, est, hi = map(float, row[3:6])
         assert 0 <= lo <= hi
+
+
+def test_interval_exam_cover_from_grades(run_cli, tmp_path):
+    from exam_eval.io.grades import read_grades
+    from exam_eval.io.trec import read_run
+    from exam_eval.measures.cover import build_index, exam_cover
+
+    rng = np.random.default_rng(5)
+    human_rows, llm_rows, run_rows = [], [], []
+    for q in range(30):
+        for d in range(12):
+            run_rows.append(f"q{q} Q0 d{d} {d + 1} {12 - d} r")
+            for i in range(4):
+                h = int(rng.integers(0, 6))
+                p = np.full(6, 0.04)
+                p[min(5, max(0, h + int(rng.integers(-1, 2))))] += 0.76
+                p /= p.sum()
+                base = {"query_id": f"q{q}", "doc_id": f"d{d}", "item_id": f"q{q}/i{i}", "kind": "question",
+                        "answer": "", "parse_ok": True, "prompt": "selfrating"}
+                human_rows.append(dict(base, grade=h, probs=None, model="human"))
+                llm_rows.append(dict(base, grade=int(np.argmax(p)), model="flan",
+                                     probs={str(j): float(v) for j, v in enumerate(p)}))
+    hp, lp, rp = tmp_path / "human.jsonl", tmp_path / "llm.jsonl", tmp_path / "sys.run"
+    hp.write_text("".join(json.dumps(r) + "\n" for r in human_rows))
+    lp.write_text("".join(json.dumps(r) + "\n" for r in llm_rows))
+    rp.write_text("\n".join(run_rows) + "\n")
+    r = run_cli("exam-correlate", "interval", hp, lp, rp, "-m", "exam-cover@5", "--min-grade", "4",
+                "--n-labelled", "20", "--seed", "2", "--samples", "1000")
+    assert r.returncode == 0, r.stderr
+    rows = {row.split("\t")[2]: row.split("\t") for row in r.stdout.strip().splitlines()[1:]}
+    assert set(rows) == {"bootstrap", "ppi", "ppi_tuned", "crc"} and rows["crc"][1] == "exam-cover@5"
+    import random
+    labelled = sorted(random.Random(2).sample(sorted(f"q{q}" for q in range(30)), 20))
+    per_q = exam_cover(build_index(read_grades(hp), 4), read_run(rp), 5, complete=True).per_query
+    assert float(rows["bootstrap"][4]) == pytest.approx(np.mean([per_q[q][0] for q in labelled]), abs=5e-5)
+    for row in rows.values():
+        assert 0 <= float(row[3]) <= float(row[5]) <= 1
+    qrels = tmp_path / "h.qrels"
+    qrels.write_text("q1 0 d1 1\n")
+    r = run_cli("exam-correlate", "interval", qrels, lp, rp, "-m", "exam-cover")
+    assert r.returncode == 1 and "needs grades on both sides" in r.stderr

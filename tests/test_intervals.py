@@ -261,3 +261,57 @@ def test_calibrated_mapping_is_conditional_frequency():
     # LLM 0 seen once with human 0 in query a (b is not labelled) -> (2,1,1)/4
     np.testing.assert_allclose(mapped.get("b", "1"), [2 / 4, 1 / 4, 1 / 4])
     np.testing.assert_allclose(mapped.values, [0, 1, 2])
+
+
+# ----------------------------------------------------------------------------- EXAM-Cover
+
+def _cover_grades(seed, nq=6, ndocs=12, nitems=5, with_probs=False):
+    from exam_eval.io.grades import Grade
+    rng = np.random.default_rng(seed)
+    grades, run = [], {}
+    for q in range(nq):
+        qid = f"q{q}"
+        run[qid] = {f"d{d}": float(rng.normal()) for d in range(ndocs)}
+        for d in range(ndocs - 2):  # two passages stay ungraded: they answer nothing
+            for i in range(nitems):
+                grade = int(rng.integers(0, 6))
+                probs = None
+                if with_probs:
+                    p = rng.dirichlet(np.ones(6))
+                    probs = {str(k): float(v) for k, v in enumerate(p)}
+                    grade = int(np.argmax(p))
+                grades.append(Grade(qid, f"d{d}", f"{qid}/i{i}", "question", grade, probs, str(grade), True, "m", "p"))
+    return grades, run
+
+
+def test_predicted_cover_with_hard_grades_equals_exam_cover():
+    from exam_eval.measures.cover import build_index, exam_cover
+    from exam_eval.stats.cover_predicted import AnswerProbs, PredictedCover
+
+    grades, run = _cover_grades(0)
+    queries = sorted(run)
+    for k, tau in ((5, 4), (10, 3), (20, 5)):
+        want = exam_cover(build_index(grades, tau), run, k, complete=True).per_query
+        got = PredictedCover(AnswerProbs.from_grades(grades, tau), run, queries, k)(0.0)
+        np.testing.assert_allclose(got, [want[q][0] for q in queries], atol=1e-12)
+
+
+def test_predicted_cover_with_probabilities_is_the_expected_cover():
+    from exam_eval.io.trec import ranked
+    from exam_eval.stats.cover_predicted import AnswerProbs, PredictedCover
+
+    grades, run = _cover_grades(1, nq=2, ndocs=5, nitems=3, with_probs=True)
+    tau, k = 4, 3
+    got = PredictedCover(AnswerProbs.from_grades(grades, tau), run, sorted(run), k)(0.0)
+    # Monte Carlo: draw every grade from its distribution, compute the cover, average
+    rng = np.random.default_rng(0)
+    by = {(g.query_id, g.doc_id, g.item_id): np.array([g.probs[str(i)] for i in range(6)]) for g in grades}
+    for qi, qid in enumerate(sorted(run)):
+        top = ranked(run[qid])[:k]
+        items = [f"{qid}/i{i}" for i in range(3)]
+        sims = []
+        for _ in range(4000):
+            covered = [any(rng.choice(6, p=by[(qid, d, it)]) >= tau for d in top if (qid, d, it) in by)
+                       for it in items]
+            sims.append(np.mean(covered))
+        assert got[qi] == pytest.approx(np.mean(sims), abs=0.02)
