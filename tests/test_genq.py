@@ -216,6 +216,13 @@ def test_bad_topics_exit_2_located_and_no_output(tmp_path, run_cli, content, whe
     assert not out.exists()
 
 
+def test_car_topics_with_a_repeated_facet_id(tmp_path, run_cli):
+    topics = write(tmp_path / "car.jsonl", json.dumps({"query_id": "L1", "text": "Skin", "subtopics": [
+        {"facet_id": "T1", "text": "Dermis"}, {"facet_id": "T1", "text": "Epidermis"}]}) + "\n")
+    r = run_cli("exam-genq", "--dry-run", "--style", "car", str(topics), env=ENV)
+    assert r.returncode == 2 and "query L1 has facet id T1 twice" in r.stderr
+
+
 def test_unknown_style_and_bad_merge_bank(tmp_path, run_cli):
     topics = write(tmp_path / "t.tsv", "1\tone\n")
     r = run_cli("exam-genq", "--style", "trec-rag", str(topics), env=ENV)

@@ -52,6 +52,10 @@ def build_units(topics: dict, style: str, prompt: GenPrompt, n: int, *, topics_n
         if not topic.subtopics:
             raise InputError(f"query {qid} has no subtopics, which --style car needs "
                              "(JSONL topics with a \"subtopics\" list)", topics_name)
+        facet_ids = [f for f, _ in topic.subtopics]
+        if len(set(facet_ids)) != len(facet_ids):
+            dup = next(f for f in facet_ids if facet_ids.count(f) > 1)
+            raise InputError(f"query {qid} has facet id {dup} twice", topics_name)
         for facet_id, facet_text in topic.subtopics:
             units.append(Unit(qid, facet_id, prompt.render(query_title=topic.text, query_subtopic=facet_text,
                                                            query_text=topic.text, n=n)))
