@@ -336,3 +336,18 @@ def test_direct_prompt_with_topics(tmp_path):
 def test_help_has_examples():
     r = grade("--help")
     assert r.returncode == 0 and "Examples:" in r.stdout and "--shard" in r.stdout
+
+
+def test_list_prompts():
+    r = grade("--list-prompts")
+    assert r.returncode == 0
+    ids = [line.split("\t")[0] for line in r.stdout.splitlines()]
+    assert "question-selfrating" in ids and "umbrela" in ids
+
+
+def test_help_does_not_import_torch():
+    code = ("import sys, exam_eval.commands.grade as m\n"
+            "try:\n    m.main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'heavy import'\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
+    assert r.returncode == 0, r.stderr
