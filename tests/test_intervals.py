@@ -8,7 +8,6 @@ import math
 import numpy as np
 import pytest
 import pytrec_eval
-from scipy import stats
 
 from exam_eval.io.grades import Grade
 from exam_eval.stats import labels

@@ -15,7 +15,6 @@ of labelled queries the empirical miss rate of each bound is below
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable
 
