@@ -27,11 +27,11 @@ def grade_class(grade: int | None, min_grade: int) -> str:
     return "g-mid" if grade > 0 else "g-zero"
 
 
-def table(headers: list[str], rows: list[list[str]], cls: str = "") -> str:
-    """Cells are HTML already (callers escape text); headers are plain text."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+def table(headers: list[str] | None, rows: list[list[str]], cls: str = "") -> str:
+    """Cells are HTML already (callers escape text); headers are plain text (None: none)."""
+    head = "" if headers is None else "<thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in headers) + "</tr></thead>"
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<table class="{cls}">{head}<tbody>{body}</tbody></table>'
 
 
 def num(x: float | None, digits: int = 4) -> str:

@@ -287,10 +287,20 @@ def _binary_rows(t, hm: int) -> list[list[str]]:
             [f"LLM &lt; {t.llm_min}", str(t.fn), str(t.tn), str(t.fn + t.tn)]]
 
 
+def _distinct(*tables):
+    """The asked-for threshold is often the papers' strict one: show such a table once."""
+    seen, out = set(), []
+    for t in tables:
+        if t.llm_min not in seen:
+            seen.add(t.llm_min)
+            out.append(t)
+    return out
+
+
 def _agreement_section(data: ReportData) -> str:
     a = data.agreement
     hm, lm = a.human_min, a.llm_min
-    summary = table(["", ""], [[k, v] for k, v in (
+    summary = table(None, [[k, v] for k, v in (
         ("pairs (human-judged and graded)", str(a.n_pairs)),
         ("judged, not graded", str(a.human_only)),
         ("graded, not judged", str(a.llm_only)),
@@ -303,7 +313,7 @@ def _agreement_section(data: ReportData) -> str:
     binary = "".join(
         f"<h3>{esc(t.name)}: LLM label &ge; {t.llm_min} (kappa {num(t.kappa)})</h3>"
         + table([h.replace("&ge;", "\u2265").replace("&lt;", "<") for h in heads], _binary_rows(t, hm))
-        for t in (a.binary, a.lenient, a.strict))
+        for t in _distinct(a.binary, a.lenient, a.strict))
     graded_rows = []
     for i, g in enumerate(a.llm_labels):
         row = a.graded[i]
@@ -382,6 +392,6 @@ def render(data: ReportData) -> str:
     nav = ('<nav><a href="#leaderboards">Leaderboards</a><a href="#cover">Per-query cover</a>'
            '<a href="#agreement">Agreement</a><a href="#spurious">Spurious items</a>'
            '<a href="#uncovered">Uncovered passages</a><a href="#bank">Bank</a></nav>')
-    body = (nav + table(["input", ""], facts, "kv") + warn + _leaderboard_section(data) + _cover_section(data)
+    body = (nav + table(None, facts, "kv") + warn + _leaderboard_section(data) + _cover_section(data)
             + _agreement_section(data) + _spurious_section(data) + _uncovered_section(data) + _bank_section(data))
     return page(o.title, body)
