@@ -339,3 +339,6 @@ def _hms(seconds: float) -> str:
 
 
 main = make_main(cli, "exam-grade")
+
+if __name__ == "__main__":
+    main()
