@@ -47,10 +47,9 @@ def small(tmp_path):
         # a stale line first: the later line for the same key must win
         fh.write(json.dumps({"query_id": "q1", "doc_id": "d1", "item_id": item_id("q1", 0), "kind": "question",
                              "grade": 0, "parse_ok": True, "answer": "old", "model": "m", "prompt": "p"}) + "\n")
-        for (qid, doc, i), g in GRADES.items():
-            fh.write(json.dumps({"query_id": qid, "doc_id": doc, "item_id": item_id(qid, i), "kind": "question",
+        fh.writelines(json.dumps({"query_id": qid, "doc_id": doc, "item_id": item_id(qid, i), "kind": "question",
                                  "grade": g, "probs": None, "answer": "garbled" if g is None else f"ans {doc} {i}",
-                                 "parse_ok": g is not None, "model": "m", "prompt": "p"}) + "\n")
+                                 "parse_ok": g is not None, "model": "m", "prompt": "p"}) + "\n" for (qid, doc, i), g in GRADES.items())
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("".join(f"{q} 0 {d} {l}\n" for (q, d), l in QRELS.items()))
     bank = tmp_path / "bank.jsonl"
@@ -67,7 +66,7 @@ def tsv_rows(text: str) -> list[dict]:
 
 @pytest.mark.parametrize("relevant_min", [1, 2])
 def test_spurious_small_matches_direct_count(small, run_cli, relevant_min):
-    grades, qrels, bank, _ = small
+    grades, qrels, _, _ = small
     r = run_cli("exam-verify", "spurious", grades, qrels, "--relevant-min", str(relevant_min), "--top", "0")
     assert r.returncode == 0, r.stderr
     got = {row["item_id"]: row for row in tsv_rows(r.stdout)}
@@ -106,7 +105,7 @@ def test_spurious_text_uses_bank_and_top(small, run_cli):
 
 
 def test_uncovered_small(small, run_cli):
-    grades, qrels, bank, passages = small
+    grades, qrels, _, passages = small
     r = run_cli("exam-verify", "uncovered", grades, qrels, "--relevant-min", "2", "--passages", passages)
     assert r.returncode == 0, r.stderr
     rows = tsv_rows(r.stdout)
@@ -179,7 +178,7 @@ def test_bad_grades_line_exit_2_no_output(small, run_cli, tmp_path):
 
 
 def test_bad_qrels_and_wrong_bank(small, run_cli, tmp_path):
-    grades, qrels, bank, _ = small
+    grades, qrels, _, _ = small
     qrels.write_text("q1 0 d1 2\nq1 0 d2 x\n")
     r = run_cli("exam-verify", "uncovered", grades, qrels)
     assert r.returncode == 2 and f"{qrels}:2:" in r.stderr
@@ -209,9 +208,10 @@ def raw_dl19(shared):
                         r[s["question_id"]] = s["self_rating"]
                 ratings[(qid, p["paragraph_id"])] = r
     qrels = {}
-    for line in open(shared / "dl19" / "qrels.txt"):
-        q, _, d, label = line.split()
-        qrels[(q, d)] = int(label)
+    with open(shared / "dl19" / "qrels.txt") as fh:
+        for line in fh:
+            q, _, d, label = line.split()
+            qrels[(q, d)] = int(label)
     return ratings, qrels
 
 
@@ -264,14 +264,13 @@ def test_dl19_uncovered_recount(shared_data, dl19_raw, run_cli):
         assert row["passage_text"]  # embedded texts of the workbench file
 
 
-def test_grading_with_extraction_answers(small, run_cli, tmp_path):
-    grades, qrels, bank, _ = small
+def test_grading_with_extraction_answers(small, run_cli):
+    grades, *_ = small
     # an extraction prompt graded the same pairs: its answers are what a human reads
     with open(grades, "a") as fh:
-        for (qid, doc, i), g in GRADES.items():
-            fh.write(json.dumps({"query_id": qid, "doc_id": doc, "item_id": item_id(qid, i), "kind": "question",
+        fh.writelines(json.dumps({"query_id": qid, "doc_id": doc, "item_id": item_id(qid, i), "kind": "question",
                                  "grade": 1, "parse_ok": True, "answer": f"span {doc}/{i}", "model": "m",
-                                 "prompt": "x"}) + "\n")
+                                 "prompt": "x"}) + "\n" for (qid, doc, i), g in GRADES.items())
     r = run_cli("exam-verify", "grading", grades)
     assert r.returncode == 1 and "several graders" in r.stderr and "'x'" in r.stderr
     r = run_cli("exam-verify", "grading", grades, "--prompt", "p", "--extraction-prompt", "x", "--format", "tsv")

@@ -12,8 +12,14 @@ from ..errors import UsageError
 from ..io.grades import read_grades
 from ..io.openers import atomic_output
 from ..io.trec import read_qrels
-from ..verify.table import (DEFAULT_MIN_GRADE, DEFAULT_RELEVANT_MIN, GradeTable, check_bank_matches, load_bank,
-                            passage_texts)
+from ..verify.table import (
+    DEFAULT_MIN_GRADE,
+    DEFAULT_RELEVANT_MIN,
+    GradeTable,
+    check_bank_matches,
+    load_bank,
+    passage_texts,
+)
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
 
 PROG = "exam-verify"
@@ -174,7 +180,11 @@ def spurious(grades, qrels, min_grade, relevant_min, top, min_count, bank, queri
     Example (TREC DL: relevant = label >= 2):
       exam-verify spurious graded.jsonl.gz qrels.txt --relevant-min 2 --bank bank.jsonl.gz --top 3
     """
-    from ..verify.spurious import spurious_items, write_spurious_text, write_spurious_tsv
+    from ..verify.spurious import (
+        spurious_items,
+        write_spurious_text,
+        write_spurious_tsv,
+    )
 
     _check_threshold(min_grade, relevant_min)
     if top < 0 or min_count < 0:
@@ -213,7 +223,11 @@ def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, f
     Example:
       exam-verify uncovered graded.jsonl.gz qrels.txt --relevant-min 2 --format text
     """
-    from ..verify.uncovered import uncovered_passages, write_uncovered_text, write_uncovered_tsv
+    from ..verify.uncovered import (
+        uncovered_passages,
+        write_uncovered_text,
+        write_uncovered_tsv,
+    )
 
     _check_threshold(min_grade, relevant_min)
     table, bank_items = _load(grades, model, prompt, kind, bank)

@@ -3,8 +3,9 @@ grader's answer, so a human can see whether high grades mean real answers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import IO, Iterable
+from typing import IO
 
 from ..io.trec import Qrels
 from .table import GradeTable, item_label, one_line

@@ -3,8 +3,9 @@ per query, as TSV or as an HTML page with a colour per grade."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import IO, Iterable
+from typing import IO
 
 from ..io.grades import Grade
 from ..io.trec import Qrels

@@ -4,6 +4,7 @@ network (the page must open from a file, offline, years later)."""
 from __future__ import annotations
 
 import html
+import math
 from importlib import resources
 from string import Template
 
@@ -36,4 +37,4 @@ def table(headers: list[str] | None, rows: list[list[str]], cls: str = "") -> st
 
 def num(x: float | None, digits: int = 4) -> str:
     # undefined statistics (kappa of a constant column, no shared systems) show as a dash
-    return "&ndash;" if x is None or x != x else f"{x:.{digits}f}"
+    return "&ndash;" if x is None or math.isnan(x) else f"{x:.{digits}f}"

@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Callable, Sequence
 
 from ..errors import UsageError
 from ..io.grades import Grade, read_grades
 from ..io.trec import Qrels, read_qrels, read_run, run_name
 from .htmlkit import esc, grade_class, num, page, table
 from .spurious import SpuriousItem, spurious_items
-from .table import GradeTable, check_bank_matches, item_label, load_bank, one_line, passage_texts
+from .table import (
+    GradeTable,
+    check_bank_matches,
+    item_label,
+    load_bank,
+    one_line,
+    passage_texts,
+)
 from .uncovered import UncoveredResult, uncovered_passages
 
 
@@ -228,7 +235,7 @@ def _leaderboard_section(data: ReportData) -> str:
     label = "official: " + data.official_source
     if pts_q:
         plots.append(scatter(pts_q, label, f"EXAM-Qrels {data.measure_name}",
-                             f"EXAM-Qrels vs official (error bars: standard error over queries)"))
+                             "EXAM-Qrels vs official (error bars: standard error over queries)"))
         plots.append(scatter(pts_c, label, f"EXAM-Cover@{o.depth}",
                              "EXAM-Cover vs official (error bars: EXAM-Cover standard error)"))
     figs = "".join(f'<div class="plot"><img alt="scatter plot" src="{uri}"></div>' for uri in plots)
@@ -385,8 +392,8 @@ def render(data: ReportData) -> str:
     facts = [[esc(k), esc(v)] for k, v in data.inputs.items()]
     facts += [["grader", esc(f"{data.grader[0]} / {data.grader[1]}")],
               ["grades", f"{data.n_grades} ({data.n_unparsed} unparsed, never counted)"],
-              ["thresholds", f"grade &ge; {o.min_grade} answers an item; human label &ge; {o.relevant_min} "
-                             "is relevant"],
+              ["thresholds", (f"grade &ge; {o.min_grade} answers an item; human label &ge; {o.relevant_min} "
+                              "is relevant")],
               ["generated", when]]
     warn = "".join(f'<p class="small"><b>Note:</b> {esc(w)}</p>' for w in data.warnings)
     nav = ('<nav><a href="#leaderboards">Leaderboards</a><a href="#cover">Per-query cover</a>'

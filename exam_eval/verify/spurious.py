@@ -3,11 +3,19 @@ non-relevant. They make false-positive labels and should be removed or reworded.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import IO, Iterable
+from typing import IO
 
 from ..io.trec import Qrels
-from .table import GradeTable, covers, item_label, judged_nonrelevant, judged_relevant, one_line
+from .table import (
+    GradeTable,
+    covers,
+    item_label,
+    judged_nonrelevant,
+    judged_relevant,
+    one_line,
+)
 
 
 @dataclass

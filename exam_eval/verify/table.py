@@ -4,8 +4,8 @@ passage, plus the texts a human needs to read them (item texts, passage texts)."
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from ..errors import InputError
 from ..io.banks import BankItem, read_bank
@@ -29,7 +29,7 @@ class GradeTable:
     total: int = 0
 
     @classmethod
-    def from_grades(cls, grades: Iterable[Grade]) -> "GradeTable":
+    def from_grades(cls, grades: Iterable[Grade]) -> GradeTable:
         table = cls()
         for g in grades:
             if g.item_id is None:

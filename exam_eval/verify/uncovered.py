@@ -3,8 +3,9 @@ evidence that the bank misses something the assessors found relevant."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import IO, Iterable
+from typing import IO
 
 from ..io.trec import Qrels
 from .table import GradeTable, covers, item_label, judged_relevant, one_line
