@@ -172,3 +172,5 @@ def test_qa_grades_with_and_without_answer_keys(tiny_qa, monkeypatch):
     assert [(r.grade, r.parse_ok) for r in got] == [(1, True), (0, True), (1, True)]
     with pytest.raises(UsageError):
         b.check_prompt(get_prompt("nugget-selfrating"))
+    with pytest.raises(UsageError):
+        b.check_prompt(get_prompt("question-selfrating"))

@@ -43,8 +43,9 @@ class QABackend(Backend):
         self.model = None
 
     def check_prompt(self, prompt) -> None:
-        if prompt.target != "question":
-            raise UsageError(f"hf-qa answers questions; prompt {prompt.id!r} grades {prompt.target}")
+        if prompt.target != "question" or getattr(prompt, "parser", "extraction") != "extraction":
+            raise UsageError(f"hf-qa extracts answers to questions: use an extraction prompt such as "
+                             f"question-extraction, not {prompt.id!r} ({prompt.target}, {prompt.mode})")
 
     def load(self) -> None:
         if self.model is not None:

@@ -146,7 +146,11 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
             if cut:
                 _log(f"{output}: removed a torn last batch ({cut} bytes) left by an interrupted run")
         done = existing_keys(output)
-    cache = NullCache() if no_cache else GradeCache(cache_path or default_cache_path())
+    cache_file = cache_path or default_cache_path()
+    if no_cache or (dry_run and not os.path.exists(cache_file)):
+        cache = NullCache()  # a dry run creates nothing
+    else:
+        cache = GradeCache(cache_file)
     plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt.id)
     plan.stats.pool = plan_inputs["pool"]
     plan.stats.missing = plan_inputs["missing"]
