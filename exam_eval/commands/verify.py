@@ -11,7 +11,6 @@ import click
 from ..errors import UsageError
 from ..io.grades import read_grades
 from ..io.openers import atomic_output
-from ..io.trec import read_qrels
 from ..verify.table import (
     DEFAULT_MIN_GRADE,
     DEFAULT_RELEVANT_MIN,
@@ -19,6 +18,7 @@ from ..verify.table import (
     check_bank_matches,
     load_bank,
     passage_texts,
+    read_human_qrels,
 )
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
 
@@ -109,7 +109,7 @@ def cli():
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("grades")
-@click.option("--qrels", default=None, metavar="FILE", help="Human qrels, to show each passage's judgment.")
+@click.option("--qrels", default=None, metavar="FILE", help="Human qrels (file or ir_datasets ID), to show each passage's judgment.")
 @_bank_option
 @_passages_option
 @_query_option
@@ -139,7 +139,7 @@ def grading(grades, qrels, bank, passages, queries, top, fmt, extraction_prompt,
         raise UsageError("--top must be >= 1")
     table, bank_items = _load(grades, model, prompt, kind, bank)
     extracted = _extracted(grades, extraction_prompt, extraction_grades)
-    qrels_d = read_qrels(qrels) if qrels else None
+    qrels_d = read_human_qrels(qrels) if qrels else None
     rows = verify_grading(table, qrels_d, queries=queries, top=top, extracted=extracted)
     wanted = {(r.query_id, p.doc_id) for r in rows for p in r.passages}
     texts = passage_texts([grades], passages, wanted)
@@ -190,7 +190,7 @@ def spurious(grades, qrels, min_grade, relevant_min, top, min_count, bank, queri
     if top < 0 or min_count < 0:
         raise UsageError("--top and --min-count must be >= 0")
     table, bank_items = _load(grades, model, prompt, kind, bank)
-    qrels_d = read_qrels(qrels)
+    qrels_d = read_human_qrels(qrels)
     rows = spurious_items(table, qrels_d, min_grade=min_grade, relevant_min=relevant_min,
                           top=top or None, min_count=min_count, queries=queries)
     with atomic_output(output) as out:
@@ -231,7 +231,7 @@ def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, f
 
     _check_threshold(min_grade, relevant_min)
     table, bank_items = _load(grades, model, prompt, kind, bank)
-    qrels_d = read_qrels(qrels)
+    qrels_d = read_human_qrels(qrels)
     res = uncovered_passages(table, qrels_d, min_grade=min_grade, relevant_min=relevant_min, queries=queries)
     texts = passage_texts([grades], passages, {(p.query_id, p.doc_id) for p in res.passages})
     n_ungraded = sum(len(d) for d in res.ungraded.values())
@@ -244,7 +244,7 @@ def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, f
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("grades")
-@click.option("--qrels", default=None, metavar="FILE", help="Human qrels, to show each passage's judgment.")
+@click.option("--qrels", default=None, metavar="FILE", help="Human qrels (file or ir_datasets ID), to show each passage's judgment.")
 @_min_grade_option
 @_bank_option
 @_passages_option
@@ -274,7 +274,7 @@ def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, extrac
     _check_threshold(min_grade)
     table, bank_items = _load(grades, model, prompt, kind, bank)
     extracted = _extracted(grades, extraction_prompt, extraction_grades)
-    qrels_d = read_qrels(qrels) if qrels else None
+    qrels_d = read_human_qrels(qrels) if qrels else None
     grids = build_grid(table, qrels_d, queries=queries)
     with atomic_output(output) as out:
         if fmt == "tsv":
@@ -288,7 +288,7 @@ def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, extrac
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("grades")
 @click.argument("runs", nargs=-1, required=True)
-@click.option("--qrels", required=True, metavar="FILE", help="Human qrels (agreement, spurious, uncovered).")
+@click.option("--qrels", required=True, metavar="FILE", help="Human qrels, file or ir_datasets ID (agreement, spurious, uncovered).")
 @click.option("--official", default=None, metavar="FILE",
               help="Official leaderboard TSV (header 'run' then columns). Without it, the measure is "
                    "computed on --qrels.")

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 from ..errors import UsageError
 from ..io.grades import Grade, read_grades
-from ..io.trec import Qrels, read_qrels, read_run, run_name
+from ..io.trec import Qrels, read_run, run_name
 from .htmlkit import esc, grade_class, num, page, table
 from .spurious import SpuriousItem, spurious_items
 from .table import (
@@ -27,6 +27,7 @@ from .table import (
     load_bank,
     one_line,
     passage_texts,
+    read_human_qrels,
 )
 from .uncovered import UncoveredResult, uncovered_passages
 
@@ -123,7 +124,7 @@ def compute(grades_path: str, qrels_path: str, run_paths: Sequence[str], *, offi
         raise UsageError(f"{grades_path} has no grades of bank items (only direct relevance grades?)")
     bank = load_bank(bank_path)
     check_bank_matches(table_, bank, bank_path)
-    human = read_qrels(qrels_path)
+    human = read_human_qrels(qrels_path)
     runs: dict[str, dict] = {}
     for path in run_paths:
         name = run_name(path)
