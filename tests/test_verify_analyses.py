@@ -287,3 +287,18 @@ def test_grading_with_extraction_answers(small, run_cli):
     header, *lines = r.stdout.strip().split("\n")
     assert header.split("\t")[4] == item_id("q2", 0) + ":answer"
     assert {line.split("\t")[4] for line in lines} == {"span e1/0", "span e2/0", "span e3/0"}
+
+
+def test_help_imports_no_heavy_libraries():
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom exam_eval.commands.verify import main\n"
+            "for argv in (['--help'], ['report', '--help'], ['grid', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'matplotlib', 'sentence_transformers')"
+            " if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "[]"
+    assert "Exit status" in r.stdout and "--official-column" in r.stdout
