@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 DEMO_OUT ?= demo-out
 BENCH_OUT ?= bench-out
 
-.PHONY: install test demo bench man lint clean system-deps help
+.PHONY: install test demo bench man lint clean system-deps help example
 
 help:
 	@echo "make demo    - grade the built-in demo collection (offline), print leaderboards"
@@ -52,6 +52,10 @@ man:
 	  groff -man -Tutf8 -ww -z $$f 2>&1 | grep . && exit 1; \
 	  MANWIDTH=80 man -l $$f 2>/dev/null | col -b > man/txt/$$(basename $$f).txt; \
 	done; echo "man pages OK (rendered text in man/txt/)"
+
+# the whole pipeline as pattern rules (see examples/README.md)
+example: install
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(MAKE) -C examples
 
 lint: install
 	$(PY) -m ruff check exam_eval tests bench

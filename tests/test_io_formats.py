@@ -153,3 +153,16 @@ def test_ir_datasets_offline_fails_fast_with_hint(tmp_path, run_cli):
     assert "ir_datasets" in res.stderr and "local file" in res.stderr
     unknown = run_cli("exam-qrels", "no-such/dataset")
     assert unknown.returncode == 2 and "not a known ir_datasets ID" in unknown.stderr
+
+
+def test_atomic_output_gets_umask_mode(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        p = tmp_path / "o.txt"
+        with atomic_output(p) as out:
+            out.write("x")
+        assert (p.stat().st_mode & 0o777) == 0o644
+    finally:
+        os.umask(old)

@@ -103,6 +103,10 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
                 yield text
                 text.flush()
                 text.detach()
+        # mkstemp makes the file 0600; an output file should get the user's usual mode
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
