@@ -28,7 +28,7 @@ def parse_output(text: str) -> dict[tuple[str, str], str]:
 def random_case(seed: int):
     rnd = random.Random(seed)
     qrels, run = {}, {}
-    for q in range(rnd.randint(3, 9)):
+    for _ in range(rnd.randint(3, 9)):
         qid = f"q{rnd.randint(1, 40)}"
         docs = [f"d{rnd.randint(1, 60)}" for _ in range(rnd.randint(1, 25))]
         qrels[qid] = {d: rnd.choice([-1, 0, 0, 1, 2, 3]) for d in docs}

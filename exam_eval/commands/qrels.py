@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InputError
 from ..io.labels import load_labels, stderr_log
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output

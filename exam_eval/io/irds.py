@@ -36,7 +36,7 @@ def _fail_fast(spec: str, what: str) -> Iterator[None]:
     except InputError:
         raise
     except KeyError:
-        raise InputError(f"not an existing file, and not a known ir_datasets ID", spec) from None
+        raise InputError("not an existing file, and not a known ir_datasets ID", spec) from None
     except Exception as exc:  # ir_datasets raises many types for download failures
         text = str(exc)
         if "download" in text.lower() or "connection" in text.lower() or isinstance(exc, OSError):
