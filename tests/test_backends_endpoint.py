@@ -71,7 +71,7 @@ def test_timeout_after_all_retries_is_a_failed_call_not_a_grade():
     with OpenAIStub([Reply(delay=1.5, text="4")] * 3) as stub:
         res = backend(stub.url, timeout=0.3, max_retries=1, logprobs="false").grade([req()])[0]
         assert len(stub.requests) == 2
-    assert res == (None, None, None, False)
+    assert res.failed and res.grade is None and not res.parse_ok
 
 
 def test_concurrent_answers_land_on_their_requests():

@@ -238,3 +238,11 @@ def test_segmentation(tmp_path):
 def test_single_newline_responses_split_into_lines():
     segs = segment_response("q", "r", "Line one is a full sentence of plain text.\nLine two is another full sentence of text.")
     assert [s.text for s in segs] == ["Line one is a full sentence of plain text.", "Line two is another full sentence of text."]
+
+
+def test_non_finite_scores_are_recorded_as_unparsed_not_dropped(tmp_path):
+    docs, texts, items = _world(n_queries=1, dup_text=False)
+    b = ScriptedBackend(score=True, script=lambda req, text: {"1": float("nan"), "4": 1.0})
+    out, s = _run(tmp_path, b, docs, texts, items)
+    rows = _lines(out)
+    assert s.failed == 0 and len(rows) == s.pairs and all(not r["parse_ok"] and r["grade"] is None for r in rows)

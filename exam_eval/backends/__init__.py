@@ -2,6 +2,7 @@
 
 from exam_eval.backends.base import (  # noqa: F401
     BACKENDS,
+    FAILED,
     Backend,
     GradeRequest,
     GradeResult,

@@ -55,6 +55,12 @@ class GradeResult(NamedTuple):
     grade: int | None  # None exactly when parse_ok is False
     probs: dict[str, float] | None  # normalised over the prompt's labels, when scored
     parse_ok: bool
+    # the model call itself failed (an endpoint error after all retries): nothing to
+    # record; the engine neither writes nor caches it, so a rerun tries again
+    failed: bool = False
+
+
+FAILED = GradeResult(None, None, None, False, True)
 
 
 class Backend(ABC):
@@ -127,8 +133,8 @@ class PromptBackend(Backend):
     def _score(self, requests: Sequence[GradeRequest], labels: tuple[str, ...]) -> list[dict[str, float] | None]:
         """Unnormalised probabilities (any positive weights) of each label as next token.
 
-        None for a request means the back end could not read them (the engine then
-        records parse_ok false instead of inventing a grade).
+        None for a request means the call failed (retried by a rerun); weights that are
+        all zero or not finite are recorded as parse_ok false, never turned into a grade.
         """
         raise NotImplementedError
 
@@ -211,7 +217,9 @@ class PromptBackend(Backend):
         out = []
         for n, text in enumerate(texts):
             mine = [v for o, v in zip(owner, verdicts) if o == n]
-            if any(v.parse_ok and v.grade for v in mine):
+            if any(v.failed for v in mine):
+                out.append(FAILED)
+            elif any(v.parse_ok and v.grade for v in mine):
                 out.append(GradeResult(text, 1, None, True))
             elif mine and all(v.parse_ok for v in mine):
                 out.append(GradeResult(text, 0, None, True))
@@ -222,7 +230,7 @@ class PromptBackend(Backend):
     def interpret(self, req: GradeRequest, text: str | None) -> GradeResult:
         """Parse generated text; apply the answer key when the bank has one."""
         if text is None:
-            return GradeResult(None, None, None, False)
+            return FAILED
         parsed = req.prompt.parse(text)
         grade, ok = finish_parsed(req, parsed)
         return GradeResult(text, grade, None, ok)
@@ -237,10 +245,13 @@ def label_grade(prompt: "Prompt", labels: Sequence[str], index: int) -> int:
 
 
 def scored_result(prompt: "Prompt", labels: Sequence[str], weights: dict[str, float] | None) -> GradeResult:
+    if weights is None:
+        return FAILED
     if not weights:
         return GradeResult(None, None, None, False)
-    total = sum(max(0.0, float(weights.get(lab, 0.0))) for lab in labels)
-    if not total > 0 or not math.isfinite(total):
+    values = [float(weights.get(lab, 0.0)) for lab in labels]
+    total = sum(max(0.0, v) for v in values)
+    if not all(math.isfinite(v) for v in values) or not total > 0 or not math.isfinite(total):
         return GradeResult(None, None, None, False)
     probs = {lab: max(0.0, float(weights.get(lab, 0.0))) / total for lab in labels}
     best = max(range(len(labels)), key=lambda j: (probs[labels[j]], -j))

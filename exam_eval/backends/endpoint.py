@@ -19,7 +19,7 @@ import os
 from typing import Sequence
 
 from ..errors import UsageError
-from .base import GradeRequest, GradeResult, PromptBackend, scored_result
+from .base import FAILED, GradeRequest, GradeResult, PromptBackend, scored_result
 
 
 def _flag(value) -> bool:
@@ -107,7 +107,7 @@ class EndpointBackend(PromptBackend):
 
     def _scored(self, req: GradeRequest, reply) -> GradeResult:
         if reply.error is not None or reply.text is None:
-            return GradeResult(None, None, None, False)
+            return FAILED
         weights = label_weights(req.prompt.labels, reply.top_logprobs)
         if weights:
             scored = scored_result(req.prompt, req.prompt.labels, weights)

@@ -124,6 +124,8 @@ class ScriptedBackend(PromptBackend):
                 out.append({str(k): float(v) for k, v in a.items()})
             elif isinstance(a, str) and a.strip() in labels:
                 out.append({a.strip(): 1.0})
+            elif a is None:
+                out.append(None)  # a scripted failure
             else:
-                out.append(None)
+                out.append({})  # text that is no label: unreadable, recorded as such
         return out

@@ -173,7 +173,7 @@ def _grades_for(unit: Unit, result: GradeResult, model: str, prompt) -> list[Gra
 def is_failed_call(result: GradeResult) -> bool:
     """No output at all (an HTTP error after all retries): transient, so neither
     written nor cached; a rerun tries again."""
-    return result.answer is None and not result.parse_ok
+    return bool(getattr(result, "failed", False))
 
 
 def execute(
