@@ -135,7 +135,9 @@ class CausalBackend(PromptBackend):
         enc = self._encode(texts)
         with torch.inference_mode():
             logits = self.model(**enc).logits[:, -1, :].float()
-        probs = torch.softmax(logits, dim=-1)[:, ids].cpu().tolist()
+        # normalising over the label logits directly equals p(label) / sum p(labels), and
+        # cannot underflow to all zeros when the model puts its mass on another token
+        probs = torch.softmax(logits[:, ids], dim=-1).cpu().tolist()
         return [dict(zip(labels, row)) for row in probs]
 
     def _generate(self, requests, max_new_tokens):

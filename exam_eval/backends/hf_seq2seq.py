@@ -102,7 +102,9 @@ class Seq2SeqBackend(PromptBackend):
         decoder = torch.full((enc["input_ids"].shape[0], 1), start, dtype=torch.long, device=self.device)
         with torch.inference_mode():
             logits = self.model(**enc, decoder_input_ids=decoder).logits[:, 0, :].float()
-        probs = torch.softmax(logits, dim=-1)[:, ids].cpu().tolist()
+        # normalising over the label logits directly equals p(label) / sum p(labels), and
+        # cannot underflow to all zeros when the model puts its mass on another token
+        probs = torch.softmax(logits[:, ids], dim=-1).cpu().tolist()
         return [dict(zip(labels, row)) for row in probs]
 
     def _generate(self, requests, max_new_tokens):
