@@ -15,7 +15,7 @@ from exam_eval.backends import GradeRequest, get_backend  # noqa: E402
 from exam_eval.backends.hf_common import label_token_ids  # noqa: E402
 from exam_eval.errors import InputError, UsageError  # noqa: E402
 from exam_eval.grading.prompts import get_prompt  # noqa: E402
-from tests.tiny_models import tiny_llama, tiny_llama_base, tiny_qa, tiny_t5  # noqa: E402,F401
+from tiny_models import tiny_llama, tiny_llama_base, tiny_qa, tiny_t5  # noqa: E402,F401
 
 RATE = get_prompt("question-selfrating")
 EXTRACT = get_prompt("question-extraction")

@@ -246,3 +246,13 @@ def test_non_finite_scores_are_recorded_as_unparsed_not_dropped(tmp_path):
     out, s = _run(tmp_path, b, docs, texts, items)
     rows = _lines(out)
     assert s.failed == 0 and len(rows) == s.pairs and all(not r["parse_ok"] and r["grade"] is None for r in rows)
+
+
+def test_dry_run_reads_past_a_torn_tail_without_cutting_it(tmp_path):
+    docs, texts, items = _world(n_queries=1, dup_text=False)
+    out, s = _run(tmp_path, ScriptedBackend(), docs, texts, items)
+    with open(out, "a") as fh:
+        fh.write('{"query_id": "q0", "doc')
+    size = out.stat().st_size
+    assert len(existing_keys(str(out), read_only=True)) == s.pairs
+    assert out.stat().st_size == size

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("torch")
 
 from exam_eval.io.grades import read_grades  # noqa: E402
-from tests.tiny_models import tiny_llama, tiny_t5  # noqa: E402,F401
+from tiny_models import tiny_llama, tiny_t5  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"

@@ -3,7 +3,10 @@ code paths (from_pretrained, generate, chat templates) without any download.
 
 Use from other tests::
 
-    from tests.tiny_models import make_tiny_t5, make_tiny_llama, tiny_t5, tiny_llama  # fixtures too
+    from tiny_models import make_tiny_t5, make_tiny_llama, tiny_t5, tiny_llama  # fixtures too
+
+(``tests/`` is on sys.path under pytest; ``from tests.tiny_models import ...`` works with
+``python -m pytest`` from the project root.)
 
 ``make_*`` save a model + tokenizer directory and return its path; the fixtures build
 one per test session.

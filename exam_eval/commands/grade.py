@@ -145,7 +145,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
             cut = repair(output)
             if cut:
                 _log(f"{output}: removed a torn last batch ({cut} bytes) left by an interrupted run")
-        done = existing_keys(output)
+        done = existing_keys(output, read_only=dry_run)
     cache_file = cache_path or default_cache_path()
     if no_cache or (dry_run and not os.path.exists(cache_file)):
         cache = NullCache()  # a dry run creates nothing
@@ -235,7 +235,7 @@ def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing,
     segments = []
     if responses:
         segments = read_responses(responses)
-        pool.add_segments(segments, depth)
+        pool.add_segments(segments, None)  # a response is graded whole; -k applies in exam-cover
 
     items = None
     if bank:

@@ -37,16 +37,19 @@ def _valid_gzip_prefix(data: bytes) -> int:
     return offset
 
 
+def _valid_length(data: bytes) -> int:
+    if data[:2] == b"\x1f\x8b":
+        return _valid_gzip_prefix(data)
+    return data.rfind(b"\n") + 1 if data and not data.endswith(b"\n") else len(data)
+
+
 def repair(path: str) -> int:
     """Cut a torn tail left by a killed writer; returns the number of bytes removed."""
     if not os.path.exists(path):
         return 0
     with open(path, "rb") as fh:
         data = fh.read()
-    if data[:2] == b"\x1f\x8b":
-        keep = _valid_gzip_prefix(data)
-    else:
-        keep = data.rfind(b"\n") + 1 if data and not data.endswith(b"\n") else len(data)
+    keep = _valid_length(data)
     removed = len(data) - keep
     if removed:
         with open(path, "r+b") as fh:
@@ -56,10 +59,25 @@ def repair(path: str) -> int:
     return removed
 
 
-def existing_keys(path: str) -> set[tuple]:
-    """Keys of the grades already in ``path`` (after :func:`repair`)."""
+def existing_keys(path: str, *, read_only: bool = False) -> set[tuple]:
+    """Keys of the grades already in ``path``.
+
+    Normally called after :func:`repair`; with ``read_only`` (``--dry-run``) a torn tail
+    is skipped in a private copy instead of being cut from the file.
+    """
     if not os.path.exists(path) or os.path.getsize(path) == 0:
         return set()
+    if read_only:
+        with open(path, "rb") as fh:
+            data = fh.read()
+        keep = _valid_length(data)
+        if keep < len(data):
+            import tempfile
+
+            with tempfile.NamedTemporaryFile(suffix=".jsonl") as tmp:
+                tmp.write(data[:keep])
+                tmp.flush()
+                return {g.key for _, g in iter_grades(tmp.name)}
     return {g.key for _, g in iter_grades(path)}
 
 
