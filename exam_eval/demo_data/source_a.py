@@ -181,7 +181,7 @@ TOPICS = [
         "text": "how to treat a sprained ankle",
         "questions": [
             ("What is a sprained ankle?", None),
-            ("What does the RICE method stand for?", ["rest, ice, compression, elevation"]),
+            ("What does the RICE method stand for?", ["rest, ice, compression and elevation"]),
             ("How long should ice be applied to a sprained ankle?", ["15 to 20 minutes"]),
             ("Why should the ankle be elevated?", None),
             ("Which pain relievers help with a sprained ankle?", None),
@@ -202,8 +202,8 @@ TOPICS = [
             (3, "A sprained ankle happens when the ligaments that hold the ankle bones together are "
                 "stretched or torn, most often when the foot rolls inward. Typical symptoms are pain, "
                 "swelling, bruising and difficulty putting weight on the foot."),
-            (3, "For the first 48 to 72 hours, follow RICE: rest the ankle, ice it for 15 to 20 minutes "
-                "every two to three hours, wrap it with an elastic compression bandage, and elevate it "
+            (3, "For the first 48 to 72 hours, follow RICE (rest, ice, compression and elevation): "
+                "rest the ankle, ice it for 15 to 20 minutes every two to three hours, wrap it with an elastic compression bandage, and elevate it "
                 "above the level of your heart to let fluid drain and reduce swelling."),
             (2, "Over-the-counter pain relievers such as ibuprofen or naproxen ease pain and swelling; "
                 "paracetamol helps with pain. See a doctor if you cannot walk four steps, the pain is "

@@ -5,7 +5,7 @@ TOPICS = [
         "query_id": "106",
         "text": "what causes ocean tides",
         "questions": [
-            ("What causes ocean tides?", ["gravity of the moon"]),
+            ("What causes ocean tides?", ["gravitational pull of the moon"]),
             ("How does the sun affect tides?", None),
             ("How many high tides occur each day in most places?", ["two"]),
             ("What are spring tides?", None),
