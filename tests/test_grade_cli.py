@@ -351,3 +351,13 @@ def test_help_does_not_import_torch():
             "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'heavy import'\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ENV)
     assert r.returncode == 0, r.stderr
+
+
+def test_backend_options_are_typed(tmp_path):
+    from exam_eval.commands.grade import _split_backend_options
+
+    assert _split_backend_options(("batch-size=4", "delay=0.5", "logprobs=false", "api=chat")) == \
+        {"batch_size": 4, "delay": 0.5, "logprobs": False, "api": "chat"}
+    out = tmp_path / "g.jsonl"
+    r = grade(*base_args(tmp_path, "-O", "batch_size=3", "-o", out))
+    assert r.returncode == 0, r.stderr

@@ -42,8 +42,21 @@ def _split_backend_options(values: tuple[str, ...]) -> dict[str, str]:
         key, sep, value = v.partition("=")
         if not sep or not key:
             raise UsageError(f"--backend-option must be KEY=VALUE, got {v!r}")
-        out[key.strip().replace("-", "_")] = value
+        out[key.strip().replace("-", "_")] = _scalar(value)
     return out
+
+
+def _scalar(value: str):
+    """``-O batch_size=4`` means the number 4, ``-O logprobs=false`` the boolean."""
+    low = value.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
 
 
 def _log(msg: str) -> None:
