@@ -140,7 +140,7 @@ def test_exam_grade_through_the_endpoint_failures_are_retried_by_a_rerun(tmp_pat
             "3", logprobs=[{"3": math.log(0.7), "2": math.log(0.3)}])) as stub:
         r = _grade("--base-url", stub.url, *args)
     assert r.returncode == 3, r.stderr
-    assert "failed" in r.stderr and "again" in r.stderr
+    assert "failed" in r.stderr and "again" in r.stderr and "most frequent endpoint error (6x)" in r.stderr
     first = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(first) == 9 * 6 and all(g["grade"] == 3 and g["probs"]["3"] == pytest.approx(0.7) for g in first)
     with OpenAIStub(lambda r: chat_body("1")) as stub:

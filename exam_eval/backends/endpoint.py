@@ -59,6 +59,7 @@ class EndpointBackend(PromptBackend):
         self.logprobs = True if logprobs is None else _flag(logprobs)
         self.top_logprobs = int(top_logprobs or 20)
         self.client = None
+        self.errors: dict[str, int] = {}  # error message -> count, reported by exam-grade
         self.backoff = float(1.0 if backoff is None else backoff)
 
     @property
@@ -86,8 +87,20 @@ class EndpointBackend(PromptBackend):
         if logprobs:
             kw.update(logprobs=True, top_logprobs=self.top_logprobs)
         if self.api == "chat":
-            return self.client.chat([self.messages(r) for r in requests], **kw)
-        return self.client.complete([self.render(r) for r in requests], **kw)
+            replies = self.client.chat([self.messages(r) for r in requests], **kw)
+        else:
+            replies = self.client.complete([self.render(r) for r in requests], **kw)
+        for r in replies:
+            if r.error is not None:
+                self.errors[r.error] = self.errors.get(r.error, 0) + 1
+        return replies
+
+    def failure_summary(self) -> str | None:
+        if not self.errors:
+            return None
+        msg, n = max(self.errors.items(), key=lambda kv: kv[1])
+        hint = " (the server may not offer logprobs: try -O logprobs=false)" if "logprob" in msg.lower() else ""
+        return f"most frequent endpoint error ({n}x): {msg}{hint}"
 
     def _generate(self, requests, max_new_tokens):
         return [r.text if r.error is None else None for r in self._call(requests, max_new_tokens, False)]

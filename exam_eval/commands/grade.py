@@ -207,6 +207,9 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
     if stats.missing:
         _log(f"{stats.missing} pooled passages had no text and were skipped")
     if stats.failed:
+        detail = getattr(grader, "failure_summary", lambda: None)()
+        if detail:
+            _log(detail)
         _log(f"{stats.failed} model calls failed and were not recorded; run the same command again to retry them")
         return 3
     return 0
