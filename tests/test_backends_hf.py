@@ -174,3 +174,12 @@ def test_qa_grades_with_and_without_answer_keys(tiny_qa, monkeypatch):
         b.check_prompt(get_prompt("nugget-selfrating"))
     with pytest.raises(UsageError):
         b.check_prompt(get_prompt("question-selfrating"))
+
+
+def test_labels_sharing_a_first_token_are_generated_and_parsed(t5, llama):
+    robust = get_prompt("ci-robust04")  # labels "[0]" "[1]" "[2]" all start with "["
+    for b in (t5, llama):
+        req = GradeRequest(robust, "capital of france", None, PASSAGES[0])
+        res = b.grade([req])[0]
+        assert res.probs is None and res.answer is not None  # generated, then parsed
+        assert res.parse_ok == (res.grade is not None)

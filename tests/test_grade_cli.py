@@ -361,3 +361,25 @@ def test_backend_options_are_typed(tmp_path):
     out = tmp_path / "g.jsonl"
     r = grade(*base_args(tmp_path, "-O", "batch_size=3", "-o", out))
     assert r.returncode == 0, r.stderr
+
+
+def test_sigkill_with_gzip_output_resumes_exactly(reference, tmp_path):
+    import gzip as gz
+
+    ref_out, _ = reference
+    out = tmp_path / "g.jsonl.gz"
+    args = base_args(tmp_path, "-o", out, "-O", "delay=0.01", "--batch-size", "4")
+    proc = _start(args)
+    deadline = time.time() + 60
+    while (not out.exists() or out.stat().st_size < 3000) and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    with open(out, "ab") as fh:  # a torn gzip member, as a kill during write leaves it
+        fh.write(gz.compress(b'{"query_id": "101"}\n')[:15])
+    r = grade(*base_args(tmp_path, "-o", out))
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in gz.decompress(out.read_bytes()).decode().splitlines()]
+    assert len(lines) == len({(x["query_id"], x["doc_id"], x["item_id"]) for x in lines})
+    assert {(x["query_id"], x["doc_id"], x["item_id"]): (x["grade"], x["answer"], x["parse_ok"]) for x in lines} \
+        == keyed(ref_out)
