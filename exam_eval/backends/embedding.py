@@ -142,6 +142,7 @@ class EmbeddingBackend(Backend):
         if batch_size is not None:
             self.batch_size = batch_size
         self.encoder = Encoder(self.model_id, device=device)
+        self.encoder.resolve()  # a missing model directory is bad input before any work starts
 
     @property
     def cache_identity(self) -> str:
