@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
 
 from exam_eval.io.grades import read_grades  # noqa: E402
 from tiny_models import tiny_llama, tiny_t5  # noqa: E402,F401
