@@ -47,6 +47,7 @@ bench: install
 	$(PY) bench/bench_grading.py --out $(BENCH_OUT)
 
 man:
+	@sh man/sync-prompts.sh
 	@mkdir -p man/txt
 	@for f in man/*.1 man/*.7; do \
 	  groff -man -Tutf8 -ww -z $$f 2>&1 | grep . && exit 1; \

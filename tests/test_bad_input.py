@@ -126,3 +126,14 @@ def test_unparsed_grades_are_reported_not_counted(tmp_path, run_cli):
     assert "exam_cover            \tall\t0.0000" in res.stdout   # a's only grade is unparsed
     labels = run_cli("exam-qrels", g)
     assert labels.stdout == "1 0 b 5\n" and "1 passages had no parsed grade" in labels.stderr
+
+
+def test_qrels_bank_drops_grades_of_deleted_items(tmp_path, run_cli):
+    g = tmp_path / "g.jsonl"
+    g.write_text(grade(item_id="1/old", grade=5) + "\n" + grade(item_id="1/new", grade=2) + "\n")
+    bank = tmp_path / "b.jsonl"
+    bank.write_text(json.dumps({"query_id": "1", "item_id": "1/new", "kind": "question", "text": "q?"}) + "\n")
+    assert run_cli("exam-qrels", g).stdout == "1 0 a 5\n"
+    res = run_cli("exam-qrels", "--bank", bank, g)
+    assert res.returncode == 0 and res.stdout == "1 0 a 2\n"
+    assert "1 grades of items not in the bank left out" in res.stderr

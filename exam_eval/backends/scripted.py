@@ -56,7 +56,10 @@ def _load_rules(path: str) -> list[dict]:
 def _pseudo(req: GradeRequest) -> str:
     digest = hashlib.sha256(f"{req.item_text}\x00{req.context}".encode()).digest()
     low, high = req.prompt.scale
-    return str(low + digest[0] % (high - low + 1))
+    g = digest[0] % (high - low + 1)
+    labels = req.prompt.labels
+    # answer in the prompt's own label words (Yes/No, [1]) so every prompt can parse it
+    return labels[g] if labels and len(labels) == high - low + 1 else str(low + g)
 
 
 class ScriptedBackend(PromptBackend):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ..io.banks import read_bank
 from ..io.labels import load_labels, stderr_log
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output
@@ -47,10 +48,12 @@ See man exam-qrels.
               help="From grades: max grade, count of items with grade >= --min-grade, or binary.")
 @click.option("--min-grade", type=int, default=None, metavar="T",
               help="Grade threshold for --label count|binary (default 4).")
+@click.option("--bank", default=None, metavar="FILE",
+              help="From grades: use only grades of this bank's items (drops grades of deleted items).")
 @grader_options
 @output_option
 def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_only, max_docs,
-        label_mode, min_grade, model, prompt, kind, output):
+        label_mode, min_grade, bank, model, prompt, kind, output):
     """Write EXAM-Qrels from LABELS, or score RUNs with them exactly as trec_eval would.
 
     LABELS is a qrels file, an ir_datasets ID, or a grades file (exam-grade output or the
@@ -64,8 +67,9 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     requests = parse_measures(list(measures), warn=log)
     if per_query and len(runs) > 1:
         raise click.UsageError("-q prints per-query values for one run; give a single RUN")
+    bank_items = {i.item_id for i in read_bank(bank)} if bank is not None else None
     qrels = load_labels(labels, label=label_mode, min_grade=min_grade, model=model, prompt=prompt,
-                        kind=kind, log=log)
+                        kind=kind, bank_items=bank_items, log=log)
     loaded = read_runs(runs)
     options = dict(level=level, judged_only=judged_only, max_docs=max_docs, complete=complete)
     if not loaded:

@@ -30,7 +30,13 @@ def sniff_labels(spec: str) -> str:
 
 def load_labels(spec: str, *, label: str = "max", min_grade: int | None = None,
                 model: str | None = None, prompt: str | None = None, kind: str | None = None,
-                log=None) -> Qrels:
+                bank_items: set[str] | None = None, log=None) -> Qrels:
+    """Qrels from a qrels file, an ir_datasets ID, or grades.
+
+    With ``bank_items``, grades of items not in that set are left out: the grades file is
+    append-only, so after a bank edit it still holds grades of deleted questions.
+    Direct relevance grades (no item) are kept.
+    """
     from ..measures.exam_qrels import LabelStats, grades_to_qrels
 
     what = sniff_labels(spec)
@@ -39,6 +45,11 @@ def load_labels(spec: str, *, label: str = "max", min_grade: int | None = None,
     if what == "qrels":
         return read_qrels(spec)
     grades = read_grades(spec, model=model, prompt=prompt, kind=kind)
+    if bank_items is not None:
+        kept = [g for g in grades if g.item_id is None or g.item_id in bank_items]
+        if log is not None and len(kept) < len(grades):
+            log(f"{spec}: {len(grades) - len(kept)} grades of items not in the bank left out")
+        grades = kept
     stats = LabelStats()
     qrels = grades_to_qrels(grades, label=label, min_grade=min_grade, stats=stats)
     if stats.unparsed_grades and log is not None:
