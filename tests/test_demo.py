@@ -120,3 +120,29 @@ def test_verdict_is_honest_when_the_grader_fails(tmp_path):
     (tmp_path / "e.tsv").write_text("run\tndcg_cut_10\ngood\t0.2\npoor\t0.3\n", encoding="utf-8")
     text = best_vs_worst(tmp_path / "h.tsv", {"EXAM": (tmp_path / "e.tsv", "ndcg_cut_10")})
     assert "does NOT put good (0.2000) above poor (0.3000)" in text
+
+
+def test_llm_path_runs_and_reports_honestly(tmp_path):
+    """The documented switch to an LLM back end works (a tiny random T5 here, no download);
+    whatever a random model decides, the demo finishes and states its verdict."""
+    pytest.importorskip("transformers")
+    from tiny_models import make_tiny_t5
+
+    texts = [json.loads(line)["text"] for line in (DEMO / "passages.jsonl").open(encoding="utf-8")]
+    questions = [json.loads(line)["text"] for line in (DEMO / "questions.jsonl").open(encoding="utf-8")]
+    model = make_tiny_t5(tmp_path / "t5", extra_text=texts + questions)
+    out = tmp_path / "demo-t5"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    res = subprocess.run([sys.executable, "-m", "exam_eval.demo", "--out", str(out), "--backend", "hf-seq2seq",
+                          "--model", str(model), "--", "--device", "cpu"],
+                         capture_output=True, text=True, env=env, timeout=900)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "--backend hf-seq2seq" in (out / "commands.sh").read_text(encoding="utf-8")
+    verdict = (out / "verdict.txt").read_text(encoding="utf-8")
+    lines = verdict.splitlines()
+    assert lines[0].startswith("best run by human judgments: good")
+    assert all(("puts good" in line) != ("does NOT put good" in line) for line in lines[1:])
+    # the verdict is the truth about the leaderboard it printed
+    exam = _tsv(out / "exam-qrels.tsv")
+    says_above = "EXAM-Qrels ndcg_cut_10: puts good" in verdict
+    assert says_above == (exam["good"]["ndcg_cut_10"] > exam["poor"]["ndcg_cut_10"])
