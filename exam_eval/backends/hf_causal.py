@@ -12,40 +12,16 @@ from __future__ import annotations
 from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
-from .hf_common import TokenizerOps, check_model_ref, label_token_ids, load_failure, pick_device, pick_dtype
+from .hf_common import HFGenerativeBase, TokenizerOps, label_token_ids, load_failure, pick_device, pick_dtype
 
 # a Llama-style window is 4k-128k tokens; grading prompts need far less, and a smaller
 # cap keeps the attention memory of a batch bounded on modest GPUs and CPUs
 DEFAULT_WINDOW_CAP = 4096
 
 
-class CausalBackend(PromptBackend):
+class CausalBackend(HFGenerativeBase, PromptBackend):
     name = "hf-causal"
     can_score = True
-
-    def __init__(self, model: str | None = None, device: str | None = None, dtype: str | None = None,
-                 batch_size: int | None = None, max_input_tokens: int | None = None,
-                 max_new_tokens: int | None = None, num_beams: int | None = None):
-        if not model:
-            from ..errors import UsageError
-            raise UsageError("hf-causal needs --model (a hub id or a local directory)")
-        self.model_id = model
-        self._ref = check_model_ref(model)
-        self._device_opt = device
-        self._dtype_opt = dtype
-        self._batch_opt = batch_size
-        self._window_opt = max_input_tokens
-        self.max_new_tokens = max_new_tokens or 64
-        self.num_beams = num_beams or 1
-        self.batch_size = batch_size or 8
-        self.model = None
-        self.tokenizer = None
-        self._label_ids: dict[tuple[str, ...], list[int] | None] = {}
-
-    @property
-    def cache_identity(self) -> str:
-        beams = f":beams={self.num_beams}" if self.num_beams > 1 else ""
-        return super().cache_identity + beams
 
     def load(self) -> None:
         if self.model is not None:

@@ -106,3 +106,37 @@ def label_token_ids(tokenizer, labels: Sequence[str], prefix: str | None = None)
             return None
         ids.append(toks[0])
     return ids if len(set(ids)) == len(ids) else None
+
+
+class HFGenerativeBase:
+    """Options shared by the seq2seq and causal back ends (a mixin before PromptBackend).
+
+    ``default_model`` None means the back end has no default and --model is required.
+    """
+
+    default_model: str | None = None
+
+    def __init__(self, model: str | None = None, device: str | None = None, dtype: str | None = None,
+                 batch_size: int | None = None, max_input_tokens: int | None = None,
+                 max_new_tokens: int | None = None, num_beams: int | None = None):
+        if not model and not self.default_model:
+            raise UsageError(f"{self.name} needs --model (a hub id or a local directory)")
+        self.model_id = model or self.default_model
+        self._ref = check_model_ref(self.model_id)
+        self._device_opt = device
+        self._dtype_opt = dtype
+        self._batch_opt = batch_size
+        self._window_opt = max_input_tokens
+        self.max_new_tokens = max_new_tokens or 64
+        self.num_beams = num_beams or 1
+        self.batch_size = batch_size or 8
+        self.model = None
+        self.tokenizer = None
+        self._label_ids: dict[tuple[str, ...], list[int] | None] = {}
+
+    @property
+    def cache_identity(self) -> str:
+        # beam search changes what is generated, so it is part of the grader's identity
+        beams = f":beams={self.num_beams}" if self.num_beams > 1 else ""
+        return super().cache_identity + beams
+

@@ -10,35 +10,16 @@ from __future__ import annotations
 from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
-from .hf_common import TokenizerOps, check_model_ref, label_token_ids, load_failure, pick_device, pick_dtype
+from .hf_common import HFGenerativeBase, TokenizerOps, label_token_ids, load_failure, pick_device, pick_dtype
 
 DEFAULT_MODEL = "google/flan-t5-large"
 
 
-class Seq2SeqBackend(PromptBackend):
+class Seq2SeqBackend(HFGenerativeBase, PromptBackend):
     name = "hf-seq2seq"
     can_score = True
 
-    def __init__(self, model: str | None = None, device: str | None = None, dtype: str | None = None,
-                 batch_size: int | None = None, max_input_tokens: int | None = None,
-                 max_new_tokens: int | None = None, num_beams: int | None = None):
-        self.model_id = model or DEFAULT_MODEL
-        self._ref = check_model_ref(self.model_id)
-        self._device_opt = device
-        self._dtype_opt = dtype
-        self._batch_opt = batch_size
-        self._window_opt = max_input_tokens
-        self.max_new_tokens = max_new_tokens or 64
-        self.num_beams = num_beams or 1
-        self.batch_size = batch_size or 8
-        self.model = None
-        self.tokenizer = None
-        self._label_ids: dict[tuple[str, ...], list[int] | None] = {}
-
-    @property
-    def cache_identity(self) -> str:
-        beams = f":beams={self.num_beams}" if self.num_beams > 1 else ""
-        return super().cache_identity + beams
+    default_model = DEFAULT_MODEL
 
     def load(self) -> None:
         if self.model is not None:
