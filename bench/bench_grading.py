@@ -297,6 +297,13 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dic
     rerun = run_cli(["--bank", str(work / "bank-edited.jsonl"), "--cache", str(cache),
                      "-o", str(work / f"{name}-rerun.jsonl"), *common])
     rerun["grading_s"] = engine_seconds(cache)
+    bf16 = None
+    if args.bf16:
+        print(f"[{name}] exam-grade --dtype bfloat16, full pool ...", file=sys.stderr, flush=True)
+        cache16 = work / f"cache-{name}-bf16.sqlite"
+        bf16 = run_cli(["--bank", str(work / "bank.jsonl"), "--cache", str(cache16), "--dtype", "bfloat16",
+                        "-o", str(work / f"{name}-bf16.jsonl"), *common])
+        bf16["grading_s"] = engine_seconds(cache16)
     requests = sample_requests(pool, args.sample_pairs, args.seed)
     print(f"[{name}] reference loop on {len(requests)} pairs ...", file=sys.stderr, flush=True)
     ref = reference_loop(model_dir, requests, count_flops=True)
@@ -310,7 +317,18 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dic
     dedup = full["pairs"] / units if units else 1.0
     batching = (units / grading_s) / score1["pairs_per_s"]
     flops_total = score1["flops_per_pair"] * units
+    extra = {}
+    if bf16 is not None:
+        extra = {
+            "exam_grade_bf16": {"wall_s": bf16["wall_s"], "grading_s": bf16["grading_s"],
+                                "pairs_per_s_end_to_end": bf16["pairs"] / bf16["wall_s"],
+                                "pairs_per_s_grading": bf16["pairs"] / bf16["grading_s"],
+                                "peak_rss_mib": bf16["peak_rss_mib"]},
+            "ratio_end_to_end_bf16": bf16["pairs"] / bf16["wall_s"] / ref["pairs_per_s"],
+            "ratio_grading_bf16": bf16["pairs"] / bf16["grading_s"] / ref["pairs_per_s"],
+        }
     return {
+        **extra,
         "pairs": full["pairs"], "units_graded": units, "deduplicated": full["deduplicated"],
         "exam_grade": {"wall_s": full["wall_s"], "overhead_s": full["wall_s"] - grading_s,
                        "grading_s": grading_s, "pairs_per_s_end_to_end": e2e_pps,
@@ -353,7 +371,14 @@ def print_table(results: dict, peak: dict) -> None:
         ("GFLOP/s exam-grade (useful)", lambda r: f"{r['gflops_exam_grade']:.1f}"),
         ("GFLOP/s reference", lambda r: f"{r['gflops_reference']:.1f}"),
         (f"  % of CPU peak {peak['peak_gflops']:.0f} GFLOP/s", lambda r: f"{100 * r['gflops_exam_grade'] / peak['peak_gflops']:.1f}%"),
+        ("  reference % of CPU peak", lambda r: f"{100 * r['gflops_reference'] / peak['peak_gflops']:.1f}%"),
     ]
+    if all("exam_grade_bf16" in r for r in results.values()):
+        rows += [
+            ("exam-grade --dtype bfloat16 pairs/s", lambda r: f"{r['exam_grade_bf16']['pairs_per_s_end_to_end']:.2f}"),
+            ("RATIO bf16 end to end (vs fp32 ref)", lambda r: f"{r['ratio_end_to_end_bf16']:.1f}x"),
+            ("ratio bf16, grading only", lambda r: f"{r['ratio_grading_bf16']:.1f}x"),
+        ]
     names = list(results)
     width = max(len(label) for label, _ in rows)
     print(f"{'':<{width}}  " + "  ".join(f"{n:>16}" for n in names))
@@ -368,9 +393,11 @@ def main(argv=None) -> int:
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the DL19 folder of shared/data")
     ap.add_argument("--models", default="flan-t5-small,flan-t5-base")
     ap.add_argument("--queries", type=int, default=6, help="DL19 queries in the pool")
-    ap.add_argument("--per-query", type=int, default=12, help="pooled passages per query")
+    ap.add_argument("--per-query", type=int, default=10, help="pooled passages per query")
     ap.add_argument("--sample-pairs", type=int, default=30, help="pairs timed in the batch-1 loops")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-bf16", dest="bf16", action="store_false",
+                    help="skip the extra exam-grade run with --dtype bfloat16")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", type=Path, default=None, help="keep the work folder here (models, pool, grades)")
     args = ap.parse_args(argv)

@@ -72,7 +72,9 @@ def load_sample(data: Path, per_label: int, seed: int):
     rng = random.Random(seed)
     sample = []
     for label in sorted(by_label):
-        for qid, doc in rng.sample(by_label[label], per_label):
+        # per_label 0: every judged passage (the natural label distribution, no sampling)
+        chosen = by_label[label] if per_label == 0 else rng.sample(by_label[label], per_label)
+        for qid, doc in chosen:
             sample.append({"query_id": qid, "doc_id": doc, "nist": label, "query": topics[qid],
                            "text": texts[(qid, doc)]})
     return sample, bank
@@ -243,7 +245,7 @@ def run_flan(sample, data: Path):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the DL19 folder of shared/data")
-    ap.add_argument("--per-label", type=int, default=50)
+    ap.add_argument("--per-label", type=int, default=50, help="passages per NIST label; 0 = all judged passages")
     ap.add_argument("--seed", type=int, default=13)
     ap.add_argument("--candidates", default="minilm,smollm2,gemma3,flan-t5-large")
     ap.add_argument("--batch-size", type=int, default=8)
@@ -262,10 +264,17 @@ def main(argv=None) -> int:
     torch.manual_seed(0)
     sample, bank = load_sample(args.data, args.per_label, args.seed)
     nist = [s["nist"] for s in sample]
-    print(f"sample: {len(sample)} DL19 passages ({args.per_label} per NIST label 0-3), seed {args.seed}, "
+    what = "all judged" if args.per_label == 0 else f"{args.per_label} per NIST label 0-3"
+    print(f"sample: {len(sample)} DL19 passages ({what}), seed {args.seed}, "
           f"{len({s['query_id'] for s in sample})} queries", file=sys.stderr)
     k = args.llm_self_per_label or args.per_label
-    self_subset = {i for i in range(len(sample)) if i % args.per_label < k}  # first k of each label
+    # the first k sampled passages of each label (the sample is label-ordered, random within)
+    seen: dict[int, int] = {}
+    self_subset = set()
+    for i, s in enumerate(sample):
+        seen[s["nist"]] = seen.get(s["nist"], 0) + 1
+        if k == 0 or seen[s["nist"]] <= k:
+            self_subset.add(i)
     rows, raw = [], {}
     for cand in args.candidates.split(","):
         print(f"grading with {cand} ...", file=sys.stderr)
@@ -285,7 +294,7 @@ def main(argv=None) -> int:
             names = {"self": "questions-cosine", "direct": "query-cosine"} if cand == "minilm" else \
                 {"self": SELF, "direct": DIRECT}
             subsets = [None]
-            if k < args.per_label and key == "self" and cand in ("minilm", "flan-t5-large"):
+            if len(self_subset) < len(sample) and key == "self" and cand in ("minilm", "flan-t5-large"):
                 subsets.append(self_subset)  # the same passages the LLMs self-rated
             for subset in subsets:
                 for vname, scores in variants:
