@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Grading speed: exam-grade against a reference-style grading loop, on the same model.
 
-    .venv/bin/python bench/bench_grading.py --json bench/results.json      # `make bench`
+    .venv/bin/python bench/bench_grading.py --out bench-out     # `make bench`: bench-out/bench_grading.{txt,json}
 
 What is compared, on one machine in one run (so the ratio is fair):
 
@@ -39,7 +39,9 @@ Figures (table on stdout, everything in ``--json``):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
+import io
 import json
 import os
 import random
@@ -398,7 +400,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-bf16", dest="bf16", action="store_false",
                     help="skip the extra exam-grade run with --dtype bfloat16")
-    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--json", type=Path, default=None, help="write every figure to this JSON file")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="folder for the results: bench_grading.json and bench_grading.txt (the table)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the work folder here (models, pool, grades)")
     args = ap.parse_args(argv)
     if not args.data.is_dir():
@@ -418,7 +422,14 @@ def main(argv=None) -> int:
             model_dir = build_model(name, tok, work / name)
             results[name] = bench_model(name, model_dir, work, pool, args)
         peak = cpu_peak()
-        print_table(results, peak)
+        table = io.StringIO()
+        with contextlib.redirect_stdout(table):
+            print_table(results, peak)
+        print(table.getvalue(), end="")
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "bench_grading.txt").write_text(table.getvalue(), encoding="utf-8")
+            args.json = args.json or args.out / "bench_grading.json"
         payload = {"results": results, "cpu": peak, "torch_threads": torch.get_num_threads(),
                    "torch": torch.__version__, "load_average_after": os.getloadavg(),
                    "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},

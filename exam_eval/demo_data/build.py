@@ -50,7 +50,7 @@ def build(out: Path = HERE) -> None:
     for t in TOPICS:
         qid = t["query_id"]
         lines["topics"].append(f"{qid}\t{t['text']}\n")
-        for i, (label, text) in enumerate(t["passages"]):
+        for i, (label, _) in enumerate(t["passages"]):
             lines["qrels"].append(f"{qid} 0 {ids[(qid, i)]} {label}\n")
         for text, answers in t["questions"]:
             item = {"query_id": qid, "item_id": make_item_id(qid, text), "kind": "question", "text": text}
@@ -78,7 +78,7 @@ def make_runs(ids: dict[tuple[str, int], str]) -> dict[str, str]:
     runs = {}
     for name, spec in RUNS.items():
         rows = []
-        for t_index, t in enumerate(TOPICS):
+        for t in TOPICS:
             qid = t["query_id"]
             keyed = [(spec["weight"] * label + rng.gauss(0.0, spec["noise"]), ids[(qid, i)])
                      for i, (label, _) in enumerate(t["passages"])]
