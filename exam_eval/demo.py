@@ -1,6 +1,6 @@
 """The built-in demo: the whole EXAM pipeline on the shipped demo collection, offline.
 
-    python -m exam_eval.demo --out exam-demo          # what `make demo` runs
+    python -m exam_eval.demo --out demo-out          # what `make demo` runs
 
 It runs the real commands, printing each command line before its result, so every step
 can be repeated by hand:
@@ -213,12 +213,12 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m exam_eval.demo",
         description="Run the EXAM pipeline end to end on the built-in demo collection (offline).",
         epilog="examples:\n"
-               "  python -m exam_eval.demo --out exam-demo\n"
+               "  python -m exam_eval.demo --out demo-out\n"
                "  python -m exam_eval.demo --out demo-t5 --backend hf-seq2seq --model google/flan-t5-large\n"
                "  python -m exam_eval.demo --out demo-vllm --backend endpoint --model meta-llama/Llama-3.1-8B-Instruct"
                " -- --base-url http://gpu1:8000/v1",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", type=Path, default=Path("exam-demo"), help="output folder (default: exam-demo)")
+    ap.add_argument("--out", type=Path, default=Path("demo-out"), help="output folder (default: demo-out)")
     ap.add_argument("--backend", default="embedding", help="exam-grade back end (default: embedding)")
     ap.add_argument("--model", default=None, help="model for the back end (default: the back end's own)")
     ap.add_argument("--prompt", default="question-selfrating", help="grading prompt (default: question-selfrating)")
