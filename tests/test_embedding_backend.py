@@ -209,3 +209,18 @@ def test_candidate_agreement_figures_on_dl19(shared_data):
                     best[(qid, p["paragraph_id"])] = max(ratings)
     flan = ec.run_flan(sample, data)["self"]["max"]
     assert flan == [best[(s["query_id"], s["doc_id"])] for s in sample]
+
+
+def test_extraction_prompts_are_refused(tmp_path, run_cli):
+    from exam_eval.errors import UsageError
+
+    b = get_backend("embedding")
+    for prompt_id in ("question-extraction", "nugget-extraction"):
+        with pytest.raises(UsageError, match="cannot extract"):
+            b.check_prompt(get_prompt(prompt_id))
+    b.check_prompt(get_prompt("question-selfrating"))  # rating prompts are fine
+    res = run_cli("exam-grade", "--backend", "embedding", "--prompt", "question-extraction",
+                  "--bank", DEMO / "questions.jsonl", "--passages", DEMO / "passages.jsonl", "--no-cache",
+                  "-o", tmp_path / "g.jsonl", DEMO / "good.run")
+    assert res.returncode == 1 and "cannot extract" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "g.jsonl").exists()

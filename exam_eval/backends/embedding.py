@@ -149,6 +149,14 @@ class EmbeddingBackend(Backend):
     def cache_identity(self) -> str:
         return f"{self.name}:{self.model_id}:{MAPPING_VERSION}"
 
+    def check_prompt(self, prompt) -> None:
+        # A cosine can stand in for a rating, not for an extracted answer checked against
+        # a key: grading an extraction prompt this way would silently mean something else.
+        if prompt.needs_verification or prompt.parser == "extraction":
+            raise UsageError(f"the embedding grader rates similarity; it cannot extract answers for "
+                             f"{prompt.id!r}: use a rating prompt (question-selfrating, nugget-selfrating) "
+                             f"or a direct prompt")
+
     def load(self) -> None:
         self.encoder.load()
 
