@@ -59,7 +59,7 @@ example: install
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(MAKE) -C examples
 
 lint: install
-	$(PY) -m ruff check exam_eval tests bench
+	$(PY) -m ruff check exam_eval tests bench scripts
 
 clean:
 	rm -rf $(DEMO_OUT) $(BENCH_OUT) man/txt .pytest_cache
