@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import random
-from pathlib import Path
 
 import pytest
 
-from exam_eval.backends.base import GradeRequest, GradeResult, scored_result
+from exam_eval.backends.base import GradeRequest, scored_result
 from exam_eval.backends.scripted import ScriptedBackend
 from exam_eval.grading import engine
 from exam_eval.grading.cache import GradeCache, NullCache
@@ -19,6 +17,7 @@ from exam_eval.grading.output import GradesAppender, existing_keys, repair
 from exam_eval.grading.pool import Pool
 from exam_eval.grading.prompts import get_prompt
 from exam_eval.grading.segment import approx_tokens, read_responses, segment_response, segments_to_runs
+from exam_eval.errors import UsageError
 from exam_eval.io.banks import BankItem, make_item_id
 from exam_eval.io.grades import read_grades
 from exam_eval.io.trec import ranked
@@ -118,7 +117,7 @@ def test_shards_partition_the_work(tmp_path):
 def test_parse_shard():
     assert engine.parse_shard("2/5") == (2, 5)
     for bad in ("0/3", "4/3", "x", "1/0", "1/2/3"):
-        with pytest.raises(Exception):
+        with pytest.raises(UsageError):
             engine.parse_shard(bad)
 
 

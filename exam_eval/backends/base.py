@@ -197,7 +197,7 @@ class PromptBackend(Backend):
                         continue
                 results[i] = self.interpret(req, text)
             if pending:
-                for (i, text), res in zip(pending, self.verify([requests[i] for i, _ in pending],
+                for (i, _text), res in zip(pending, self.verify([requests[i] for i, _ in pending],
                                                                [t for _, t in pending])):
                     results[i] = res
         return results  # type: ignore[return-value]

@@ -29,7 +29,7 @@ class Seq2SeqBackend(HFGenerativeBase, PromptBackend):
             from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
         except ImportError as exc:  # pragma: no cover - depends on the install
             from ..errors import UsageError
-            raise UsageError(f"hf-seq2seq needs torch and transformers ({exc}); pip install 'exam_eval[models]'")
+            raise UsageError(f"hf-seq2seq needs torch and transformers ({exc}); pip install 'exam_eval[models]'") from None
         self.device = pick_device(self._device_opt)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self._ref)

@@ -289,23 +289,23 @@ class OpenAIClient:
                 raw = b""
             msg = f"HTTP {exc.code}: {_error_message(raw)}"
             if exc.code == 429:
-                raise _Retryable(msg, _retry_after_seconds(exc.headers.get("Retry-After")))
+                raise _Retryable(msg, _retry_after_seconds(exc.headers.get("Retry-After"))) from None
             if exc.code >= 500 or exc.code == 408:  # 408: the server's own request timeout
-                raise _Retryable(msg)
-            raise _Fatal(msg)
+                raise _Retryable(msg) from None
+            raise _Fatal(msg) from None
         except TimeoutError:
-            raise _Retryable(f"timed out after {self.timeout:g}s")
+            raise _Retryable(f"timed out after {self.timeout:g}s") from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):
-                raise _Retryable(f"timed out after {self.timeout:g}s")
-            raise _Retryable(f"connection error: {exc.reason}")
+                raise _Retryable(f"timed out after {self.timeout:g}s") from None
+            raise _Retryable(f"connection error: {exc.reason}") from None
         except (http.client.HTTPException, ConnectionError, OSError) as exc:
-            raise _Retryable(f"connection error: {exc.__class__.__name__}: {exc}")
+            raise _Retryable(f"connection error: {exc.__class__.__name__}: {exc}") from None
         try:
             return json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             snippet = raw[:80].decode("utf-8", "replace")
-            raise _Retryable(f"malformed JSON in response body: {snippet!r}")
+            raise _Retryable(f"malformed JSON in response body: {snippet!r}") from None
 
     @staticmethod
     def _first_choice(body: Any) -> dict:

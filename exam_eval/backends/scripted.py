@@ -122,7 +122,7 @@ class ScriptedBackend(PromptBackend):
 
     def _score(self, requests, labels):
         out = []
-        for req, a in zip(requests, self._step(requests)):
+        for _req, a in zip(requests, self._step(requests)):
             if isinstance(a, dict):
                 out.append({str(k): float(v) for k, v in a.items()})
             elif isinstance(a, str) and a.strip() in labels:
