@@ -185,7 +185,7 @@ def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: lis
           f"correlation.txt, agreement.txt, commands.sh); {time.perf_counter() - started:.0f} s")
     print("real evaluations grade with google/flan-t5-large or an LLM endpoint, e.g.\n"
           f"  python -m exam_eval.demo --out {out} --backend hf-seq2seq --model google/flan-t5-large\n"
-          "  (see docs/demo-tour.md and man exam-grade)")
+          "  (see the README, docs/demo-model.md and man exam-grade)")
     return 0
 
 
