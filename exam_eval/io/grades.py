@@ -21,6 +21,8 @@ array ``[query_id, [paragraph, ...]]`` per line); see ``read_grades``.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
@@ -147,6 +149,19 @@ def iter_grades(path: str | os.PathLike) -> Iterator[tuple[int, Grade]]:
             raise InputError("expected a grade object or a workbench [query_id, paragraphs] line", name, lineno)
 
 
+@contextlib.contextmanager
+def _gc_paused():
+    """Bulk parsing allocates ~10 objects per grade and no reference cycles; the cyclic
+    collector would otherwise rescan the growing heap again and again (a third of the time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def read_grades(
     paths: str | os.PathLike | Iterable[str | os.PathLike],
     *,
@@ -165,6 +180,12 @@ def read_grades(
         paths = [paths]
     latest: dict[tuple, Grade] = {}
     names = []
+    with _gc_paused():
+        _collect(paths, latest, names, model, prompt, kind)
+    return _finish(latest, names, model, prompt, kind, single_grader)
+
+
+def _collect(paths, latest, names, model, prompt, kind) -> None:
     for path in paths:
         names.append(display_name(path))
         filtered = model is not None or prompt is not None or kind is not None
@@ -174,6 +195,9 @@ def read_grades(
                              or (kind is not None and g.kind != kind)):
                 continue
             latest[(g.query_id, g.doc_id, g.item_id, g.model, g.prompt)] = g
+
+
+def _finish(latest, names, model, prompt, kind, single_grader) -> list[Grade]:
     grades = list(latest.values())
     if not grades:
         filt = ", ".join(f"{k}={v}" for k, v in (("model", model), ("prompt", prompt), ("kind", kind)) if v)
