@@ -70,7 +70,8 @@ class CoverResult:
     n_queries: int = 0
 
 
-def _mean_se(values: list[float]) -> tuple[float, float]:
+def mean_stderr(values) -> tuple[float, float]:
+    """Mean and standard error (sample sd, n-1, over sqrt(n)); (0, 0) when empty, se 0 for one value."""
     if not values:
         return 0.0, 0.0
     n = len(values)
@@ -102,7 +103,7 @@ def exam_cover(index: CoverIndex, run: Run, k: int = 20, complete: bool = False)
     covers = [c for c, _ in res.per_query.values()]
     # a query nothing can answer has no normalized value; it is left out of that mean
     norms = [n for _, n in res.per_query.values() if n is not None]
-    res.mean, res.stderr = _mean_se(covers)
-    res.n_mean, res.n_stderr = _mean_se(norms)
+    res.mean, res.stderr = mean_stderr(covers)
+    res.n_mean, res.n_stderr = mean_stderr(norms)
     res.n_queries = len(covers)
     return res

@@ -84,14 +84,6 @@ class ReportData:
     warnings: list[str] = field(default_factory=list)
 
 
-def _mean_se(values: Sequence[float]) -> float:
-    n = len(values)
-    if n < 2:
-        return 0.0
-    mean = math.fsum(values) / n
-    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1)) / math.sqrt(n)
-
-
 def _single_value_name(requests) -> str:
     names = [n for r in requests for n in r.names]
     if len(names) != 1:
@@ -103,7 +95,7 @@ def compute(grades_path: str, qrels_path: str, run_paths: Sequence[str], *, offi
             bank_path: str | None = None, passages: str | None = None, opts: ReportOptions | None = None,
             progress: Callable[[str], None] | None = None) -> ReportData:
     from ..io.leaderboard import read_leaderboard
-    from ..measures.cover import build_index, exam_cover
+    from ..measures.cover import build_index, exam_cover, mean_stderr
     from ..measures.exam_qrels import grades_to_qrels
     from ..measures.registry import parse_measures
     from ..measures.trec_eval import evaluate
@@ -178,7 +170,7 @@ def compute(grades_path: str, qrels_path: str, run_paths: Sequence[str], *, offi
         off = (official or computed_official).get(name)
         if official is not None and off is not None and (opts.official_column or value).endswith("rank"):
             off = -off
-        rows.append(RunRow(name, off, official_rank.get(name), float(ev.summary[value]), _mean_se(pq),
+        rows.append(RunRow(name, off, official_rank.get(name), float(ev.summary[value]), mean_stderr(pq)[1],
                            cov.mean, cov.stderr, cov.n_mean, cov.n_stderr, cov.n_queries))
     truth = official if official is not None else computed_official
     qrels_lb = {r.run: r.qrels_mean for r in rows}
