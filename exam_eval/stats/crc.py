@@ -80,30 +80,22 @@ def min_labelled_per_query(alpha: float, correction: str = "paper") -> int:
 def _search(risk: Callable[[float], float], thr: float, increasing: bool) -> float | None:
     """Smallest lambda with risk < thr for a non-increasing risk (largest one for a
     non-decreasing risk), or None when even the extreme lambda fails."""
+    if increasing:
+        # mirror: the interval is symmetric and negation is exact, so this is the same search
+        found = _search(lambda lam: risk(-lam), thr, increasing=False)
+        return None if found is None else -found
     lo, hi = -1.0 + EDGE, 1.0 - EDGE
-    if not increasing:
-        if risk(hi) >= thr:
-            return None
-        if risk(lo) < thr:
-            return lo
-        for _ in range(SEARCH_STEPS):
-            mid = 0.5 * (lo + hi)
-            if risk(mid) < thr:
-                hi = mid
-            else:
-                lo = mid
-        return hi
-    if risk(lo) >= thr:
+    if risk(hi) >= thr:
         return None
-    if risk(hi) < thr:
-        return hi
+    if risk(lo) < thr:
+        return lo
     for _ in range(SEARCH_STEPS):
         mid = 0.5 * (lo + hi)
         if risk(mid) < thr:
-            lo = mid
-        else:
             hi = mid
-    return lo
+        else:
+            lo = mid
+    return hi
 
 
 def calibrate(predict: Callable[[float], np.ndarray], truth: np.ndarray, batches: np.ndarray,
