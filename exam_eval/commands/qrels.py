@@ -78,7 +78,7 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
         return 0
     evaluations = []
     for (name, run, tag), path in zip(loaded, runs):
-        ev = evaluate(qrels, run, requests, run_tag=tag, **options)
+        ev = evaluate(qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
         require_overlap(ev, path, labels)
         evaluations.append((name, ev))
     with atomic_output(output) as out:

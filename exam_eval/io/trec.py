@@ -32,7 +32,8 @@ def read_run(path: str | os.PathLike, *, allow_empty: bool = False) -> Run:
 
 
 def read_run_tagged(path: str | os.PathLike, *, allow_empty: bool = False) -> tuple[Run, str]:
-    """The run and the tag of its first line (what trec_eval prints as runid)."""
+    """The run and the tag of its last line (what trec_eval 9.0.8 prints as runid: it
+    keeps the tag of the last line it parses, whatever the other lines say)."""
     name = display_name(path)
     run: Run = {}
     tag = ""
@@ -44,8 +45,7 @@ def read_run_tagged(path: str | os.PathLike, *, allow_empty: bool = False) -> tu
         if len(fields) != 6:
             raise InputError(f"expected 6 fields 'qid Q0 docno rank score tag', found {len(fields)}", name, lineno)
         qid, _, docno, _, score_s, line_tag = fields
-        if not tag:
-            tag = line_tag
+        tag = line_tag
         try:
             score = float(score_s)
         except ValueError:

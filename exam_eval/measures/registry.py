@@ -19,12 +19,15 @@ _RPREC_MULTS = tuple(i / 10 for i in range(2, 21, 2))
 @dataclass(frozen=True)
 class TrecMeasure:
     name: str
-    value: str = "float"      # float | long | string: how trec_eval prints it
-    agg: str = "mean"         # mean | sum | gm (geometric, log values per query) | num_q | runid
-    params: str | None = None  # None | "long" | "float": cutoff parameters after a dot
+    value: str = "float"      # float | long | string | relstring: how trec_eval prints it
+    agg: str = "mean"         # mean | sum | gm (geometric, log values per query) | num_q | runid | none
+    params: str | None = None  # None | "long" / "float" (cutoffs, one value each) | "values" (one value)
     defaults: tuple = ()
     gain: bool = False        # uses raw labels as gains, so unaffected by -l
-    per_query: bool = True    # trec_eval prints nothing per query for num_q / runid
+    per_query: bool = True    # trec_eval prints nothing per query for num_q, runid, gm_*
+    summary: bool = True      # trec_eval prints no 'all' line for relstring
+    source: str = "pytrec"    # pytrec (pytrec_eval computes it) | ours (computed in trec_eval.py)
+    refused: str | None = None  # trec_eval 9.0.8 has it, but not for qrels/trec_results input
 
 
 REGISTRY: dict[str, TrecMeasure] = {}
@@ -35,22 +38,26 @@ def register(m: TrecMeasure) -> TrecMeasure:
     return m
 
 
-register(TrecMeasure("runid", value="string", agg="runid", per_query=False))
-register(TrecMeasure("num_q", value="long", agg="num_q", per_query=False))
+# trec_eval 9.0.8's te_trec_measures[] table, in its order.
+register(TrecMeasure("runid", value="string", agg="runid", per_query=False, source="ours"))
+register(TrecMeasure("num_q", value="long", agg="num_q", per_query=False, source="ours"))
 register(TrecMeasure("num_ret", value="long", agg="sum"))
 register(TrecMeasure("num_rel", value="long", agg="sum"))
 register(TrecMeasure("num_rel_ret", value="long", agg="sum"))
 register(TrecMeasure("map"))
-register(TrecMeasure("gm_map", agg="gm"))
+register(TrecMeasure("gm_map", agg="gm", per_query=False))
 register(TrecMeasure("Rprec"))
 register(TrecMeasure("bpref"))
 register(TrecMeasure("recip_rank"))
 register(TrecMeasure("iprec_at_recall", params="float", defaults=_RECALL_LEVELS))
 register(TrecMeasure("P", params="long", defaults=_CUTS))
+register(TrecMeasure("relstring", value="relstring", agg="none", params="values", defaults=(10.0,),
+                     summary=False, source="ours"))
 register(TrecMeasure("recall", params="long", defaults=_CUTS))
 register(TrecMeasure("infAP"))
-register(TrecMeasure("gm_bpref", agg="gm"))
+register(TrecMeasure("gm_bpref", agg="gm", per_query=False))
 register(TrecMeasure("Rprec_mult", params="float", defaults=_RPREC_MULTS))
+register(TrecMeasure("utility", params="values", defaults=(1.0, -1.0, 0.0, 0.0), source="ours"))
 register(TrecMeasure("11pt_avg"))
 register(TrecMeasure("binG"))
 register(TrecMeasure("G", gain=True))
@@ -68,11 +75,30 @@ register(TrecMeasure("set_map"))
 register(TrecMeasure("set_F"))
 register(TrecMeasure("num_nonrel_judged_ret", value="long", agg="sum"))
 
+# The rest of the 9.0.8 table reads other judgment formats (trec_eval -R prefs /
+# qrels_prefs / qrels_jg); on ordinary qrels trec_eval stops with "Can't calculate".
+_PREFS = ("prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret", "prefs_simp",
+          "prefs_pair", "prefs_avgjg", "prefs_avgjg_Rnonrel", "prefs_simp_ret", "prefs_pair_ret",
+          "prefs_avgjg_ret", "prefs_avgjg_Rnonrel_ret", "prefs_simp_imp", "prefs_pair_imp",
+          "prefs_avgjg_imp")
+for _name in _PREFS:
+    register(TrecMeasure(_name, refused="preference judgments (trec_eval -R prefs or -R qrels_prefs)"))
+for _name in ("map_avgjg", "P_avgjg", "Rprec_mult_avgjg"):
+    register(TrecMeasure(_name, refused="judgment-group qrels (trec_eval -R qrels_jg)"))
+
+_OFFICIAL = ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
+             "recip_rank", "iprec_at_recall", "P")
 NICKNAMES = {
-    "official": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map",
-                 "Rprec", "bpref", "recip_rank", "iprec_at_recall", "P"),
-    "set": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "set_P", "set_recall",
+    "official": _OFFICIAL,
+    "set": ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "utility", "set_P", "set_recall",
             "set_relative_P", "set_map", "set_F"),
+    "all_trec": _OFFICIAL + ("relstring", "recall", "infAP", "gm_bpref", "utility", "11pt_avg", "ndcg",
+                             "relative_P", "Rprec_mult", "success", "map_cut", "ndcg_cut", "ndcg_rel",
+                             "Rndcg", "binG", "G", "set_P", "set_recall", "set_relative_P", "set_map",
+                             "set_F", "num_nonrel_judged_ret"),
+    "all_prefs": ("runid", "num_q") + _PREFS,
+    "prefs": ("runid", "num_q") + _PREFS[:8],
+    "qrels_jg": ("runid", "num_q", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg"),
 }
 
 
@@ -82,12 +108,15 @@ class Request:
 
     measure: TrecMeasure
     cutoffs: tuple = ()
+    raw: str | None = None   # the parameter text of a "values" measure, as given (trec_eval names it so)
 
     @property
     def names(self) -> list[str]:
-        """The value names trec_eval prints (P_5, iprec_at_recall_0.10, map)."""
+        """The value names trec_eval prints (P_5, iprec_at_recall_0.10, map, utility_1,-1,0,0)."""
         if not self.measure.params:
             return [self.measure.name]
+        if self.measure.params == "values":
+            return [self.measure.name if self.raw is None else f"{self.measure.name}_{self.raw}"]
         if self.measure.params == "long":
             return [f"{self.measure.name}_{c}" for c in self.cutoffs]
         return [f"{self.measure.name}_{c:3.2f}" for c in self.cutoffs]
@@ -109,12 +138,19 @@ def _parse_cutoffs(m: TrecMeasure, text: str, spec: str) -> tuple:
         else:
             values = [float(p) for p in parts]
     except ValueError:
-        raise UsageError(f"measure {spec!r}: cutoffs must be comma-separated {'integers' if m.params == 'long' else 'numbers'}") from None
+        raise UsageError(f"measure {spec!r}: parameters must be comma-separated {'integers' if m.params == 'long' else 'numbers'}") from None
+    if m.params == "values":
+        # ordered parameters, not cutoffs (trec_eval: get_double_params)
+        if m.name == "utility" and len(values) != 4:
+            raise UsageError(f"measure {spec!r}: utility takes 4 coefficients (trec_eval: improper number of coefficients)")
+        if m.name == "relstring" and len(values) != 1:
+            raise UsageError(f"measure {spec!r}: relstring takes one length")
+        return tuple(values)
     values.sort()
     if m.params == "long" and values[0] <= 0:
         raise UsageError(f"measure {spec!r}: cutoffs must be positive (trec_eval: Negative cutoff detected)")
     if any(a == b for a, b in zip(values, values[1:])):
-        raise UsageError(f"measure {spec!r}: duplicate cutoffs")
+        raise UsageError(f"measure {spec!r}: duplicate cutoffs (trec_eval: duplicate cutoffs detected)")
     return tuple(values)
 
 
@@ -124,22 +160,27 @@ def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Reques
     As in trec_eval, marking a measure and giving it parameters are separate: the first
     parameter string given for a measure wins wherever it appears (``-m official -m P.5``
     gives P_5 only); a later, different one is ignored, and we say so through ``warn``.
+    A nickname with parameters (``-m official.5``) gives them to the measure of that name
+    (none), as trec_eval does.
     """
     if not specs:
         specs = ["official"]
     marked: set[str] = set()
     params: dict[str, tuple] = {}
+    raws: dict[str, str] = {}
     for spec in specs:
         root, dot, param = spec.partition(".")
-        if root in NICKNAMES and not dot:
+        if dot and not param:
+            raise UsageError(f"measure {spec!r}: empty parameter after '.' (trec_eval: improper measure in parameter)")
+        if root in NICKNAMES:
+            if dot:
+                raise UsageError(f"measure {spec!r}: {root!r} names a set of measures and takes no parameters")
             marked.update(NICKNAMES[root])
             continue
         m = REGISTRY.get(root)
         if m is None:
             known = ", ".join(list(REGISTRY) + list(NICKNAMES))
-            raise UsageError(f"unknown measure {spec!r}; known: {known}")
-        if dot and not param:
-            raise UsageError(f"measure {spec!r}: empty parameter after '.'")
+            raise UsageError(f"unknown measure {spec!r} (trec_eval: illegal measure); known: {known}")
         if param and not m.params:
             raise UsageError(f"measure {root!r} takes no parameters (got {spec!r})")
         marked.add(root)
@@ -147,6 +188,13 @@ def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Reques
             cutoffs = _parse_cutoffs(m, param, spec)
             if root not in params:
                 params[root] = cutoffs
+                raws[root] = param
             elif cutoffs != params[root] and warn:
                 warn(f"-m {spec}: trec_eval uses the first parameters given for {root}; ignoring these")
-    return [Request(m, params.get(name, m.defaults)) for name, m in REGISTRY.items() if name in marked]
+    refused = [REGISTRY[n] for n in REGISTRY if n in marked and REGISTRY[n].refused]
+    if refused:
+        m = refused[0]
+        raise UsageError(f"measure {m.name!r} needs {m.refused}, which exam-qrels does not read "
+                         f"(trec_eval on qrels: Can't calculate measure '{m.name}')")
+    return [Request(m, params.get(name, m.defaults), raws.get(name)) for name, m in REGISTRY.items()
+            if name in marked]

@@ -1,16 +1,29 @@
 """trec_eval-identical evaluation: per-query values from pytrec_eval (trec_eval's own C
 code), selection of queries, -c/-l/-J/-M handling, aggregation and output bytes ours.
+The bytes follow trec_eval 9.0.8 (usnistgov/trec_eval v9.0.8, whose ``-v`` says 9.0.7).
 
-What trec_eval does, and so what we do:
-- queries evaluated = those in both run and qrels, in lexicographic qid order;
+What trec_eval 9.0.8 does, and so what we do:
+- queries evaluated = those in both run and qrels, in lexicographic qid order; run
+  queries without judgments are ignored (10.0 rejects them);
 - ``-M n`` keeps the top n documents (score desc, docno desc) *before* ``-J`` drops the
-  unjudged ones;
+  unjudged ones (``-J`` keeps documents judged with a label >= 0);
 - the summary ("all") of a mean measure divides by the evaluated queries, or with ``-c``
-  by every qrels query (missing queries add 0); summed measures (num_ret, num_rel,
-  num_rel_ret) add over evaluated queries only; num_q is the divisor; geometric means
-  (gm_map, gm_bpref) average per-query logs and with ``-c`` add log(1e-5) per missing query;
+  by every qrels query (missing queries add 0); summed measures (num_ret, num_rel_ret)
+  add over evaluated queries, except num_rel, which with ``-c`` counts every judgment
+  with label >= 1 in the whole qrels (whatever ``-l``); num_q is the divisor; geometric
+  means (gm_map, gm_bpref) average per-query logs, with ``-c`` adding log(1e-5) per
+  missing query, and are printed on the 'all' line only; relstring only per query;
+- runid is the tag of the run file's *last* line (trec_eval keeps the last one parsed);
+- NaN prints as C's printf does: ``-nan`` for the negative NaN that 0/0 gives on x86;
+- a judged query whose labels are all negative: trec_eval 9.0.8 stops with "Can't
+  calculate measure" when no earlier evaluated query had a label >= 0 (exit 4), and
+  otherwise scores it as a query without relevant documents, or segfaults when its
+  largest label is below -1 (an out-of-range memset). We refuse in the first case and
+  give the no-relevant-documents scores in both others; pytrec_eval, which shares that
+  code, never sees such a query (it crashes on it): it gets the query with one extra
+  label-0 judgment of a docno no run can contain;
 - ``-l`` below 1, which pytrec_eval refuses, is applied by relabelling: binary measures
-  see label >= l as 1, gain measures (ndcg family) see the raw labels.
+  see label >= l (and >= 0) as 1, gain measures (ndcg family) see the raw labels.
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ class Evaluation:
     def value_names(self, per_query: bool = False) -> list[str]:
         names = []
         for r in self.requests:
-            if per_query and not r.measure.per_query:
+            if (per_query and not r.measure.per_query) or (not per_query and not r.measure.summary):
                 continue
             names.extend(r.names)
         return names
@@ -58,7 +71,7 @@ def _truncate(run: Run, max_docs: int | None) -> Run:
 def _binarize(qrels: Qrels, level: int) -> Qrels:
     out = {}
     for qid, docs in qrels.items():
-        out[qid] = {d: (1 if lab >= level else (0 if lab >= 0 else lab)) for d, lab in docs.items()}
+        out[qid] = {d: (lab if lab < 0 else (1 if lab >= level else 0)) for d, lab in docs.items()}
     return out
 
 
@@ -82,46 +95,131 @@ def _pytrec(qrels: Qrels, run: Run, specs: set[str], level: int, judged_only: bo
     return hit[1].evaluate(run)
 
 
+# A docno cannot hold whitespace in a TREC file, so no run retrieves this one.
+_PLACEHOLDER_DOCNO = " no run retrieves this "
+_UTILITY_HELPERS = ("num_ret", "num_rel", "num_rel_ret")
+
+
+class TrecEvalRefusal(InputError):
+    """An input trec_eval 9.0.8 refuses to score (it exits 4 or 7)."""
+
+
+def _degenerate_queries(qrels: Qrels, evaluated: list[str], requests: list[Request],
+                        qrels_name: str | None) -> set[str]:
+    """Evaluated queries whose judgments are all negative, after trec_eval's refusal check.
+
+    trec_eval sizes a per-query array by the largest label + 1; for the first such query
+    before any other evaluated query has a label >= 0 that size is 0 and its allocator
+    returns NULL, which every measure but runid and num_q reports as "Can't calculate".
+    """
+    first = next((r.measure.name for r in requests if r.measure.agg not in ("runid", "num_q")), None)
+    out: set[str] = set()
+    allocated = False
+    for qid in evaluated:
+        if max(qrels[qid].values()) >= 0:
+            allocated = True
+            continue
+        if not allocated and first is not None:
+            raise TrecEvalRefusal(
+                f"trec_eval 9.0.8 refuses this input: Can't calculate measure '{first}' "
+                f"(query {qid} has no judgment with a label >= 0, and no query before it has one)",
+                qrels_name)
+        out.add(qid)
+    return out
+
+
+def _with_placeholder(qrels: Qrels, queries: set[str]) -> Qrels:
+    out = dict(qrels)
+    for qid in queries:
+        out[qid] = {**qrels[qid], _PLACEHOLDER_DOCNO: 0}
+    return out
+
+
+def _relstring(qrels_q: dict[str, int], docs: dict[str, float], length: float, judged_only: bool) -> str:
+    order = ranked(docs)
+    if judged_only:
+        order = [d for d in order if qrels_q.get(d, -1) >= 0]
+    chars = []
+    for d in order[: max(int(length), 0)]:
+        rel = qrels_q.get(d)
+        if rel is None:
+            chars.append("-")          # not in the pool
+        elif rel < 0:
+            chars.append(".")          # in the pool, unjudged
+        elif rel > 9:
+            chars.append(">")
+        else:
+            chars.append(str(rel))
+    return "".join(chars)
+
+
+def _utility(coef: tuple, values: dict[str, float]) -> float:
+    # trec_eval's m_utility.c with -N (documents in the collection) left at 0
+    ret, rel, rel_ret = (values.get(n, 0.0) for n in _UTILITY_HELPERS)
+    return (coef[0] * rel_ret + coef[1] * (ret - rel_ret) + coef[2] * (rel - rel_ret)
+            + coef[3] * (0 + rel_ret - ret - rel))
+
+
 def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
              judged_only: bool = False, max_docs: int | None = None, complete: bool = False,
-             run_tag: str = "") -> Evaluation:
+             run_tag: str = "", qrels_name: str | None = None) -> Evaluation:
     if max_docs is not None and max_docs < 0:
         raise UsageError("-M must be a non-negative number of documents")
     run = _truncate(run, max_docs)
     evaluated = sorted(set(run) & set(qrels))
+    degenerate = _degenerate_queries(qrels, evaluated, requests, qrels_name)
     # pytrec_eval reports nothing for a query whose run list is empty; trec_eval never
     # sees such a query either (it has no result lines), so the two agree.
-    computable = [r for r in requests if r.measure.agg not in ("runid", "num_q")]
+    computable = [r for r in requests if r.measure.source == "pytrec"]
+    helpers = any(r.measure.name == "utility" for r in requests)
     per_query: dict[str, dict[str, float]] = {q: {} for q in evaluated}
-    if computable and evaluated:
+    if (computable or helpers) and evaluated:
         sub_run = {q: run[q] for q in evaluated}
         if level >= 1:
-            groups = [(qrels, level, computable)]
+            groups = [(qrels, level, computable, helpers)]
         else:
             gain = [r for r in computable if r.measure.gain]
             binary = [r for r in computable if not r.measure.gain]
-            groups = [(qrels, 1, gain), (_binarize(qrels, level), 1, binary)]
-        for q_labels, lvl, reqs in groups:
-            if not reqs:
+            groups = [(qrels, 1, gain, False), (_binarize(qrels, level), 1, binary, helpers)]
+        for q_labels, lvl, reqs, want_helpers in groups:
+            if not reqs and not want_helpers:
                 continue
-            result = _pytrec(q_labels, sub_run, {r.pytrec_spec for r in reqs}, lvl, judged_only)
+            if degenerate:
+                q_labels = _with_placeholder(q_labels, degenerate)
+            specs = {r.pytrec_spec for r in reqs}
+            if want_helpers:
+                specs.update(_UTILITY_HELPERS)
+            result = _pytrec(q_labels, sub_run, specs, lvl, judged_only)
             for qid in evaluated:
                 values = result.get(qid, {})
                 for r in reqs:
                     for name in r.names:
                         per_query[qid][name] = values.get(name, 0.0)
+                if want_helpers:
+                    for r in requests:
+                        if r.measure.name == "utility":
+                            per_query[qid][r.names[0]] = _utility(r.cutoffs, values)
+    for r in requests:
+        if r.measure.name == "relstring":
+            for qid in evaluated:
+                per_query[qid][r.names[0]] = _relstring(qrels[qid], run[qid], r.cutoffs[0], judged_only)
     n_eval = len(evaluated)
     n_div = len(qrels) if complete else n_eval
     summary: dict[str, float | int | str] = {}
     for r in requests:
         agg = r.measure.agg
         for name in r.names:
+            if agg == "none":
+                continue
             if agg == "runid":
                 summary[name] = run_tag
             elif agg == "num_q":
                 summary[name] = n_div
             elif agg == "sum":
-                summary[name] = int(sum(per_query[q][name] for q in evaluated))
+                if name == "num_rel" and complete:
+                    summary[name] = sum(1 for docs in qrels.values() for lab in docs.values() if lab >= 1)
+                else:
+                    summary[name] = int(sum(per_query[q][name] for q in evaluated))
             elif agg == "gm":
                 total = 0.0
                 for q in evaluated:
@@ -130,10 +228,17 @@ def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
                 summary[name] = math.exp(total / n_div) if n_div else 0.0
             else:
                 total = 0.0
-                for q in evaluated:  # same order as trec_eval's accumulation
+                for q in evaluated:  # same order as trec_eval's accumulation (NaN sign included)
                     total += per_query[q][name]
                 summary[name] = total / n_div if n_div else 0.0
     return Evaluation(requests, per_query, summary, run_tag)
+
+
+def _float(value: float) -> str:
+    if math.isnan(value):
+        # glibc prints the sign bit of a NaN; 0/0 on x86 gives a negative one
+        return "%6s" % ("-nan" if math.copysign(1.0, value) < 0 else "nan")
+    return "%6.4f" % value
 
 
 def _line(name: str, qid: str, value, kind: str) -> str:
@@ -141,7 +246,9 @@ def _line(name: str, qid: str, value, kind: str) -> str:
         return "%-22s\t%s\t%d\n" % (name, qid, int(value))
     if kind == "string":
         return "%-22s\t%s\t%s\n" % (name, qid, value)
-    return "%-22s\t%s\t%6.4f\n" % (name, qid, value)
+    if kind == "relstring":
+        return "%-22s\t%s\t'%s'\n" % (name, qid, value)
+    return "%-22s\t%s\t%s\n" % (name, qid, _float(value))
 
 
 def write_trec_eval(ev: Evaluation, out: IO[str], *, per_query: bool = False, summary: bool = True) -> None:
@@ -155,10 +262,12 @@ def write_trec_eval(ev: Evaluation, out: IO[str], *, per_query: bool = False, su
                     out.write(_line(name, qid, ev.per_query[qid][name], r.measure.value))
     if summary:
         for r in ev.requests:
+            if not r.measure.summary:
+                continue
             for name in r.names:
                 out.write(_line(name, "all", ev.summary[name], r.measure.value))
 
 
 def require_overlap(ev: Evaluation, run_name: str, qrels_name: str) -> None:
     if not ev.per_query:
-        raise InputError(f"no queries in common with the qrels {qrels_name} (trec_eval: No queries with both results and relevance info)", run_name)
+        raise TrecEvalRefusal(f"no queries in common with the qrels {qrels_name} (trec_eval: No queries with both results and relevance info)", run_name)

@@ -1,0 +1,71 @@
+"""Run ``exam-qrels`` on many argument lists, each in its own forked process.
+
+Used by the trec_eval parity tests: starting one Python per case would take minutes
+for the 1,296 recorded cases, so this process imports the command once and forks a
+child per case. The child runs the real entry point (``exam_eval.commands.qrels.main``)
+with its stdout and stderr on files, exactly as a shell would see them, and the parent
+reports how it ended: exit status, or the signal that killed it (a segfault in C code
+must show up as such, not be hidden by an in-process call).
+
+stdin: a JSON list of argument lists. stdout: a JSON list of
+``{"exit": int | null, "signal": int | null, "stdout": str, "stderr": str}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import traceback
+
+
+def run_one(entry, args: list[str]) -> dict:
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # child: never returns
+            code = 1
+            try:
+                os.dup2(out.fileno(), 1)
+                os.dup2(err.fileno(), 2)
+                try:
+                    entry(args)
+                    code = 0
+                except SystemExit as exc:
+                    if exc.code is None:
+                        code = 0
+                    elif isinstance(exc.code, int):
+                        code = exc.code
+                    else:
+                        print(exc.code, file=sys.stderr)
+                        code = 1
+                except BaseException:  # what the interpreter would print
+                    traceback.print_exc()
+                    code = 1
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        out.seek(0)
+        err.seek(0)
+        return {
+            "exit": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+            "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None,
+            "stdout": out.read().decode("utf-8", "replace"),
+            "stderr": err.read().decode("utf-8", "replace"),
+        }
+
+
+def main() -> None:
+    from exam_eval.commands.qrels import main as entry
+
+    jobs = json.load(sys.stdin)
+    results = [run_one(entry, args) for args in jobs]
+    json.dump(results, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
