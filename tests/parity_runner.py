@@ -60,6 +60,10 @@ def run_one(entry, args: list[str]) -> dict:
 
 
 def main() -> None:
+    # Loaded once here rather than in every child (exam-qrels imports it lazily when it
+    # scores); the children still run the whole command.
+    import pytrec_eval  # noqa: F401
+
     from exam_eval.commands.qrels import main as entry
 
     jobs = json.load(sys.stdin)
