@@ -1,0 +1,155 @@
+"""trec_eval 9.0.8 rules that the recorded corpus pins down, checked here on small inputs
+against independent computations (pytrec_eval called directly, glibc's own printf)."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import math
+
+import pytest
+import pytrec_eval
+
+from exam_eval.measures.trec_eval import _float
+from test_trec_eval_compat import parse_output, write_case
+
+
+def lines_of(stdout: str) -> list[list[str]]:
+    return [line.split("\t") for line in stdout.splitlines()]
+
+
+QRELS = {"1": {"a": 2, "b": 0, "c": 1, "d": -1}, "2": {"e": 1, "f": 3, "g": 0}, "3": {"h": 1}}
+RUN = {"1": {"a": 3.0, "x": 2.5, "d": 2.0, "c": 1.0}, "2": {"g": 2.0, "f": 1.0, "y": 0.5}}
+
+
+def test_gm_measures_only_on_the_all_line(tmp_path, run_cli):
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    res = run_cli("exam-qrels", "-q", "-m", "gm_map", "-m", "map", "-m", "gm_bpref", qp, rp)
+    assert res.returncode == 0, res.stderr
+    rows = lines_of(res.stdout)
+    assert [r[0].strip() for r in rows if r[1] != "all"] == ["map", "map"]
+    assert [r[0].strip() for r in rows if r[1] == "all"] == ["map", "gm_map", "gm_bpref"]
+    ap = pytrec_eval.RelevanceEvaluator(QRELS, {"map"}).evaluate(RUN)
+    expected = math.exp(sum(math.log(max(ap[q]["map"], 1e-5)) for q in ("1", "2")) / 2)
+    assert parse_output(res.stdout)[("gm_map", "all")] == "%6.4f" % expected
+
+
+def test_runid_is_the_tag_of_the_last_line(tmp_path, run_cli):
+    qp, _ = write_case(tmp_path, QRELS, RUN)
+    rp = tmp_path / "tags.run"
+    rp.write_text("1 Q0 a 1 3 first\n2 Q0 f 1 1 second\n1 Q0 c 2 1 third\n")
+    res = run_cli("exam-qrels", "-m", "runid", qp, rp)
+    assert res.stdout == "runid                 \tall\tthird\n"
+
+
+@pytest.mark.parametrize("value", [float("nan"), -float("nan"), -0.0, 1 / 3, 2.00005, float("inf"), -12.5])
+def test_float_format_is_glibc_printf(value):
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    buf = ctypes.create_string_buffer(64)
+    libc.snprintf(buf, 64, b"%6.4f", ctypes.c_double(value))
+    assert _float(value) == buf.value.decode()
+
+
+def test_nan_from_trec_eval_prints_as_minus_nan(tmp_path, run_cli):
+    # with -J and no judged document retrieved, iprec_at_recall divides 0 by 0
+    qrels, run = {"1": {"a": 1, "b": 0}}, {"1": {"x": 1.0, "y": 0.5}}
+    qp, rp = write_case(tmp_path, qrels, run)
+    res = run_cli("exam-qrels", "-q", "-J", "-m", "iprec_at_recall.0", qp, rp)
+    direct = pytrec_eval.RelevanceEvaluator(qrels, {"iprec_at_recall"}, judged_docs_only_flag=True).evaluate(run)
+    value = direct["1"]["iprec_at_recall_0.00"]
+    assert math.isnan(value)
+    expected = "-nan" if math.copysign(1.0, value) < 0 else "nan"
+    assert [r[2].strip() for r in lines_of(res.stdout)] == [expected, expected]
+
+
+def test_complete_num_rel_counts_every_qrels_judgment_of_label_1_or_more(tmp_path, run_cli):
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    res = run_cli("exam-qrels", "-c", "-l", "2", "-m", "num_rel", "-m", "num_q", qp, rp)
+    got = parse_output(res.stdout)
+    assert got[("num_rel", "all")] == str(sum(lab >= 1 for docs in QRELS.values() for lab in docs.values()))
+    assert got[("num_q", "all")] == "3"
+    # without -c: the evaluated queries at the -l level, as pytrec_eval counts them
+    res = run_cli("exam-qrels", "-l", "2", "-m", "num_rel", qp, rp)
+    direct = pytrec_eval.RelevanceEvaluator(QRELS, {"num_rel"}, relevance_level=2).evaluate(RUN)
+    assert parse_output(res.stdout)[("num_rel", "all")] == str(int(sum(v["num_rel"] for v in direct.values())))
+
+
+def test_all_trec_is_trec_eval_s_own_list(tmp_path, run_cli):
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    res = run_cli("exam-qrels", "-q", "-m", "all_trec", qp, rp)
+    assert res.returncode == 0, res.stderr
+    roots = set()
+    for name, _, _ in lines_of(res.stdout):
+        name = name.strip()
+        roots.add(next((m for m in sorted(pytrec_eval.supported_measures, key=len, reverse=True)
+                        if name == m or name.startswith(m + "_")), name))
+    # pytrec_eval bundles trec_eval 9.0.8 and exposes its nickname table
+    assert roots == set(pytrec_eval.supported_nicknames["all_trec"])
+
+
+def test_utility_against_pytrec_eval(tmp_path, run_cli):
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    direct = pytrec_eval.RelevanceEvaluator(QRELS, {"utility", "num_ret", "num_rel", "num_rel_ret"}).evaluate(RUN)
+    res = run_cli("exam-qrels", "-q", "-m", "utility", qp, rp)
+    got = parse_output(res.stdout)
+    for q in ("1", "2"):
+        assert got[("utility", q)] == "%6.4f" % direct[q]["utility"]
+    res = run_cli("exam-qrels", "-q", "-m", "utility.2,-0.5,-1,0", qp, rp)
+    got = parse_output(res.stdout)
+    for q in ("1", "2"):
+        v = direct[q]
+        expected = 2 * v["num_rel_ret"] - 0.5 * (v["num_ret"] - v["num_rel_ret"]) - (v["num_rel"] - v["num_rel_ret"])
+        assert got[("utility_2,-0.5,-1,0", q)] == "%6.4f" % expected
+    res = run_cli("exam-qrels", "-m", "utility.1,2", qp, rp)
+    assert res.returncode == 1 and "4 coefficients" in res.stderr
+
+
+def test_relstring_per_query_only(tmp_path, run_cli):
+    qrels = {"1": {"a": 2, "b": -1, "c": 12, "e": 0}}
+    run = {"1": {"a": 4.0, "x": 3.0, "b": 2.0, "c": 1.0, "e": 0.5}}
+    qp, rp = write_case(tmp_path, qrels, run)
+    # trec_eval's m_relstring.c: label digit, '-' not in the pool, '.' in the pool unjudged, '>' above 9
+    res = run_cli("exam-qrels", "-q", "-m", "relstring", "-m", "num_ret", qp, rp)
+    assert lines_of(res.stdout) == [["num_ret               ", "1", "5"], ["relstring             ", "1", "'2-.>0'"],
+                                    ["num_ret               ", "all", "5"]]
+    res = run_cli("exam-qrels", "-q", "-J", "-m", "relstring.2", qp, rp)
+    assert lines_of(res.stdout) == [["relstring_2           ", "1", "'2>'"]]
+
+
+def test_first_query_with_only_negative_labels_is_refused_like_trec_eval(tmp_path, run_cli):
+    qrels = {"1": {"a": -1, "b": -1}, "2": {"c": 1}}
+    run = {"1": {"a": 1.0}, "2": {"c": 1.0}}
+    qp, rp = write_case(tmp_path, qrels, run)
+    out = tmp_path / "out.txt"
+    res = run_cli("exam-qrels", "-m", "P.5", "-m", "map", "-o", out, qp, rp)
+    assert res.returncode == 2 and res.stdout == ""
+    assert len(res.stderr.splitlines()) == 1 and "Traceback" not in res.stderr
+    assert "Can't calculate measure 'map'" in res.stderr and "query 1" in res.stderr
+    assert sorted(tmp_path.iterdir()) == sorted([qp, rp])   # no output, no temp file
+    # only runid / num_q: trec_eval computes nothing per query, so nothing to refuse
+    res = run_cli("exam-qrels", "-m", "num_q", qp, rp)
+    assert res.returncode == 0 and res.stdout == "num_q                 \tall\t2\n"
+
+
+@pytest.mark.parametrize("labels", [{"d": -1}, {"d": -2, "e": -3}])
+def test_later_query_with_only_negative_labels_scores_as_no_relevant_document(tmp_path, run_cli, labels):
+    # trec_eval 9.0.8 segfaults on the second form (and pytrec_eval on both); we answer
+    # what a query without relevant documents scores
+    qrels = {"1": {"a": 1}, "2": labels}
+    run = {"1": {"a": 1.0}, "2": {"d": 2.0, "z": 1.0}}
+    qp, rp = write_case(tmp_path, qrels, run)
+    res = run_cli("exam-qrels", "-q", "-m", "num_ret", "-m", "num_rel", "-m", "num_rel_ret", "-m", "map",
+                  "-m", "P.5", "-m", "recip_rank", "-m", "ndcg", qp, rp)
+    assert res.returncode == 0, res.stderr
+    got = parse_output(res.stdout)
+    assert [got[(m, "2")] for m in ("num_ret", "num_rel", "num_rel_ret")] == ["2", "0", "0"]
+    assert all(got[(m, "2")] == "0.0000" for m in ("map", "P_5", "recip_rank", "ndcg"))
+    assert got[("map", "all")] == "%6.4f" % 0.5
+
+
+def test_measures_for_other_judgment_formats_are_refused(tmp_path, run_cli):
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    for spec in ("prefs_simp", "all_prefs", "P_avgjg"):
+        res = run_cli("exam-qrels", "-m", spec, qp, rp)
+        assert res.returncode == 1 and len(res.stderr.splitlines()) == 1 and res.stdout == ""
+        assert "Can't calculate measure" in res.stderr
