@@ -153,3 +153,26 @@ def test_measures_for_other_judgment_formats_are_refused(tmp_path, run_cli):
         res = run_cli("exam-qrels", "-m", spec, qp, rp)
         assert res.returncode == 1 and len(res.stderr.splitlines()) == 1 and res.stdout == ""
         assert "Can't calculate measure" in res.stderr
+
+
+@pytest.mark.parametrize("spec, name", [("set_F.0.5", "set_F_0.5"), ("11pt_avg.0.2,0.5,0.8", "11pt_avg_0.2,0.5,0.8")])
+def test_single_value_measures_with_parameters(tmp_path, run_cli, spec, name):
+    # trec_eval names them root_PARAMS (meas_init.c: append_string of the parameter text)
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    direct = pytrec_eval.RelevanceEvaluator(QRELS, {spec}).evaluate(RUN)
+    default = pytrec_eval.RelevanceEvaluator(QRELS, {spec.split(".")[0]}).evaluate(RUN)
+    assert any(direct[q] != default[q] for q in direct)   # the parameter matters here
+    res = run_cli("exam-qrels", "-q", "-m", spec, qp, rp)
+    assert res.returncode == 0, res.stderr
+    got = parse_output(res.stdout)
+    root = spec.split(".")[0]
+    for q in ("1", "2"):
+        assert got[(name, q)] == "%6.4f" % direct[q][root]
+    assert got[(name, "all")] == "%6.4f" % ((direct["1"][root] + direct["2"][root]) / 2)
+
+
+def test_per_level_gains_are_refused_in_one_line(tmp_path, run_cli):
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    res = run_cli("exam-qrels", "-m", "ndcg.1=4,2=8", qp, rp)
+    assert res.returncode == 1 and res.stdout == "" and len(res.stderr.splitlines()) == 1
+    assert "gains" in res.stderr and "Traceback" not in res.stderr

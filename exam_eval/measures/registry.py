@@ -21,7 +21,9 @@ class TrecMeasure:
     name: str
     value: str = "float"      # float | long | string | relstring: how trec_eval prints it
     agg: str = "mean"         # mean | sum | gm (geometric, log values per query) | num_q | runid | none
-    params: str | None = None  # None | "long" / "float" (cutoffs, one value each) | "values" (one value)
+    # None | "long" / "float": cutoffs, one value each | "values": parameters of one value |
+    # "gains": trec_eval's level=gain pairs (not implemented: refused)
+    params: str | None = None
     defaults: tuple = ()
     gain: bool = False        # uses raw labels as gains, so unaffected by -l
     per_query: bool = True    # trec_eval prints nothing per query for num_q, runid, gm_*
@@ -58,12 +60,12 @@ register(TrecMeasure("infAP"))
 register(TrecMeasure("gm_bpref", agg="gm", per_query=False))
 register(TrecMeasure("Rprec_mult", params="float", defaults=_RPREC_MULTS))
 register(TrecMeasure("utility", params="values", defaults=(1.0, -1.0, 0.0, 0.0), source="ours"))
-register(TrecMeasure("11pt_avg"))
+register(TrecMeasure("11pt_avg", params="values", defaults=_RECALL_LEVELS))
 register(TrecMeasure("binG"))
 register(TrecMeasure("G", gain=True))
-register(TrecMeasure("ndcg", gain=True))
-register(TrecMeasure("ndcg_rel", gain=True))
-register(TrecMeasure("Rndcg", gain=True))
+register(TrecMeasure("ndcg", gain=True, params="gains"))
+register(TrecMeasure("ndcg_rel", gain=True, params="gains"))
+register(TrecMeasure("Rndcg", gain=True, params="gains"))
 register(TrecMeasure("ndcg_cut", params="long", defaults=_CUTS, gain=True))
 register(TrecMeasure("map_cut", params="long", defaults=_CUTS))
 register(TrecMeasure("relative_P", params="long", defaults=_CUTS))
@@ -72,7 +74,7 @@ register(TrecMeasure("set_P"))
 register(TrecMeasure("set_relative_P"))
 register(TrecMeasure("set_recall"))
 register(TrecMeasure("set_map"))
-register(TrecMeasure("set_F"))
+register(TrecMeasure("set_F", params="values", defaults=(1.0,)))
 register(TrecMeasure("num_nonrel_judged_ret", value="long", agg="sum"))
 
 # The rest of the 9.0.8 table reads other judgment formats (trec_eval -R prefs /
@@ -113,7 +115,7 @@ class Request:
     @property
     def names(self) -> list[str]:
         """The value names trec_eval prints (P_5, iprec_at_recall_0.10, map, utility_1,-1,0,0)."""
-        if not self.measure.params:
+        if self.measure.params in (None, "gains"):
             return [self.measure.name]
         if self.measure.params == "values":
             return [self.measure.name if self.raw is None else f"{self.measure.name}_{self.raw}"]
@@ -122,9 +124,18 @@ class Request:
         return [f"{self.measure.name}_{c:3.2f}" for c in self.cutoffs]
 
     @property
+    def pytrec_keys(self) -> list[str]:
+        """What pytrec_eval calls the values of ``names`` (it names a "values" measure bare)."""
+        if self.measure.params in ("values", "gains"):
+            return [self.measure.name]
+        return self.names
+
+    @property
     def pytrec_spec(self) -> str:
-        if not self.measure.params:
+        if self.measure.params in (None, "gains"):
             return self.measure.name
+        if self.measure.params == "values":
+            return self.measure.name if self.raw is None else f"{self.measure.name}.{self.raw}"
         if self.measure.params == "long":
             return self.measure.name + "." + ",".join(str(c) for c in self.cutoffs)
         return self.measure.name + "." + ",".join(repr(c) for c in self.cutoffs)
@@ -183,6 +194,9 @@ def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Reques
             raise UsageError(f"unknown measure {spec!r} (trec_eval: illegal measure); known: {known}")
         if param and not m.params:
             raise UsageError(f"measure {root!r} takes no parameters (got {spec!r})")
+        if param and m.params == "gains":
+            raise UsageError(f"measure {spec!r}: trec_eval's per-level gains (level=gain,...) are not "
+                             f"implemented; {root} uses the labels as gains")
         marked.add(root)
         if param:
             cutoffs = _parse_cutoffs(m, param, spec)

@@ -193,8 +193,8 @@ def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
             for qid in evaluated:
                 values = result.get(qid, {})
                 for r in reqs:
-                    for name in r.names:
-                        per_query[qid][name] = values.get(name, 0.0)
+                    for name, key in zip(r.names, r.pytrec_keys):
+                        per_query[qid][name] = values.get(key, 0.0)
                 if want_helpers:
                     for r in requests:
                         if r.measure.name == "utility":
