@@ -21,7 +21,8 @@ EPILOG = """\b
 Examples:
   exam-qrels grades.jsonl.gz > exam.qrels                 # EXAM-Qrels (label = max grade)
   exam-qrels --label binary --min-grade 4 grades.jsonl.gz # 1 if any question graded >= 4
-  exam-qrels -c -m ndcg_cut.10 qrels.txt run.txt          # drop-in for trec_eval
+  exam-qrels -c -m ndcg_cut.10 qrels.txt run.txt          # drop-in for trec_eval 9.0.8
+  exam-qrels -q -m all_trec qrels.txt run.txt             # per query, every measure
   exam-qrels -c -m P.20 -l 3 grades.jsonl.gz runs/*.run   # leaderboard TSV, one row per run
   exam-qrels msmarco-passage/trec-dl-2019/judged > dl19.qrels   # an ir_datasets ID
 
@@ -34,15 +35,19 @@ See man exam-qrels.
 @click.argument("labels", metavar="LABELS")
 @click.argument("runs", nargs=-1, metavar="[RUN ...]")
 @click.option("-m", "--measure", "measures", multiple=True, metavar="MEASURE[.PARAMS]",
-              help="trec_eval measure, repeatable: map, P.5,10, ndcg_cut.10, recall.100, Rprec, "
-                   "recip_rank, success.1, bpref, num_rel_ret, ... Default: trec_eval's 'official' set.")
-@click.option("-q", "per_query", is_flag=True, help="Also print the value for each query (one run only).")
+              help="trec_eval 9.0.8 measure, repeatable: map, P.5,10, ndcg_cut.10, recall.100, Rprec, "
+                   "recip_rank, success.1, bpref, set_F.0.5, utility.1,-1,0,0, relstring, ..., or a "
+                   "nickname: official (default), set, all_trec. See man exam-qrels.")
+@click.option("-q", "per_query", is_flag=True,
+              help="Also print the value for each query (one run only); gm_*, runid, num_q: 'all' line only.")
 @click.option("-c", "complete", is_flag=True,
-              help="Average over every query of the qrels; queries the run lacks score 0.")
+              help="Average over every query of the qrels; queries the run lacks score 0 "
+                   "(num_rel: every judgment >= 1 in the qrels, as trec_eval 9.0.8).")
 @click.option("-l", "level", type=int, default=1, show_default=True, metavar="N",
               help="Relevance level: label >= N is relevant for binary measures (nDCG uses raw labels).")
 @click.option("-n", "no_summary", is_flag=True, help="No summary ('all') lines.")
-@click.option("-J", "judged_only", is_flag=True, help="Drop unjudged documents from the run before scoring.")
+@click.option("-J", "judged_only", is_flag=True,
+              help="Drop unjudged documents (no qrels line with label >= 0) from the run before scoring.")
 @click.option("-M", "max_docs", type=int, default=None, metavar="N", help="Evaluate only the top N documents per query.")
 @click.option("--label", "label_mode", type=click.Choice(LABEL_MODES), default="max", show_default=True,
               help="From grades: max grade, count of items with grade >= --min-grade, or binary.")
@@ -58,8 +63,8 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
 
     LABELS is a qrels file, an ir_datasets ID, or a grades file (exam-grade output or the
     reference workbench's graded runs-with-text file). With no RUN, the labels are written
-    as qrels. With one RUN, the output is byte for byte what `trec_eval [options] QRELS RUN`
-    prints. With several RUNs, a leaderboard TSV: `run` then one column per measure.
+    as qrels. With one RUN, the output is byte for byte what trec_eval 9.0.8 prints
+    (`trec_eval [options] QRELS RUN`), and what it refuses is refused. With several RUNs, a leaderboard TSV: `run` then one column per measure.
     """
     log = stderr_log(PROG)
     if label_mode != "max" and min_grade is None:
