@@ -116,7 +116,7 @@ def _degenerate_queries(qrels: Qrels, evaluated: list[str], requests: list[Reque
     out: set[str] = set()
     allocated = False
     for qid in evaluated:
-        if max(qrels[qid].values()) >= 0:
+        if max(qrels[qid].values(), default=-1) >= 0:
             allocated = True
             continue
         if not allocated and first is not None:
