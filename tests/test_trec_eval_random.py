@@ -89,7 +89,7 @@ def random_case(rnd: random.Random) -> dict:
         if rnd.random() < 0.3:
             flags.append(flag)
     if rnd.random() < 0.25:
-        flags += ["-M", str(rnd.choice([1, 3, 5, 10]))]
+        flags += ["-M", str(rnd.choice([0, 1, 3, 5, 10]))]
     if rnd.random() < 0.25:
         flags += ["-l", str(rnd.choice([2, 3]))]
     flags += rnd.choice(MEASURE_SETS)

@@ -176,3 +176,20 @@ def test_per_level_gains_are_refused_in_one_line(tmp_path, run_cli):
     res = run_cli("exam-qrels", "-m", "ndcg.1=4,2=8", qp, rp)
     assert res.returncode == 1 and res.stdout == "" and len(res.stderr.splitlines()) == 1
     assert "gains" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_max_docs_zero_scores_an_empty_ranking(tmp_path, run_cli):
+    # trec_eval -M 0 evaluates every query with nothing retrieved (pytrec_eval alone would
+    # skip them): counts 0, num_rel from the qrels, and iprec_at_recall's 0/0, which the
+    # recorded trec_eval prints as -nan when -J leaves nothing retrieved (case 18 of
+    # ../shared/data/trec_eval_parity/cases-9.0.8.jsonl.gz)
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    res = run_cli("exam-qrels", "-q", "-M", "0", "-m", "num_ret", "-m", "num_rel", "-m", "map",
+                  "-m", "iprec_at_recall.0", "-m", "relstring", qp, rp)
+    assert res.returncode == 0, res.stderr
+    got = {(r[0].strip(), r[1]): r[2] for r in lines_of(res.stdout)}
+    for q in ("1", "2"):
+        assert got[("num_ret", q)] == "0" and got[("map", q)] == "0.0000"
+        assert got[("num_rel", q)] == str(sum(lab >= 1 for lab in QRELS[q].values()))
+        assert got[("relstring", q)] == "''"
+        assert got[("iprec_at_recall_0.00", q)] == "  -nan"

@@ -97,6 +97,10 @@ def _pytrec(qrels: Qrels, run: Run, specs: set[str], level: int, judged_only: bo
 
 # A docno cannot hold whitespace in a TREC file, so no run retrieves this one.
 _PLACEHOLDER_DOCNO = " no run retrieves this "
+# With -M 0 trec_eval scores every query on an empty ranking; pytrec_eval skips a query
+# without documents, but a ranking of one unjudged document under -J is the same state
+# (nothing retrieved, the judgments counted), so that is what it gets.
+_NOTHING_RETRIEVED = " nothing retrieved "
 _UTILITY_HELPERS = ("num_ret", "num_rel", "num_rel_ret")
 
 
@@ -175,6 +179,10 @@ def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
     per_query: dict[str, dict[str, float]] = {q: {} for q in evaluated}
     if (computable or helpers) and evaluated:
         sub_run = {q: run[q] for q in evaluated}
+        judged = judged_only
+        if max_docs == 0:
+            sub_run = {q: {_NOTHING_RETRIEVED: 0.0} for q in evaluated}
+            judged = True
         if level >= 1:
             groups = [(qrels, level, computable, helpers)]
         else:
@@ -189,7 +197,7 @@ def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
             specs = {r.pytrec_spec for r in reqs}
             if want_helpers:
                 specs.update(_UTILITY_HELPERS)
-            result = _pytrec(q_labels, sub_run, specs, lvl, judged_only)
+            result = _pytrec(q_labels, sub_run, specs, lvl, judged)
             for qid in evaluated:
                 values = result.get(qid, {})
                 for r in reqs:
