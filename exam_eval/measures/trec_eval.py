@@ -108,6 +108,28 @@ class TrecEvalRefusal(InputError):
     """An input trec_eval 9.0.8 refuses to score (it exits 4 or 7)."""
 
 
+@dataclass
+class _QrelsFacts:
+    max_label: dict[str, int]   # qid -> largest label
+    n_relevant: int             # judgments with label >= 1, all queries (num_rel under -c)
+
+
+# A leaderboard scores many runs against one qrels: look at its labels once (kept with
+# the qrels object itself, so that its id cannot be reused while cached).
+_FACTS: dict[int, tuple[Qrels, _QrelsFacts]] = {}
+
+
+def _facts(qrels: Qrels) -> _QrelsFacts:
+    hit = _FACTS.get(id(qrels))
+    if hit is None or hit[0] is not qrels:
+        if len(_FACTS) >= 8:
+            _FACTS.clear()
+        facts = _QrelsFacts({q: max(docs.values(), default=-1) for q, docs in qrels.items()},
+                            sum(1 for docs in qrels.values() for lab in docs.values() if lab >= 1))
+        hit = _FACTS[id(qrels)] = (qrels, facts)
+    return hit[1]
+
+
 def _degenerate_queries(qrels: Qrels, evaluated: list[str], requests: list[Request],
                         qrels_name: str | None) -> set[str]:
     """Evaluated queries whose judgments are all negative, after trec_eval's refusal check.
@@ -119,8 +141,9 @@ def _degenerate_queries(qrels: Qrels, evaluated: list[str], requests: list[Reque
     first = next((r.measure.name for r in requests if r.measure.agg not in ("runid", "num_q")), None)
     out: set[str] = set()
     allocated = False
+    max_label = _facts(qrels).max_label
     for qid in evaluated:
-        if max(qrels[qid].values(), default=-1) >= 0:
+        if max_label[qid] >= 0:
             allocated = True
             continue
         if not allocated and first is not None:
@@ -225,7 +248,7 @@ def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
                 summary[name] = n_div
             elif agg == "sum":
                 if name == "num_rel" and complete:
-                    summary[name] = sum(1 for docs in qrels.values() for lab in docs.values() if lab >= 1)
+                    summary[name] = _facts(qrels).n_relevant
                 else:
                     summary[name] = int(sum(per_query[q][name] for q in evaluated))
             elif agg == "gm":
