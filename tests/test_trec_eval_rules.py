@@ -74,9 +74,10 @@ def test_complete_num_rel_counts_every_qrels_judgment_of_label_1_or_more(tmp_pat
     assert parse_output(res.stdout)[("num_rel", "all")] == str(int(sum(v["num_rel"] for v in direct.values())))
 
 
-def test_all_trec_is_trec_eval_s_own_list(tmp_path, run_cli):
+@pytest.mark.parametrize("nickname", ["all_trec", "official", "set"])
+def test_nicknames_are_trec_eval_s_own_lists(tmp_path, run_cli, nickname):
     qp, rp = write_case(tmp_path, QRELS, RUN)
-    res = run_cli("exam-qrels", "-q", "-m", "all_trec", qp, rp)
+    res = run_cli("exam-qrels", "-q", "-m", nickname, qp, rp)
     assert res.returncode == 0, res.stderr
     roots = set()
     for name, _, _ in lines_of(res.stdout):
@@ -84,7 +85,7 @@ def test_all_trec_is_trec_eval_s_own_list(tmp_path, run_cli):
         roots.add(next((m for m in sorted(pytrec_eval.supported_measures, key=len, reverse=True)
                         if name == m or name.startswith(m + "_")), name))
     # pytrec_eval bundles trec_eval 9.0.8 and exposes its nickname table
-    assert roots == set(pytrec_eval.supported_nicknames["all_trec"])
+    assert roots == set(pytrec_eval.supported_nicknames[nickname])
 
 
 def test_utility_against_pytrec_eval(tmp_path, run_cli):
