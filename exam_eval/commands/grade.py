@@ -74,6 +74,8 @@ def _log(msg: str) -> None:
 @click.option("--topics", metavar="FILE|ID", help="Query texts (needed by prompts that show the query, e.g. the direct prompts).")
 @click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True, help="Pooled passages without text: skip (and report) or fail.")
 @click.option("--bank", metavar="FILE", help="Question/nugget bank (our JSONL or the workbench's files). Not used by direct prompts.")
+@click.option("--keep-edited-ids", is_flag=True,
+              help="An item whose text no longer matches its item_id keeps that id (default: it gets the id of its new text).")
 @click.option("--prompt", "prompt_name", required=True, metavar="NAME|FILE", help="Prompt id (see exam-grade --list-prompts) or a custom prompt file.")
 @click.option("--backend", default="hf-seq2seq", show_default=True, metavar="NAME", help="hf-seq2seq, hf-causal, hf-qa, endpoint, embedding, scripted.")
 @click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large].")
@@ -97,7 +99,7 @@ def _log(msg: str) -> None:
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passages, topics, on_missing, bank,
-        prompt_name, backend, model, device, dtype, batch_size, max_input_tokens, max_new_tokens, num_beams,
+        keep_edited_ids, prompt_name, backend, model, device, dtype, batch_size, max_input_tokens, max_new_tokens, num_beams,
         base_url, api_key_env, concurrency, verify, backend_options, cache_path, no_cache, shard, dry_run, output):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
@@ -142,7 +144,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
     # ---- inputs (all validated before anything loads or is written) --------------------
     plan_inputs = _read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,
                                topics=topics, on_missing=on_missing, bank=None if direct else bank,
-                               prompt=prompt, direct=direct)
+                               prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids)
     if direct and bank:
         _log(f"prompt {prompt.id!r} grades passages directly; --bank is not used")
 
@@ -164,7 +166,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
         cache = NullCache()  # a dry run creates nothing
     else:
         cache = GradeCache(cache_file)
-    plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt.id)
+    plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt)
     plan.stats.pool = plan_inputs["pool"]
     plan.stats.missing = plan_inputs["missing"]
 
@@ -230,10 +232,11 @@ def _list_prompts(ctx, value):
     ctx.exit(0)
 
 
-def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, bank, prompt, direct) -> dict:
+def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, bank, prompt, direct,
+                 keep_edited_ids=False) -> dict:
     from ..grading.pool import Pool
     from ..grading.segment import read_responses
-    from ..io.banks import items_by_query, read_bank
+    from ..io.banks import BankReport, items_by_query, read_bank
     from ..io.irds import irds_qrels, looks_like_irds_id
     from ..io.passages import read_passages
     from ..io.topics import read_topics
@@ -255,7 +258,10 @@ def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing,
 
     items = None
     if bank:
-        all_items = read_bank(bank)
+        report = BankReport()
+        all_items = read_bank(bank, report=report, keep_edited_ids=keep_edited_ids)
+        for notice in report.notices(bank):
+            _log(notice)
         wanted_kind = [i for i in all_items if i.kind == prompt.target]
         if not wanted_kind:
             kinds = sorted({i.kind for i in all_items})
