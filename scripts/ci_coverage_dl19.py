@@ -7,6 +7,9 @@ each run's mean metric; the interval "covers" when it contains the metric comput
 with the human judgments of all 43 queries. CRC per query is scored as the fraction
 of unlabelled queries whose human value lies in their per-query interval.
 
+``outside`` is the fraction of splits whose printed point estimate lies outside the
+method's own interval (issue 11: CRC's used to be the unshifted LLM mean).
+
     .venv/bin/python scripts/ci_coverage_dl19.py                     # defaults below
     .venv/bin/python scripts/ci_coverage_dl19.py --llm ../shared/data/dl19/llm-qrels/HELM.qrels
 """
@@ -61,6 +64,7 @@ def main() -> None:
     width = {(r, m): [] for r in runs for m in methods}
     cover = {(r, m): [] for r in runs for m in methods}
     refused = {(r, m): 0 for r in runs for m in methods}
+    outside = {(r, m): [] for r in runs for m in methods}
     t0 = time.time()
     for split in range(args.splits):
         labelled = sorted(random.Random(args.seed * 100003 + split).sample(queries, args.n_labelled))
@@ -72,6 +76,7 @@ def main() -> None:
             for r in results:
                 width[name, r.method].append(r.width)
                 cover[name, r.method].append(r.lower <= truth[name] <= r.upper)
+                outside[name, r.method].append(not r.lower <= r.estimate <= r.upper)
             try:
                 pq = run_per_query(metric, run, human, mapped, queries, labelled, args.alpha, predicted,
                                    correction=args.correction)
@@ -87,16 +92,21 @@ def main() -> None:
           f"metric {metric.name}, 1-alpha = {1 - args.alpha:g}, LLM labels {llm_path.name} (calibrated), "
           f"{args.samples} bootstrap samples, CRC correction {args.correction}; {time.time() - t0:.0f} s",
           file=sys.stderr)
-    print("run\ttruth\tmethod\tmean_width\tcoverage\trefused")
+    print("run\ttruth\tmethod\tmean_width\tcoverage\trefused\toutside")
+
+    def frac(xs):
+        return f"{np.mean(xs):.3f}" if xs else "nan"
+
     for name in runs:
         for m in methods:
             w, c = width[name, m], cover[name, m]
             print(f"{name}\t{truth[name]:.4f}\t{m}\t{np.mean(w) if w else float('nan'):.4f}\t"
-                  f"{np.mean(c) if c else float('nan'):.3f}\t{refused[name, m]}")
+                  f"{np.mean(c) if c else float('nan'):.3f}\t{refused[name, m]}\t{frac(outside[name, m])}")
     for m in methods:
         w = [x for r in runs for x in width[r, m]]
         c = [x for r in runs for x in cover[r, m]]
-        print(f"ALL\t\t{m}\t{np.mean(w):.4f}\t{np.mean(c):.3f}\t{sum(refused[r, m] for r in runs)}")
+        o = [x for r in runs for x in outside[r, m]]
+        print(f"ALL\t\t{m}\t{np.mean(w):.4f}\t{np.mean(c):.3f}\t{sum(refused[r, m] for r in runs)}\t{frac(o)}")
 
 
 if __name__ == "__main__":
