@@ -77,6 +77,13 @@ def _log(msg: str) -> None:
 @click.option("--keep-edited-ids", is_flag=True,
               help="An item whose text no longer matches its item_id keeps that id (default: it gets the id of its new text).")
 @click.option("--prompt", "prompt_name", required=True, metavar="NAME|FILE", help="Prompt id (see exam-grade --list-prompts) or a custom prompt file.")
+@click.option("--generate-ratings", is_flag=True,
+              help="Rating prompts: generate the answer and read the rating from the text (the workbench's way) "
+                   "instead of scoring the labels' next-token probabilities.")
+@click.option("--rating-rule", type=click.Choice(["strict", "exam-pp", "workbench"]), default="strict",
+              show_default=True,
+              help="Reading generated self-ratings: strict (no rating stated: unparsed), exam-pp (no number: 1, "
+                   "EXAM++ 4.2.2), workbench (the reference workbench's reader; reproduces its published grades).")
 @click.option("--backend", default="hf-seq2seq", show_default=True, metavar="NAME", help="hf-seq2seq, hf-causal, hf-qa, endpoint, embedding, scripted.")
 @click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large].")
 @click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available.")
@@ -99,8 +106,8 @@ def _log(msg: str) -> None:
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passages, topics, on_missing, bank,
-        keep_edited_ids, prompt_name, backend, model, device, dtype, batch_size, max_input_tokens, max_new_tokens, num_beams,
-        base_url, api_key_env, concurrency, verify, backend_options, cache_path, no_cache, shard, dry_run, output):
+        keep_edited_ids, prompt_name, generate_ratings, rating_rule, backend, model, device, dtype, batch_size,
+        max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency, verify, backend_options, cache_path, no_cache, shard, dry_run, output):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
     The pool is the top --depth passages of every RUN, the passages of --qrels and the
@@ -120,7 +127,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
         raise UsageError("nothing to pool: give run files, --qrels or --responses")
     if responses_run_out and not responses:
         raise UsageError("--responses-run-out needs --responses")
-    prompt = get_prompt(prompt_name)
+    prompt = get_prompt(prompt_name).variant(generate=generate_ratings, rule=rating_rule)
     direct = prompt.target == "direct"
     if not direct and not bank:
         raise UsageError(f"prompt {prompt.id!r} grades {prompt.target}s: give --bank")
