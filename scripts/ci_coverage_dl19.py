@@ -7,6 +7,9 @@ each run's mean metric; the interval "covers" when it contains the metric comput
 with the human judgments of all 43 queries. CRC per query is scored as the fraction
 of unlabelled queries whose human value lies in their per-query interval.
 
+``outside`` is the fraction of splits whose printed point estimate lies outside the
+method's own interval (issue 11: CRC's used to be the unshifted LLM mean).
+
     .venv/bin/python scripts/ci_coverage_dl19.py                     # defaults below
     .venv/bin/python scripts/ci_coverage_dl19.py --llm ../shared/data/dl19/llm-qrels/HELM.qrels
 """
@@ -28,7 +31,7 @@ from exam_eval.io.trec import read_qrels, read_run  # noqa: E402
 from exam_eval.stats import labels  # noqa: E402
 from exam_eval.stats.crc import CoverageError  # noqa: E402
 from exam_eval.stats.intervals import METHODS, human_values, run_intervals, run_per_query  # noqa: E402
-from exam_eval.stats.metrics import parse_metric  # noqa: E402
+from exam_eval.stats.metrics import parse_metric, value_range  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "dl19"
 RUNS = ["idst_bert_p1", "p_bert", "TUW19-p3-f", "ICT-CKNRM_B", "ms_duet_passage", "bm25base_p", "UNH_bm25"]
@@ -56,11 +59,14 @@ def main() -> None:
     metric = parse_metric(args.metric)
     queries = sorted(set(llm.dists) & set(human))
     truth = {name: float(np.mean(human_values(metric, run, human, queries))) for name, run in runs.items()}
+    # as exam-correlate interval prints them: clipped to the metric's range
+    bounds = value_range(metric, max(max(docs.values()) for docs in human.values() if docs))
 
     methods = list(METHODS) + ["crc_per_query"]
     width = {(r, m): [] for r in runs for m in methods}
     cover = {(r, m): [] for r in runs for m in methods}
     refused = {(r, m): 0 for r in runs for m in methods}
+    outside = {(r, m): [] for r in runs for m in methods}
     t0 = time.time()
     for split in range(args.splits):
         labelled = sorted(random.Random(args.seed * 100003 + split).sample(queries, args.n_labelled))
@@ -68,10 +74,12 @@ def main() -> None:
         mapped = labels.calibrated(llm, human, labelled)
         for name, run in runs.items():
             results, predicted = run_intervals(metric, run, human, mapped, queries, labelled, args.alpha,
-                                               args.samples, seed=split, correction=args.correction)
+                                               args.samples, seed=split, correction=args.correction,
+                                               bounds=bounds)
             for r in results:
                 width[name, r.method].append(r.width)
                 cover[name, r.method].append(r.lower <= truth[name] <= r.upper)
+                outside[name, r.method].append(not r.lower <= r.estimate <= r.upper)
             try:
                 pq = run_per_query(metric, run, human, mapped, queries, labelled, args.alpha, predicted,
                                    correction=args.correction)
@@ -87,16 +95,22 @@ def main() -> None:
           f"metric {metric.name}, 1-alpha = {1 - args.alpha:g}, LLM labels {llm_path.name} (calibrated), "
           f"{args.samples} bootstrap samples, CRC correction {args.correction}; {time.time() - t0:.0f} s",
           file=sys.stderr)
-    print("run\ttruth\tmethod\tmean_width\tcoverage\trefused")
+    print("run\ttruth\tmethod\tmean_width\tcoverage\trefused\toutside")
+
+    def frac(xs):
+        return f"{np.mean(xs):.3f}" if xs else "nan"
+
     for name in runs:
         for m in methods:
             w, c = width[name, m], cover[name, m]
             print(f"{name}\t{truth[name]:.4f}\t{m}\t{np.mean(w) if w else float('nan'):.4f}\t"
-                  f"{np.mean(c) if c else float('nan'):.3f}\t{refused[name, m]}")
+                  f"{frac(c)}\t{refused[name, m]}\t{frac(outside[name, m])}")
     for m in methods:
         w = [x for r in runs for x in width[r, m]]
         c = [x for r in runs for x in cover[r, m]]
-        print(f"ALL\t\t{m}\t{np.mean(w):.4f}\t{np.mean(c):.3f}\t{sum(refused[r, m] for r in runs)}")
+        o = [x for r in runs for x in outside[r, m]]
+        print(f"ALL\t\t{m}\t{np.mean(w) if w else float('nan'):.4f}\t{frac(c)}\t"
+              f"{sum(refused[r, m] for r in runs)}\t{frac(o)}")
 
 
 if __name__ == "__main__":

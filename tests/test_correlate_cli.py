@@ -145,8 +145,8 @@ def test_interval_output_and_bootstrap_estimate(run_cli, tmp_path):
                 "--samples", "2000", "-m", "ndcg@10")
     assert r.returncode == 0, r.stderr
     rows = [line.split("\t") for line in r.stdout.strip().splitlines()]
-    assert rows[0] == ["run", "metric", "method", "lower", "estimate", "upper", "width"]
-    by = {row[2]: list(map(float, row[3:])) for row in rows[1:]}
+    assert rows[0] == ["run", "metric", "method", "lower", "estimate", "upper", "width", "llm_mean"]
+    by = {row[2]: list(map(float, row[3:7])) for row in rows[1:]}
     assert set(by) == {"bootstrap", "ppi", "ppi_tuned", "crc"}
     for lo, est, hi, w in by.values():
         assert lo <= hi and w == pytest.approx(hi - lo, abs=2e-4)

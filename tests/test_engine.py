@@ -47,7 +47,7 @@ def _run(tmp_path, backend, docs, texts, items, cache=None, out_name="g.jsonl", 
     units, npairs = engine.build_units(docs=docs, texts=texts, items=items, queries={}, prompt=PROMPT,
                                        identity=backend.cache_identity, shard=shard)
     repair(str(out))
-    plan = engine.plan_work(units, npairs, existing_keys(str(out)), cache or NullCache(), backend.model_id, PROMPT.id)
+    plan = engine.plan_work(units, npairs, existing_keys(str(out)), cache or NullCache(), backend.model_id, PROMPT)
     app = GradesAppender(str(out))
     stats = engine.execute(plan, backend, PROMPT, app, cache)
     app.close()

@@ -101,13 +101,85 @@ def unflatten_list(text: str) -> str:
     return re.sub(r"\.\n- (?=[0-4]:)", " ", text)
 
 
+# Where each prompt is printed: the paper's text from ``start`` up to (not including) ``end``
+# (None: the end of the file; "\t": the end of the table cell). The golden text must equal
+# that whole span, so a missing first or last line fails as surely as a changed word.
+PAPER_SPANS = {
+    "question-extraction": ("provide a complete and concise answer", "\n## **Optional"),
+    "answer-verification": ('For the question "{question}"', "\n#### **Self-rating"),
+    "question-selfrating": ("Can the question be answered based on the available context? choose one:\n\n- 5",
+                            "\n## 4.1.2."),
+    "nugget-selfrating": ("Given the context, evaluate the coverage", "\t"),
+    "nugget-extraction": ("Extract the passage from the text", "\t"),
+    "thomas": ("Instruction: You are a search quality rater", "\n**FaggioliB** [6]"),
+    "faggioli-b": ("Instruction: Indicate if the passage is relevant for the question. Respond with 'Yes' or "
+                   "'No'.\n\nQuestion:", "\n**HELM** [7]"),
+    "helm": ("Instruction: Does the passage answer the query?", "\n**Sun** [5]"),
+    "sun": ("Instruction: Given a passage and a query", "\n**FaggioliB\\_few** [6]"),
+    "faggioli-b-few": ("Instruction: Indicate if the passage is relevant for the question. Respond with 'Yes' or "
+                       "'No'.\n\nPassage:", "\n**Sun\\_few** [5]"),
+    # after minted's option line, which is typesetting
+    "umbrela": ("Given a query and a passage, you must provide", "\nFigure 1. Prompt used"),
+    # the captions are "Listing\N{NO-BREAK SPACE}1: ..." in the text file
+    "ci-dl": ("1: Prompt for TREC-DL.\n", "Listing\N{NO-BREAK SPACE}2:"),
+    "ci-robust04": ("2: Prompt for Robust04.\n", None),
+}
+
+
+@pytest.fixture(scope="module")
+def raw_papers():
+    if not PAPERS.is_dir():
+        pytest.skip("../shared/papers is not present")
+    return {p.stem: p.read_text(encoding="utf-8") for p in PAPERS.glob("*.txt")}
+
+
+def paper_span(raw_papers, prompt_id: str) -> str:
+    paper = raw_papers[PAPER_FORMS[prompt_id][0]]
+    start, end = PAPER_SPANS[prompt_id]
+    i = paper.index(start)
+    if start[0].isdigit():
+        i += len(start)  # the caption is not part of the prompt
+    j = len(paper) if end is None else paper.index(end, i)
+    return paper[i:j]
+
+
+def _lines(text: str) -> list[str]:
+    """Non-blank lines, each with its inner whitespace runs made one space: what the text
+    extraction of a paper preserves of a prompt's layout."""
+    return [re.sub(r"\s+", " ", line).strip() for line in text.replace("\\_", "_").splitlines() if line.strip()]
+
+
+def test_every_published_prompt_has_a_paper_span():
+    assert set(PAPER_SPANS) == set(PAPER_FORMS) == PUBLISHED - {"sun-few"}  # sun-few: see below
+
+
 @pytest.mark.parametrize("prompt_id", sorted(PAPER_FORMS))
-def test_golden_text_is_in_the_paper(papers, prompt_id):
+def test_golden_text_is_the_papers_listing(raw_papers, prompt_id):
     paper, forms = PAPER_FORMS[prompt_id]
     text = as_paper_writes_it(prompt_id, forms)
+    span = paper_span(raw_papers, prompt_id)
     if paper == "rubric-grading-workbench":
-        text = unflatten_list(text)
-    assert _norm(text) in papers[paper]
+        # a table cell: its line structure is lost, only the words and their order remain
+        assert _norm(unflatten_list(text)) == _norm(span)
+    else:
+        assert _lines(text) == _lines(span)
+
+
+def test_ci_robust04_ends_with_the_relevance_line_of_listing_2(raw_papers):
+    assert paper_span(raw_papers, "ci-robust04").rstrip().endswith("Document: {document}\nRelevance:")
+    assert golden("ci-robust04").endswith("\nRelevance:")
+    assert get_prompt("ci-robust04").template.endswith("Document: {context}\nRelevance:")
+
+
+@pytest.mark.parametrize("change", [
+    lambda t: t.replace("Does the passage", "Does this passage", 1),  # one word
+    lambda t: t.rsplit("\n", 1)[0],  # the last line dropped
+    lambda t: t.split("\n", 1)[1],  # the first line dropped
+    lambda t: t.replace("Yes", "yes", 1),  # one letter's case
+])
+def test_paper_span_check_can_fail(raw_papers, change):
+    text = change(as_paper_writes_it("helm", PAPER_FORMS["helm"][1]))
+    assert _lines(text) != _lines(paper_span(raw_papers, "helm"))
 
 
 def test_list_fix_rule_reproduces_the_workbench_rendering_of_the_question_prompt(papers):
@@ -133,12 +205,6 @@ def test_sun_few_is_sun_with_the_faggioli_few_examples(papers):
     assert rest == fag_rest
     assert _norm(sun_instruction + "\n\nQuestion: {query_title} Passage: {context}") in papers["exam-plusplus"]
     assert _norm(fag_instruction + "\n\n" + rest) in papers["exam-plusplus"]
-
-
-def test_paper_check_can_fail(papers):
-    # A one-word change in the golden text must not be found in the paper.
-    text = as_paper_writes_it("helm", PAPER_FORMS["helm"][1]).replace("Does the passage", "Does this passage")
-    assert _norm(text) not in papers["exam-plusplus"]
 
 
 # -- rendering mechanics -------------------------------------------------------------------

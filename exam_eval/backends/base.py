@@ -72,18 +72,33 @@ class Backend(ABC):
     #: How many requests the engine should hand over at once.
     batch_size: int = 8
 
+    #: Prompt that checks an extracted answer against the key (``--verify llm``); None:
+    #: lexical matching (answer_check.matches) as in the EXAM paper.
+    verifier: "Prompt | None" = None
+    #: The model that answers ``verifier`` (``--verifier-model``); None: this back end itself.
+    verifier_backend: "Backend | None" = None
+    #: Whether the back end can hand extracted answers to ``verifier`` at all.
+    can_verify: ClassVar[bool] = False
+
     def __init__(self, model: str | None = None, **_ignored: Any):
         self.model_id = model or ""
 
     # -- what the engine and the cache see --------------------------------------------
     @property
     def cache_identity(self) -> str:
-        """Everything besides the prompt that changes a grade (model, decoding options).
+        """Everything besides the prompt that changes a grade (model, decoding options,
+        the answer verifier and its model).
 
         The cache keys on this, so grades from beam search and greedy decoding, or from
         scoring and generation, never stand in for each other.
         """
-        return f"{self.name}:{self.model_id}"
+        return f"{self.name}:{self.model_id}" + self.verify_identity()
+
+    def verify_identity(self) -> str:
+        if self.verifier is None:
+            return ""
+        by = "" if self.verifier_backend is None else f"@{self.verifier_backend.cache_identity}"
+        return f"+verify={self.verifier.hash}{by}"
 
     @property
     def context_window(self) -> int | None:
@@ -122,6 +137,8 @@ class Backend(ABC):
 class PromptBackend(Backend):
     """Shared logic of LLM back ends: render, truncate, score or generate, parse."""
 
+    can_verify = True
+
     #: Tokens kept free for the answer (generation) and template special tokens.
     reserve_tokens: int = 8
     max_new_tokens: int = 64
@@ -143,14 +160,6 @@ class PromptBackend(Backend):
         """Generated text per request, None when the model call failed."""
 
     # -- shared machinery ------------------------------------------------------------------
-    #: Prompt that checks an extracted answer against the key (``--verify llm``); None:
-    #: lexical matching (answer_check.matches) as in the EXAM paper.
-    verifier: "Prompt | None" = None
-
-    @property
-    def cache_identity(self) -> str:
-        base = f"{self.name}:{self.model_id}"
-        return base + (f"+verify={self.verifier.hash}" if self.verifier is not None else "")
 
     def overhead_tokens(self, req: GradeRequest) -> int:
         return self.count_tokens(req.prompt.overhead(req.query, req.item_text, req.answer, req.correct_answer))
@@ -203,29 +212,10 @@ class PromptBackend(Backend):
         return results  # type: ignore[return-value]
 
     def verify(self, requests: Sequence[GradeRequest], texts: Sequence[str]) -> list[GradeResult]:
-        """EXAM++'s LLM answer verification: the extracted answer is correct when the
-        verifier says yes for any of the answer keys."""
+        """EXAM++'s LLM answer verification, by this model or by ``verifier_backend``."""
         assert self.verifier is not None
-        checks: list[GradeRequest] = []
-        owner: list[int] = []
-        for n, (req, text) in enumerate(zip(requests, texts)):
-            answer = req.prompt.parse(text).answer
-            for key in req.answer_keys or ():
-                checks.append(GradeRequest(self.verifier, req.query, req.item_text, "", None, answer, key))
-                owner.append(n)
-        verdicts = self.grade(checks)
-        out = []
-        for n, text in enumerate(texts):
-            mine = [v for o, v in zip(owner, verdicts) if o == n]
-            if any(v.failed for v in mine):
-                out.append(FAILED)
-            elif any(v.parse_ok and v.grade for v in mine):
-                out.append(GradeResult(text, 1, None, True))
-            elif mine and all(v.parse_ok for v in mine):
-                out.append(GradeResult(text, 0, None, True))
-            else:  # a verifier output we could not read: no grade rather than a guess
-                out.append(GradeResult(text, None, None, False))
-        return out
+        answers = [req.prompt.parse(text).answer for req, text in zip(requests, texts)]
+        return llm_verify(self.verifier_backend or self, self.verifier, requests, answers, texts)
 
     def interpret(self, req: GradeRequest, text: str | None) -> GradeResult:
         """Parse generated text; apply the answer key when the bank has one."""
@@ -234,6 +224,33 @@ class PromptBackend(Backend):
         parsed = req.prompt.parse(text)
         grade, ok = finish_parsed(req, parsed)
         return GradeResult(text, grade, None, ok)
+
+
+def llm_verify(backend: Backend, verifier: "Prompt", requests: Sequence[GradeRequest], answers: Sequence[str | None],
+               texts: Sequence[str]) -> list[GradeResult]:
+    """EXAM++'s LLM answer verification: an extracted answer is correct (1) when
+    ``backend`` says yes to ``verifier`` for any of the request's answer keys, else 0;
+    a verdict that cannot be read gives no grade rather than a guess. ``texts``: what
+    each result records as the answer."""
+    checks: list[GradeRequest] = []
+    owner: list[int] = []
+    for n, (req, answer) in enumerate(zip(requests, answers)):
+        for key in req.answer_keys or ():
+            checks.append(GradeRequest(verifier, req.query, req.item_text, "", None, answer, key))
+            owner.append(n)
+    verdicts = backend.grade(checks) if checks else []
+    out = []
+    for n, text in enumerate(texts):
+        mine = [v for o, v in zip(owner, verdicts) if o == n]
+        if any(v.failed for v in mine):
+            out.append(FAILED)
+        elif any(v.parse_ok and v.grade for v in mine):
+            out.append(GradeResult(text, 1, None, True))
+        elif mine and all(v.parse_ok for v in mine):
+            out.append(GradeResult(text, 0, None, True))
+        else:
+            out.append(GradeResult(text, None, None, False))
+    return out
 
 
 def label_grade(prompt: "Prompt", labels: Sequence[str], index: int) -> int:

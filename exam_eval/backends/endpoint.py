@@ -83,13 +83,23 @@ class EndpointBackend(PromptBackend):
 
     def _call(self, requests: Sequence[GradeRequest], max_tokens: int, logprobs: bool):
         self.load()
-        kw = dict(max_tokens=max_tokens, temperature=0.0)
-        if logprobs:
-            kw.update(logprobs=True, top_logprobs=self.top_logprobs)
-        if self.api == "chat":
-            replies = self.client.chat([self.messages(r) for r in requests], **kw)
-        else:
-            replies = self.client.complete([self.render(r) for r in requests], **kw)
+        # the prompt's published decoding (UMBRELA: temperature 0, top_p 1, penalties)
+        groups: dict[tuple, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(tuple(r.prompt.decoding), []).append(i)
+        replies: list = [None] * len(requests)
+        for decoding, idx in groups.items():
+            kw = dict(max_tokens=max_tokens, temperature=0.0)
+            kw.update(decoding)
+            if logprobs:
+                kw.update(logprobs=True, top_logprobs=self.top_logprobs)
+            batch = [requests[i] for i in idx]
+            if self.api == "chat":
+                got = self.client.chat([self.messages(r) for r in batch], **kw)
+            else:
+                got = self.client.complete([self.render(r) for r in batch], **kw)
+            for i, reply in zip(idx, got):
+                replies[i] = reply
         for r in replies:
             if r.error is not None:
                 self.errors[r.error] = self.errors.get(r.error, 0) + 1

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
-from .hf_common import HFGenerativeBase, TokenizerOps, label_token_ids, load_failure, pick_device, pick_dtype
+from .hf_common import (HFGenerativeBase, TokenizerOps, label_token_ids, load_failure, penalty_processor, pick_device,
+                        pick_dtype, sampling_kwargs)
 
 # a Llama-style window is 4k-128k tokens; grading prompts need far less, and a smaller
 # cap keeps the attention memory of a batch bounded on modest GPUs and CPUs
@@ -117,9 +118,27 @@ class CausalBackend(HFGenerativeBase, PromptBackend):
         return [dict(zip(labels, row)) for row in probs]
 
     def _generate(self, requests, max_new_tokens):
+        # a batch holds one prompt (and so one decoding) at a time; split when it does not
+        groups: dict[tuple, list[int]] = {}
+        for i, r in enumerate(requests):
+            groups.setdefault(tuple(r.prompt.decoding), []).append(i)
+        out: list = [None] * len(requests)
+        for decoding, idx in groups.items():
+            for i, text in zip(idx, self._generate_with([requests[i] for i in idx], max_new_tokens, dict(decoding))):
+                out[i] = text
+        return out
+
+    def _generate_with(self, requests, max_new_tokens, decoding: dict):
+        from transformers import LogitsProcessorList
+
         torch = self._torch
         enc = self._encode(self._texts(requests))
+        prompt_length = enc["input_ids"].shape[1]
+        penalties = penalty_processor(decoding, prompt_length)
+        extra = sampling_kwargs(decoding)
+        if penalties is not None:
+            extra["logits_processor"] = LogitsProcessorList([penalties])
         with torch.inference_mode():
             out = self.model.generate(**enc, max_new_tokens=max_new_tokens, num_beams=self.num_beams,
-                                      do_sample=False, pad_token_id=self.tokenizer.pad_token_id)
-        return self.tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
+                                      pad_token_id=self.tokenizer.pad_token_id, **extra)
+        return self.tokenizer.batch_decode(out[:, prompt_length:], skip_special_tokens=True)

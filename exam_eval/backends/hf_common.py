@@ -140,3 +140,36 @@ class HFGenerativeBase:
         beams = f":beams={self.num_beams}" if self.num_beams > 1 else ""
         return super().cache_identity + beams
 
+
+
+def penalty_processor(decoding: dict, prompt_length: int):
+    """OpenAI's frequency and presence penalties as a transformers LogitsProcessor: each
+    token's logit is lowered by frequency_penalty * (times it was generated so far) +
+    presence_penalty * (1 if it was generated at all). Only generated tokens count, not
+    the prompt's (``prompt_length`` input positions are skipped). None when both are 0."""
+    freq = float(decoding.get("frequency_penalty", 0.0))
+    pres = float(decoding.get("presence_penalty", 0.0))
+    if not freq and not pres:
+        return None
+    import torch
+    from transformers import LogitsProcessor
+
+    class _Penalties(LogitsProcessor):
+        def __call__(self, input_ids, scores):
+            generated = input_ids[:, prompt_length:]
+            if generated.shape[1] == 0:
+                return scores
+            counts = torch.zeros_like(scores)
+            counts.scatter_add_(1, generated, torch.ones_like(generated, dtype=scores.dtype))
+            return scores - freq * counts - pres * (counts > 0).to(scores.dtype)
+
+    return _Penalties()
+
+
+def sampling_kwargs(decoding: dict) -> dict:
+    """generate() arguments for the published temperature / top_p: temperature 0 (or
+    none given) is greedy decoding; otherwise sampling with them."""
+    temperature = float(decoding.get("temperature", 0.0))
+    if temperature <= 0:
+        return {"do_sample": False}
+    return {"do_sample": True, "temperature": temperature, "top_p": float(decoding.get("top_p", 1.0))}

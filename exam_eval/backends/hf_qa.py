@@ -5,7 +5,9 @@ The model points at an answer span in the passage or at its no-answer position; 
 SQuAD2 decision rule applies: unanswerable (grade 0) when the no-answer score
 (start and end logits at the first token) beats the best valid span. An answer is then
 checked against the bank's answer key (1 match / 0) or, without a key, counts as
-answered (1). ``probs`` is null: span scores are not a distribution over the prompt's
+answered (1). With ``--verify llm`` a separate LLM (``--verifier-model``) judges the
+extracted answer against the key with EXAM++'s answer-verification prompt instead of
+word matching: the paper's "LLM-verified Manual-EXAM-Squad2". ``probs`` is null: span scores are not a distribution over the prompt's
 labels.
 
 transformers 5 dropped the question-answering pipeline, so span decoding is done here,
@@ -20,12 +22,13 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import UsageError
-from .base import Backend, GradeRequest, GradeResult, finish_parsed
+from .base import Backend, GradeRequest, GradeResult, finish_parsed, llm_verify
 from .hf_common import check_model_ref, load_failure, pick_device, pick_dtype
 
 
 class QABackend(Backend):
     name = "hf-qa"
+    can_verify = True  # with a separate verifier model: it cannot judge answers itself
 
     def __init__(self, model: str | None = None, device: str | None = None, dtype: str | None = None,
                  batch_size: int | None = None, max_input_tokens: int | None = None,
@@ -119,9 +122,21 @@ class QABackend(Backend):
 
         self.load()
         answers = self.answer([r.item_text or "" for r in requests], [r.context for r in requests])
-        results = []
-        for req, ans in zip(requests, answers):
+        results: list[GradeResult | None] = []
+        pending: list[int] = []
+        for i, (req, ans) in enumerate(zip(requests, answers)):
+            if ans and req.answer_keys and self.verifier is not None:
+                pending.append(i)  # judged by the verifier model below
+                results.append(None)
+                continue
             parsed = Parsed(0, True, ans, "unanswerable") if not ans else Parsed(None, True, ans, "extracted")
             grade, ok = finish_parsed(req, parsed)
             results.append(GradeResult(ans, grade, None, ok))
-        return results
+        if pending:
+            if self.verifier_backend is None:
+                raise UsageError("hf-qa cannot verify answers itself: give --verifier-model")
+            verified = llm_verify(self.verifier_backend, self.verifier, [requests[i] for i in pending],
+                                  [answers[i] for i in pending], [answers[i] for i in pending])
+            for i, res in zip(pending, verified):
+                results[i] = res
+        return results  # type: ignore[return-value]

@@ -195,6 +195,22 @@ def _read_llm_dists(path: str, model, prompt, kind):
     return dists, has_probs
 
 
+def _read_human_qrels(spec: str) -> Qrels:
+    """Human judgments: a qrels file or an ir_datasets ID, resolved as exam-qrels does
+    (an existing path first, then an ID)."""
+    if spec == "-":
+        return read_qrels(spec)
+    from ..io.irds import irds_qrels
+    from ..io.labels import sniff_labels
+
+    what = sniff_labels(spec)
+    if what == "irds":
+        return irds_qrels(spec)
+    if what == "grades":
+        raise InputError("human judgments must be a qrels file or an ir_datasets ID, not grades", display_name(spec))
+    return read_qrels(spec)
+
+
 # --------------------------------------------------------------------------- agreement
 
 @cli.command("agreement", context_settings=CONTEXT_SETTINGS)
@@ -210,8 +226,9 @@ def _read_llm_dists(path: str, model, prompt, kind):
 def agreement_cmd(human, llm, human_min, llm_min, per_topic, model, prompt, kind, output):
     """Agreement of LLM labels with human judgments, on the pairs the human judged.
 
-    HUMAN is a qrels file; LLM is a qrels file or a grades file (label = maximum
-    grade over the query's bank items). Prints Cohen's kappa of the two binary
+    HUMAN is a qrels file or an ir_datasets ID (e.g. msmarco-passage/trec-dl-2019/judged);
+    LLM is a qrels file or a grades file (label = maximum grade over the query's bank
+    items). Prints Cohen's kappa of the two binary
     decisions (pooled and mean over topics), unweighted, linear and quadratic
     weighted kappa on the graded labels, counts of what did not join, the binary
     confusion matrix, the graded table, and the papers' LENIENT (LLM >= 1) and
@@ -224,7 +241,7 @@ def agreement_cmd(human, llm, human_min, llm_min, per_topic, model, prompt, kind
     """
     from ..stats.agreement import agreement, render_agreement
 
-    h = read_qrels(human)
+    h = _read_human_qrels(human)
     l_ = _read_llm_qrels(llm, model, prompt, kind)
     a = agreement(h, l_, human_min, llm_min)
     if a.n_pairs == 0:
@@ -268,7 +285,7 @@ class _RankMetricSource:
 
         self.metric = parse_metric(metric, rel_level)
         self.name = self.metric.name
-        self.human = read_qrels(human)
+        self.human = _read_human_qrels(human)
         self.dists, self.has_probs = _read_llm_dists(llm, model, prompt, kind)
         self.llm_queries = set(self.dists.dists)
         self.human_queries = set(self.human)
@@ -280,6 +297,12 @@ class _RankMetricSource:
             self.dists = labelmod.calibrated(self.dists, self.human, labelled)
         elif not self.has_probs:
             _warn_one_hot()
+
+    def value_range(self) -> tuple[float, float]:
+        from ..stats.metrics import value_range
+
+        top = max((max(docs.values()) for docs in self.human.values() if docs), default=0)
+        return value_range(self.metric, top)
 
     def build(self, run, queries, labelled):
         from ..stats.intervals import human_values
@@ -322,6 +345,9 @@ class _CoverSource:
             _warn_one_hot()
         self.answers = AnswerProbs.from_grades(self.llm_grades, self.min_grade, self.llm_source, table)
         self.index = build_index(self.human_grades, self.min_grade)
+
+    def value_range(self) -> tuple[float, float]:
+        return 0.0, 1.0
 
     def build(self, run, queries, labelled):
         import numpy as np
@@ -382,14 +408,19 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
                  mapping, methods, crc_correction, per_query, model, prompt, kind, output):
     """Confidence intervals for each RUN's mean metric over the LLM-labelled queries.
 
-    HUMAN: qrels (only the labelled queries' judgments are used); LLM: qrels or a
-    grades file (with 'probs', each passage gets a label distribution). For
-    exam-cover both are grades files (HUMAN: human or human-verified grades).
+    HUMAN: qrels or an ir_datasets ID (only the labelled queries' judgments are used);
+    LLM: qrels or a grades file (with 'probs', each passage gets a label distribution).
+    For exam-cover both are grades files (HUMAN: human or human-verified grades).
     Without --labelled / --n-labelled every query that HUMAN judges is labelled.
     Methods: empirical bootstrap (human labels only), PPI (plain, lambda = 1) and
     power-tuned PPI, CRC (degree shift of each passage's label distribution,
     calibrated on bootstrap batches of the labelled queries). Output: TSV 'run
-    metric method lower estimate upper width'; with -q, per-query CRC intervals.
+    metric method lower estimate upper width llm_mean': estimate is each method's
+    point estimate and lies inside its interval (CRC: the metric at the middle of its
+    two calibrated shifts); llm_mean is the unshifted mean of the LLM-predicted metric.
+    Intervals are clipped to the metric's range (nDCG, P, exam-cover: [0, 1]; DCG@K:
+    [0, top label x sum of the K rank discounts]). A method that fails is reported on
+    stderr and the others are still printed (exit 3). With -q, per-query CRC intervals.
 
     \b
     Examples:
@@ -458,7 +489,10 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
     import numpy as np
     idx = np.array([position[q] for q in labelled], dtype=np.int64)
 
+    bounds = source.value_range()
     rows: list[str] = []
+    failed: list[str] = []
+    first_error = None
     with Progress(console=Console(stderr=True), transient=True) as progress:
         task = progress.add_task("intervals", total=len(run_data))
         for name, run in run_data:
@@ -469,24 +503,37 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
             if per_query:
                 pq = compute_per_query(predicted, queries, labelled, truth, alpha, crc_correction)
                 _info(f"{name}: per-query CRC lambda_low={pq.lam_low:.4f} lambda_high={pq.lam_high:.4f}")
+                lower, upper = np.clip(pq.lower, *bounds), np.clip(pq.upper, *bounds)
                 for i, q in enumerate(pq.queries):
                     hv = pq.human.get(q)
                     rows.append("\t".join([name, q, "1" if hv is not None else "0", "" if hv is None else _fmt(hv),
-                                           _fmt(pq.lower[i]), _fmt(pq.predicted[i]), _fmt(pq.upper[i]),
-                                           _fmt(pq.upper[i] - pq.lower[i])]))
+                                           _fmt(lower[i]), _fmt(pq.predicted[i]), _fmt(upper[i]),
+                                           _fmt(upper[i] - lower[i])]))
             else:
-                for r in compute_intervals(predicted, idx, truth, alpha, samples, seed, chosen, crc_correction):
+                failures: list = []
+                for r in compute_intervals(predicted, idx, truth, alpha, samples, seed, chosen, crc_correction,
+                                           bounds, failures):
                     if r.detail:
                         _info(f"{name}: {r.method} {r.detail}")
                     rows.append("\t".join([name, source.name, r.method, _fmt(r.lower), _fmt(r.estimate),
-                                           _fmt(r.upper), _fmt(r.width)]))
+                                           _fmt(r.upper), _fmt(r.width), _fmt(r.llm_mean)]))
+                for f in failures:
+                    _info(f"{name}: {f.method} failed: {f.reason}")
+                    failed.append(f"{name}/{f.method}")
+                    first_error = first_error or f.reason
             progress.advance(task)
+    if failed and not rows:
+        raise CoverageError(f"every method failed; first: {first_error}")
     header = ("run\tquery\tlabelled\thuman\tlower\tpredicted\tupper\twidth" if per_query
-              else "run\tmetric\tmethod\tlower\testimate\tupper\twidth")
+              else "run\tmetric\tmethod\tlower\testimate\tupper\twidth\tllm_mean")
     with atomic_output(output) as out:
         out.write(header + "\n")
         for row in rows:
             out.write(row + "\n")
+    if failed:
+        _info(f"partial results: {len(failed)} interval(s) could not be computed ({', '.join(failed)})")
+        return 3
+    return 0
 
 
 main = make_main(cli, PROG)

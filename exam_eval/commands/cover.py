@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
-from ..io.banks import items_by_query, read_bank
+from ..io.banks import read_bank
 from ..io.grades import read_grades
 from ..io.labels import stderr_log
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output
+from ..measures.bank_filter import BankFilterStats, current_grades, effective_ids
 from ..measures.cover import build_index, exam_cover
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
 from ._runs import read_runs
@@ -45,7 +46,8 @@ def _line(name: str, qid: str, value) -> str:
               help="Average over every query with items, not just the queries the run has.")
 @click.option("-n", "no_summary", is_flag=True, help="No summary ('all') lines.")
 @click.option("--bank", default=None, metavar="FILE",
-              help="The bank defines each query's items (default: the items found in GRADES).")
+              help="The bank defines each query's items (default: the items found in GRADES); "
+                   "grades of deleted items and of edited items' old text are left out.")
 @grader_options
 @output_option
 def cli(grades, runs, k, min_grade, per_query, complete, no_summary, bank, model, prompt, kind, output):
@@ -59,11 +61,16 @@ def cli(grades, runs, k, min_grade, per_query, complete, no_summary, bank, model
     log = stderr_log(PROG)
     if per_query and len(runs) > 1:
         raise click.UsageError("-q prints per-query values for one run; give a single RUN")
-    bank_items = None
+    bank_items = items = None
     if bank is not None:
-        bank_items = {q: [i.item_id for i in items]
-                      for q, items in items_by_query(read_bank(bank, kind=kind)).items()}
+        items = read_bank(bank, kind=kind, keep_edited_ids=True)  # edits are matched by text hash
+        bank_items = effective_ids(items)
     graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
+    if items is not None:
+        dropped = BankFilterStats()
+        graded = current_grades(graded, items, dropped)
+        for notice in dropped.notices(grades):
+            log(notice)
     unparsed = sum(1 for g in graded if not g.parse_ok)
     if unparsed:
         log(f"{grades}: {unparsed} unparsed grades (they count as not answering)")

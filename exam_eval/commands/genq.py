@@ -206,18 +206,23 @@ def import_(bank_file, kind, output, force):
     Exact repeats of an item are dropped; lines without question text are skipped; both
     are counted on stderr. Ids are copied, never recomputed: the old workbench format and
     the multiple-choice files hashed unstripped text, and existing grades refer to them.
+    Only an item without an id gets one, and an item whose text no longer matches its
+    hashed id (edited by hand) gets its new text's id; both are reported on stderr.
 
     \b
     Examples:
       exam-genq import ../shared/data/dl19/banks/nuggets.jsonl.gz -o dl19-nuggets.jsonl
       exam-genq import --kind question car-mc.jsonl.gz | head
     """
-    from ..io.banks import make_item_id, read_bank, write_bank
+    from ..io.banks import BankReport, make_item_id, read_bank, write_bank
 
     _check_output(output, force)
     skipped: list = []
     repeats: list = []
-    items = read_bank(bank_file, kind=kind, skipped=skipped, repeats=repeats)
+    report = BankReport()
+    items = read_bank(bank_file, kind=kind, skipped=skipped, repeats=repeats, report=report)
+    for notice in report.notices(bank_file):
+        _log(notice)
     write_bank(items, output)
     n_q = sum(1 for i in items if i.kind == "question")
     rederived = sum(1 for i in items if make_item_id(i.query_id, i.text, i.facet_id) == i.item_id)

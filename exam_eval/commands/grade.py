@@ -74,7 +74,16 @@ def _log(msg: str) -> None:
 @click.option("--topics", metavar="FILE|ID", help="Query texts (needed by prompts that show the query, e.g. the direct prompts).")
 @click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True, help="Pooled passages without text: skip (and report) or fail.")
 @click.option("--bank", metavar="FILE", help="Question/nugget bank (our JSONL or the workbench's files). Not used by direct prompts.")
+@click.option("--keep-edited-ids", is_flag=True,
+              help="An item whose text no longer matches its item_id keeps that id (default: it gets the id of its new text).")
 @click.option("--prompt", "prompt_name", required=True, metavar="NAME|FILE", help="Prompt id (see exam-grade --list-prompts) or a custom prompt file.")
+@click.option("--generate-ratings", is_flag=True,
+              help="Rating prompts: generate the answer and read the rating from the text (the workbench's way) "
+                   "instead of scoring the labels' next-token probabilities.")
+@click.option("--rating-rule", type=click.Choice(["strict", "exam-pp", "workbench"]), default="strict",
+              show_default=True,
+              help="Reading generated self-ratings: strict (no rating stated: unparsed), exam-pp (no number: 1, "
+                   "EXAM++ 4.2.2), workbench (the reference workbench's reader; reproduces its published grades).")
 @click.option("--backend", default="hf-seq2seq", show_default=True, metavar="NAME", help="hf-seq2seq, hf-causal, hf-qa, endpoint, embedding, scripted.")
 @click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large].")
 @click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available.")
@@ -88,6 +97,10 @@ def _log(msg: str) -> None:
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight.")
 @click.option("--verify", type=click.Choice(["lexical", "llm"]), default="lexical", show_default=True,
               help="Extraction prompts with answer keys: word matching (EXAM) or the answer-verification prompt (EXAM++).")
+@click.option("--verifier-model", default=None, metavar="NAME|DIR",
+              help="--verify llm: the model that verifies answers (default: the grading model; required for hf-qa).")
+@click.option("--verifier-backend", default="hf-seq2seq", show_default=True, metavar="NAME",
+              help="Back end of --verifier-model (hf-seq2seq, hf-causal, endpoint).")
 @click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE", help="Further back-end option (repeatable), e.g. -O delay=0.1 for scripted.")
 @click.option("--cache", "cache_path", default=None, metavar="FILE", help="Grade cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite].")
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the grade cache.")
@@ -97,8 +110,9 @@ def _log(msg: str) -> None:
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passages, topics, on_missing, bank,
-        prompt_name, backend, model, device, dtype, batch_size, max_input_tokens, max_new_tokens, num_beams,
-        base_url, api_key_env, concurrency, verify, backend_options, cache_path, no_cache, shard, dry_run, output):
+        keep_edited_ids, prompt_name, generate_ratings, rating_rule, backend, model, device, dtype, batch_size,
+        max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency, verify, verifier_model,
+        verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, output):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
     The pool is the top --depth passages of every RUN, the passages of --qrels and the
@@ -118,7 +132,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
         raise UsageError("nothing to pool: give run files, --qrels or --responses")
     if responses_run_out and not responses:
         raise UsageError("--responses-run-out needs --responses")
-    prompt = get_prompt(prompt_name)
+    prompt = get_prompt(prompt_name).variant(generate=generate_ratings, rule=rating_rule)
     direct = prompt.target == "direct"
     if not direct and not bank:
         raise UsageError(f"prompt {prompt.id!r} grades {prompt.target}s: give --bank")
@@ -133,16 +147,14 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
     grader = get_backend(backend, **options)  # validates options and model path; loads nothing
     grader.check_prompt(prompt)
     if verify == "llm":
-        from ..backends.base import PromptBackend
-
-        if not isinstance(grader, PromptBackend):
-            raise UsageError(f"--verify llm needs an LLM back end, not {backend!r}")
-        grader.verifier = get_prompt("answer-verification")
+        _attach_verifier(grader, backend, verifier_model, verifier_backend, options)
+    elif verifier_model:
+        raise UsageError("--verifier-model needs --verify llm")
 
     # ---- inputs (all validated before anything loads or is written) --------------------
     plan_inputs = _read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,
                                topics=topics, on_missing=on_missing, bank=None if direct else bank,
-                               prompt=prompt, direct=direct)
+                               prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids)
     if direct and bank:
         _log(f"prompt {prompt.id!r} grades passages directly; --bank is not used")
 
@@ -164,7 +176,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
         cache = NullCache()  # a dry run creates nothing
     else:
         cache = GradeCache(cache_file)
-    plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt.id)
+    plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt)
     plan.stats.pool = plan_inputs["pool"]
     plan.stats.missing = plan_inputs["missing"]
 
@@ -184,10 +196,14 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
     old_term = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # SLURM's time limit, `kill`
     try:
         if plan.units_todo:
-            try:
-                grader.load()
-            except (OSError, ValueError) as exc:
-                raise InputError(f"cannot load model: {exc}".splitlines()[0], grader.model_id or backend) from None
+            for model_backend in (grader, getattr(grader, "verifier_backend", None)):
+                if model_backend is None:
+                    continue
+                try:
+                    model_backend.load()
+                except (OSError, ValueError) as exc:
+                    raise InputError(f"cannot load model: {exc}".splitlines()[0],
+                                     model_backend.model_id or backend) from None
         with progress_bar(todo_pairs, "grading", "pairs") as bar:
             stats = engine.execute(plan, grader, prompt, appender, cache, batch_size=batch_size,
                                    on_batch=bar.advance)
@@ -202,6 +218,8 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
         signal.signal(signal.SIGTERM, old_term)
         appender.close()
         grader.close()
+        if getattr(grader, "verifier_backend", None) is not None:
+            grader.verifier_backend.close()
         cache.close()
     _log(stats.summary())
     if stats.missing:
@@ -213,6 +231,32 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
         _log(f"{stats.failed} model calls failed and were not recorded; run the same command again to retry them")
         return 3
     return 0
+
+
+def _attach_verifier(grader, backend: str, verifier_model, verifier_backend: str, options: dict) -> None:
+    """EXAM++'s LLM answer verification, by the grading model or by a model of its own."""
+    import inspect
+
+    from ..backends.base import PromptBackend, backend_class, get_backend
+    from ..grading.prompts import get_prompt
+
+    verifier = get_prompt("answer-verification")
+    if not grader.can_verify:
+        raise UsageError(f"--verify llm: back end {backend!r} has no extracted answers to verify")
+    if verifier_model:
+        cls = backend_class(verifier_backend)
+        if not issubclass(cls, PromptBackend):
+            raise UsageError(f"--verifier-backend must be an LLM back end, not {verifier_backend!r}")
+        # the grading options that also make sense for the verifier (device, server ...)
+        shared = ("device", "dtype", "base_url", "api_key_env", "concurrency")
+        params = inspect.signature(cls.__init__).parameters
+        kw = {k: options.get(k) for k in shared if k in params and options.get(k) is not None}
+        vb = get_backend(verifier_backend, model=verifier_model, **kw)
+        vb.check_prompt(verifier)
+        grader.verifier_backend = vb
+    elif not isinstance(grader, PromptBackend):
+        raise UsageError(f"--verify llm with {backend!r}: give the verifying LLM with --verifier-model")
+    grader.verifier = verifier
 
 
 def _sigterm_as_interrupt(signum, frame):
@@ -230,10 +274,11 @@ def _list_prompts(ctx, value):
     ctx.exit(0)
 
 
-def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, bank, prompt, direct) -> dict:
+def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, bank, prompt, direct,
+                 keep_edited_ids=False) -> dict:
     from ..grading.pool import Pool
     from ..grading.segment import read_responses
-    from ..io.banks import items_by_query, read_bank
+    from ..io.banks import BankReport, items_by_query, read_bank
     from ..io.irds import irds_qrels, looks_like_irds_id
     from ..io.passages import read_passages
     from ..io.topics import read_topics
@@ -255,7 +300,10 @@ def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing,
 
     items = None
     if bank:
-        all_items = read_bank(bank)
+        report = BankReport()
+        all_items = read_bank(bank, report=report, keep_edited_ids=keep_edited_ids)
+        for notice in report.notices(bank):
+            _log(notice)
         wanted_kind = [i for i in all_items if i.kind == prompt.target]
         if not wanted_kind:
             kinds = sorted({i.kind for i in all_items})

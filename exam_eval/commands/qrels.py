@@ -54,7 +54,8 @@ See man exam-qrels.
 @click.option("--min-grade", type=int, default=None, metavar="T",
               help="Grade threshold for --label count|binary (default 4).")
 @click.option("--bank", default=None, metavar="FILE",
-              help="From grades: use only grades of this bank's items (drops grades of deleted items).")
+              help="From grades: use only grades of this bank's items as they read now (drops grades "
+                   "of deleted items and of edited items' old text).")
 @grader_options
 @output_option
 def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_only, max_docs,
@@ -72,7 +73,7 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     requests = parse_measures(list(measures), warn=log)
     if per_query and len(runs) > 1:
         raise click.UsageError("-q prints per-query values for one run; give a single RUN")
-    bank_items = {i.item_id for i in read_bank(bank)} if bank is not None else None
+    bank_items = read_bank(bank, keep_edited_ids=True) if bank is not None else None  # see bank_filter
     qrels = load_labels(labels, label=label_mode, min_grade=min_grade, model=model, prompt=prompt,
                         kind=kind, bank_items=bank_items, log=log)
     loaded = read_runs(runs)

@@ -7,7 +7,8 @@ Vocabulary:
   item text, passage text, query text where the prompt shows it, answer keys) share
   one unit, graded once; its key is also the persistent cache key.
 
-Order of work: pairs already in the output are skipped (resume); units found in the
+Order of work: pairs already in the output are skipped (resume: same query, passage,
+item id *and* item text, model, prompt id and prompt text; see :func:`is_done`); units found in the
 cache are written first without touching the model; the rest is graded in batches sorted
 by input length (less padding, and the longest batch runs first so an out-of-memory
 error shows up at once). After every batch the grades are appended and fsynced, then the
@@ -133,15 +134,32 @@ def build_units(
     return units, npairs
 
 
-def output_key(pair: Pair, model: str, prompt_id: str) -> tuple:
-    return (pair.query_id, pair.doc_id, None if pair.item is None else pair.item.item_id, model, prompt_id)
+def output_key(pair: Pair, model: str, prompt) -> tuple:
+    """The resume key of the line this pair would write (see ``Grade.resume_key``)."""
+    item = pair.item
+    return (pair.query_id, pair.doc_id, None if item is None else item.item_id,
+            None if item is None else item.text_hash, model, prompt.id, prompt.hash)
 
 
-def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, model: str, prompt_id: str) -> Plan:
+def is_done(pair: Pair, model: str, prompt, done: set[tuple]) -> bool:
+    """In the output for the same texts; a line written before grade lines carried
+    ``item_hash`` (or ``prompt_hash``) matches on what it has, unless the item's text is
+    known to have changed under its id (``BankItem.edited``)."""
+    key = output_key(pair, model, prompt)
+    if key in done:
+        return True
+    if pair.item is not None and pair.item.edited:
+        return False
+    base = key[:3] + (None,) + key[4:6]
+    return (base + (key[6],)) in done or (base + (None,)) in done or (key[:6] + (None,)) in done
+
+
+def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, model: str, prompt) -> Plan:
+    """``done``: resume keys of the output's lines (``Grade.resume_key``)."""
     stats = Stats(pairs=npairs)
     pending: list[Unit] = []
     for unit in units.values():
-        left = [p for p in unit.pairs if output_key(p, model, prompt_id) not in done]
+        left = [p for p in unit.pairs if not is_done(p, model, prompt, done)]
         stats.in_output += len(unit.pairs) - len(left)
         if left:
             pending.append(Unit(unit.key, unit.request, left))
@@ -165,6 +183,7 @@ def _grades_for(unit: Unit, result: GradeResult, model: str, prompt) -> list[Gra
             grade=result.grade if result.parse_ok else None,
             probs=result.probs, answer=result.answer, parse_ok=bool(result.parse_ok and result.grade is not None),
             model=model, prompt=prompt.id, prompt_hash=prompt.hash,
+            item_hash=None if p.item is None else p.item.text_hash,
         )
         for p in unit.pairs
     ]

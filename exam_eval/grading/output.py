@@ -60,7 +60,7 @@ def repair(path: str) -> int:
 
 
 def existing_keys(path: str, *, read_only: bool = False) -> set[tuple]:
-    """Keys of the grades already in ``path``.
+    """Resume keys (``Grade.resume_key``) of the grades already in ``path``.
 
     Normally called after :func:`repair`; with ``read_only`` (``--dry-run``) a torn tail
     is skipped in a private copy instead of being cut from the file.
@@ -77,8 +77,8 @@ def existing_keys(path: str, *, read_only: bool = False) -> set[tuple]:
             with tempfile.NamedTemporaryFile(suffix=".jsonl") as tmp:
                 tmp.write(data[:keep])
                 tmp.flush()
-                return {g.key for _, g in iter_grades(tmp.name)}
-    return {g.key for _, g in iter_grades(path)}
+                return {g.resume_key for _, g in iter_grades(tmp.name)}
+    return {g.resume_key for _, g in iter_grades(path)}
 
 
 class GradesAppender:

@@ -14,7 +14,19 @@ inside a sentence is not an unanswerable answer.
 
 Deviation from the papers: for self-rating, EXAM++ (Section 4.2.2) defaults a response
 without a number to rating 1; we record it as unparseable instead (parse_ok False) so the
-choice stays visible. ``tolerant_rating`` applies the paper's rule for users who want it.
+choice stays visible. Two opt-in rules (``exam-grade --rating-rule``) read every answer:
+
+- ``exam-pp`` (:func:`tolerant_rating`): the paper's text, a response without a number
+  is rating 1 (unanswerable expressions 0);
+- ``workbench`` (:func:`parse_rating_workbench`): what the reference workbench's code
+  did when it produced its published grades, which is not the paper's text: only a lone
+  digit on the scale (non-word characters around it allowed) is read; every other answer
+  is 0, except an unanswerable expression, a bare choice marker ("A", "d.") or an empty
+  answer, which get 1 (its check for unanswerable answers returns True for an answer
+  that is *not* one, so the two branches are swapped). On the DL19 reference file this
+  gives the reference's grade for all 92,600 answers; the ``exam-pp`` rule for 92,148
+  (the reference rated 0 what the paper's rule rates 1, and off-scale numbers stay
+  unparsed).
 
 Rating parsers pick the rating the model meant, in this order: a number at the very start
 ("4", " 4.", "4/5", "**4**", "[2] Highly relevant", "4: The answer ..."); a number after a
@@ -295,8 +307,33 @@ def tolerant_rating(parsed: Parsed) -> Parsed:
     return parsed
 
 
+def parse_rating_exam_pp(prompt: Prompt, text: str) -> Parsed:
+    """``--rating-rule exam-pp``: the strict reading, then EXAM++ 4.2.2's default of 1."""
+    return tolerant_rating(parse_rating(prompt, text))
+
+
+_LONE_DIGIT = re.compile(r"[^\w]*([0-9])[^\w]*")
+# choice markers the workbench's published grades treat like unanswerable expressions
+_CHOICE_MARKER = re.compile(r"^[\s(\[]*(?:[a-e]|[ivx]+)[\s.)\]]*$", re.IGNORECASE)
+
+
+def parse_rating_workbench(prompt: Prompt, text: str) -> Parsed:
+    """``--rating-rule workbench``: the reference workbench's self-rating reader (its
+    SelfRaterStrict), as it behaved on the published DL19 grades; always a grade."""
+    m = _LONE_DIGIT.fullmatch(text or "")
+    if m and prompt.scale[0] <= int(m.group(1)) <= prompt.scale[1]:
+        return Parsed(int(m.group(1)), True, None, "lone digit")
+    if not (text or "").strip() or is_unanswerable(text) or _CHOICE_MARKER.match(text):
+        return Parsed(1, True, None, "workbench: unanswerable, choice marker or empty -> 1")
+    return Parsed(0, True, None, "workbench: no lone digit -> 0")
+
+
+RATING_RULES = {"strict": "rating", "exam-pp": "rating-exam-pp", "workbench": "rating-workbench"}
+
 PARSERS: dict[str, Callable[[Prompt, str], Parsed]] = {
     "rating": parse_rating,
+    "rating-exam-pp": parse_rating_exam_pp,
+    "rating-workbench": parse_rating_workbench,
     "thomas": parse_thomas,
     "yesno": parse_yes_no,
     "umbrela": parse_umbrela,

@@ -9,9 +9,19 @@ workbench, so grades stay attached to a question a human did not change. Readers
 accept the workbench's bank files (one line per query or facet, ``items`` or the old
 ``questions`` key) and multiple-choice banks (one question per line: ``qid``,
 ``question``, ``choices``, ``correctKey``, ``correct``; the correct choice's text becomes
-``answers``), converting them on the fly with their ids preserved. Ids are never
-recomputed on reading: the old workbench format and the multiple-choice files hashed
-unstripped (or otherwise different) text, and existing grades refer to those ids.
+``answers``), converting them on the fly with their ids preserved.
+
+Human edits (our format and the workbench's):
+
+- an item without an id (added by hand) gets ``query_id[/facet_id]/md5(text.strip())``
+  on reading; :class:`BankReport` counts them so commands can say so;
+- an id of the form ``query_id[/facet_id]/<32 hex digits>`` whose digest is neither
+  md5(text.strip()) nor md5(text) (the workbench's older banks hashed unstripped text:
+  79 DL19 and 48 DL20 ids, which are not edits) belongs to a text a human changed. The
+  item then gets the id of its new text, so grades of the old text never stand for it;
+  with ``keep_edited_ids`` it keeps the old id (and is marked ``edited``).
+- ids of any other form are the user's own names and are kept as they are. So are the
+  ids of multiple-choice files, which hash something other than the question text.
 """
 
 from __future__ import annotations
@@ -28,10 +38,35 @@ from .openers import atomic_output, display_name
 KINDS = ("question", "nugget")
 
 
+def text_hash(text: str) -> str:
+    """md5 of the stripped text: the digest of an item id, also written on every grade line
+    (``item_hash``) so a grade can be matched to the text it was given for."""
+    return hashlib.md5(text.strip().encode("utf-8")).hexdigest()
+
+
 def make_item_id(query_id: str, text: str, facet_id: str | None = None) -> str:
-    digest = hashlib.md5(text.strip().encode("utf-8")).hexdigest()
     prefix = f"{query_id}/{facet_id}" if facet_id else str(query_id)
-    return f"{prefix}/{digest}"
+    return f"{prefix}/{text_hash(text)}"
+
+
+def id_digest(item_id: str, query_id: str, facet_id: str | None) -> str | None:
+    """The md5 digest of an id of the form ``query_id[/facet_id]/<md5>``; None for other ids."""
+    prefix = f"{query_id}/{facet_id}/" if facet_id else f"{query_id}/"
+    if not item_id.startswith(prefix):
+        return None
+    digest = item_id[len(prefix):]
+    if len(digest) == 32 and all(c in "0123456789abcdef" for c in digest):
+        return digest
+    return None
+
+
+def id_fits_text(item_id: str, query_id: str, text: str, facet_id: str | None = None) -> bool:
+    """False only for a hashed id whose digest belongs to another text (a human edit)."""
+    digest = id_digest(item_id, query_id, facet_id)
+    if digest is None:
+        return True
+    # the workbench's older banks hashed the unstripped text
+    return digest in (text_hash(text), hashlib.md5(text.encode("utf-8")).hexdigest())
 
 
 @dataclass
@@ -43,6 +78,11 @@ class BankItem:
     facet_id: str | None = None
     answers: list[str] | None = None
     extra: dict = field(default_factory=dict)  # unknown keys, kept so a rewrite loses nothing
+    edited: bool = False  # the text changed under this (kept) id; grades must match text_hash
+
+    @property
+    def text_hash(self) -> str:
+        return text_hash(self.text)
 
     def to_json(self) -> dict:
         obj = {"query_id": self.query_id, "item_id": self.item_id, "kind": self.kind, "text": self.text}
@@ -58,7 +98,7 @@ _OUR_KEYS = {"query_id", "item_id", "kind", "text", "facet_id", "answers"}
 
 
 def _item_from_ours(obj: dict, name: str, lineno: int) -> BankItem:
-    require_fields(obj, ("query_id", "item_id", "kind", "text"), name, lineno)
+    require_fields(obj, ("query_id", "kind", "text"), name, lineno)
     if obj["kind"] not in KINDS:
         raise InputError(f"kind must be 'question' or 'nugget', got {obj['kind']!r}", name, lineno)
     if not isinstance(obj["text"], str) or not obj["text"].strip():
@@ -70,9 +110,10 @@ def _item_from_ours(obj: dict, name: str, lineno: int) -> BankItem:
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise InputError("'answers' must be a list of strings", name, lineno)
     facet = obj.get("facet_id")
+    item_id = obj.get("item_id")
     return BankItem(
         query_id=str(obj["query_id"]),
-        item_id=str(obj["item_id"]),
+        item_id=None if item_id is None or item_id == "" else str(item_id),
         kind=obj["kind"],
         text=obj["text"],
         facet_id=None if facet is None else str(facet),
@@ -91,19 +132,20 @@ def _items_from_workbench(obj: dict, name: str, lineno: int) -> Iterator[BankIte
     for entry in entries:
         if not isinstance(entry, dict):
             raise InputError("workbench bank item is not an object", name, lineno)
-        if "question_id" in entry:
+        # a hand-added item may lack its id: the text key tells the kind
+        if "question_id" in entry or "question_text" in entry:
             kind, item_id, text = "question", entry.get("question_id"), entry.get("question_text")
-        elif "nugget_id" in entry:
+        elif "nugget_id" in entry or "nugget_text" in entry:
             kind, item_id, text = "nugget", entry.get("nugget_id"), entry.get("nugget_text")
         else:
-            raise InputError("workbench bank item without question_id or nugget_id", name, lineno)
-        if not isinstance(text, str) or item_id is None:
+            raise InputError("workbench bank item without question_text or nugget_text", name, lineno)
+        if not isinstance(text, str) or not text.strip():
             raise InputError(f"workbench bank item {item_id!r} without text", name, lineno)
         efacet = entry.get("facet_id", facet)
         answers = entry.get("answers") or entry.get("correct")
         if isinstance(answers, str):
             answers = [answers]
-        yield BankItem(str(entry.get("query_id", qid)), str(item_id), kind, text,
+        yield BankItem(str(entry.get("query_id", qid)), None if item_id in (None, "") else str(item_id), kind, text,
                        None if efacet is None else str(efacet), answers or None)
 
 
@@ -182,19 +224,63 @@ def _item_from_tqa(obj: dict, name: str, lineno: int) -> BankItem | None:
                     None if facet is None else str(facet), [answer] if answer and answer.strip() else None, extra)
 
 
-def iter_bank(path: str | os.PathLike, *, skipped: list | None = None) -> Iterator[tuple[int, BankItem]]:
+@dataclass
+class BankReport:
+    """What reading a bank changed: ids given to hand-added items, ids of edited texts."""
+
+    assigned: list[tuple[int, str]] = field(default_factory=list)  # (lineno, new id)
+    edited: list[tuple[int, str, str]] = field(default_factory=list)  # (lineno, id in file, id used)
+    keep_edited_ids: bool = False
+
+    def notices(self, name: str) -> list[str]:
+        out = []
+        if self.assigned:
+            lines = ", ".join(str(n) for n, _ in self.assigned[:5]) + (", ..." if len(self.assigned) > 5 else "")
+            out.append(f"{name}: {len(self.assigned)} items without item_id were given "
+                       f"query_id[/facet_id]/md5(text) ids (lines {lines})")
+        if self.edited:
+            lineno, old, new = self.edited[0]
+            what = ("kept as given (--keep-edited-ids); their grades must match the new text"
+                    if self.keep_edited_ids else "treated as new items with new ids")
+            out.append(f"{name}: {len(self.edited)} items have a text that no longer matches their item_id "
+                       f"(edited by hand?), {what}; e.g. line {lineno}: {old}"
+                       + ("" if self.keep_edited_ids else f" -> {new}"))
+        return out
+
+
+def _settle_id(item: BankItem, lineno: int, report: BankReport | None, keep_edited_ids: bool) -> BankItem:
+    if item.item_id is None:
+        item.item_id = make_item_id(item.query_id, item.text, item.facet_id)
+        if report is not None:
+            report.assigned.append((lineno, item.item_id))
+    elif not id_fits_text(item.item_id, item.query_id, item.text, item.facet_id):
+        old = item.item_id
+        if keep_edited_ids:
+            item.edited = True
+        else:
+            item.item_id = make_item_id(item.query_id, item.text, item.facet_id)
+        if report is not None:
+            report.edited.append((lineno, old, item.item_id))
+    return item
+
+
+def iter_bank(path: str | os.PathLike, *, skipped: list | None = None, report: BankReport | None = None,
+              keep_edited_ids: bool = False) -> Iterator[tuple[int, BankItem]]:
     """Items with the line they came from, from any supported bank format.
 
     Multiple-choice lines without question text are skipped; when ``skipped`` is a list,
     ``(lineno, reason)`` is appended to it for each, so a command can report them.
+    Ids are settled as the module docstring says; ``report`` collects what changed.
     """
     name = display_name(path)
+    if report is not None:
+        report.keep_edited_ids = keep_edited_ids
     for lineno, obj in iter_jsonl(path):
         if not isinstance(obj, dict):
             raise InputError("expected a JSON object", name, lineno)
         if "items" in obj or "questions" in obj:
             for item in _items_from_workbench(obj, name, lineno):
-                yield lineno, item
+                yield lineno, _settle_id(item, lineno, report, keep_edited_ids)
         elif "qid" in obj and "question" in obj:
             item = _item_from_tqa(obj, name, lineno)
             if item is None:
@@ -203,22 +289,23 @@ def iter_bank(path: str | os.PathLike, *, skipped: list | None = None) -> Iterat
                 continue
             yield lineno, item
         else:
-            yield lineno, _item_from_ours(obj, name, lineno)
+            yield lineno, _settle_id(_item_from_ours(obj, name, lineno), lineno, report, keep_edited_ids)
 
 
 def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: bool = False,
-              skipped: list | None = None, repeats: list | None = None) -> list[BankItem]:
+              skipped: list | None = None, repeats: list | None = None, report: BankReport | None = None,
+              keep_edited_ids: bool = False) -> list[BankItem]:
     """All items (optionally one kind).
 
     An exact repeat (same id, same text: generators do repeat themselves, e.g. 3 of the 464
     DL19 nuggets) is dropped, and noted as ``(lineno, item_id)`` in ``repeats`` when given;
-    the same id with a different text is an error naming both lines. ``skipped``: see
-    :func:`iter_bank`.
+    the same id with a different text is an error naming both lines. ``skipped``,
+    ``report``, ``keep_edited_ids``: see :func:`iter_bank`.
     """
     name = display_name(path)
     items: list[BankItem] = []
     seen: dict[str, tuple[int, str]] = {}
-    for lineno, item in iter_bank(path, skipped=skipped):
+    for lineno, item in iter_bank(path, skipped=skipped, report=report, keep_edited_ids=keep_edited_ids):
         if item.item_id in seen:
             first_line, first_text = seen[item.item_id]
             if first_text == item.text:

@@ -6,12 +6,16 @@ Our format is JSONL (gzip optional), one line per graded
     {"query_id": "19335", "doc_id": "1017759", "item_id": "19335/96a7...", "kind": "question",
      "grade": 4, "probs": {"0": 0.01, ..., "5": 0.02} | null, "answer": "4",
      "parse_ok": true, "model": "google/flan-t5-large", "prompt": "question-selfrating",
-     "prompt_hash": "3f2a..."}
+     "prompt_hash": "3f2a...", "item_hash": "96a7..."}
 
 - ``grade`` is an integer on the prompt's scale, or null when the output could not be
   parsed (then ``parse_ok`` is false; such lines never count as a grade).
 - ``item_id`` and ``kind`` are null for direct relevance prompts (no bank item): the
   grade is then the passage's label itself.
+- ``item_hash`` is md5(item text.strip()), the text the grade was given for: after a
+  human edits a question under its old id, grades of the old text are told apart (resume
+  regrades them; ``--bank`` drops them). Null for direct prompts, and absent from lines
+  written before it existed and from the workbench's files.
 - The file is append-only: shards merge by concatenation and the last line for a key
   wins, so a resumed or re-run grading simply appends.
 
@@ -45,10 +49,16 @@ class Grade:
     model: str
     prompt: str
     prompt_hash: str | None = None
+    item_hash: str | None = None
 
     @property
     def key(self) -> tuple:
         return (self.query_id, self.doc_id, self.item_id, self.model, self.prompt)
+
+    @property
+    def resume_key(self) -> tuple:
+        """What "already graded" means: same pair, item text, grader and prompt text."""
+        return (self.query_id, self.doc_id, self.item_id, self.item_hash, self.model, self.prompt, self.prompt_hash)
 
     @property
     def grader(self) -> tuple[str, str]:
@@ -59,7 +69,7 @@ class Grade:
             "query_id": self.query_id, "doc_id": self.doc_id, "item_id": self.item_id,
             "kind": self.kind, "grade": self.grade, "probs": self.probs, "answer": self.answer,
             "parse_ok": self.parse_ok, "model": self.model, "prompt": self.prompt,
-            "prompt_hash": self.prompt_hash,
+            "prompt_hash": self.prompt_hash, "item_hash": self.item_hash,
         }
 
 
@@ -98,6 +108,7 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
         item_id=None if item_id is None else str(item_id), kind=obj.get("kind"),
         grade=grade, probs=probs, answer=obj.get("answer"), parse_ok=parse_ok,
         model=str(obj["model"]), prompt=str(obj["prompt"]), prompt_hash=obj.get("prompt_hash"),
+        item_hash=obj.get("item_hash"),
     )
 
 

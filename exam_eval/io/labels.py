@@ -30,12 +30,13 @@ def sniff_labels(spec: str) -> str:
 
 def load_labels(spec: str, *, label: str = "max", min_grade: int | None = None,
                 model: str | None = None, prompt: str | None = None, kind: str | None = None,
-                bank_items: set[str] | None = None, log=None) -> Qrels:
+                bank_items=None, log=None) -> Qrels:
     """Qrels from a qrels file, an ir_datasets ID, or grades.
 
-    With ``bank_items``, grades of items not in that set are left out: the grades file is
-    append-only, so after a bank edit it still holds grades of deleted questions.
-    Direct relevance grades (no item) are kept.
+    With ``bank_items`` (the bank's items, read with ``keep_edited_ids=True``), only
+    grades of those items' current texts are used: the grades file is append-only, so
+    after a bank edit it still holds grades of deleted and of edited questions (see
+    :mod:`exam_eval.measures.bank_filter`). Direct relevance grades (no item) are kept.
     """
     from ..measures.exam_qrels import LabelStats, grades_to_qrels
 
@@ -46,10 +47,12 @@ def load_labels(spec: str, *, label: str = "max", min_grade: int | None = None,
         return read_qrels(spec)
     grades = read_grades(spec, model=model, prompt=prompt, kind=kind)
     if bank_items is not None:
-        kept = [g for g in grades if g.item_id is None or g.item_id in bank_items]
-        if log is not None and len(kept) < len(grades):
-            log(f"{spec}: {len(grades) - len(kept)} grades of items not in the bank left out")
-        grades = kept
+        from ..measures.bank_filter import BankFilterStats, current_grades
+
+        dropped = BankFilterStats()
+        grades = current_grades(grades, bank_items, dropped)
+        for notice in dropped.notices(spec) if log is not None else ():
+            log(notice)
     stats = LabelStats()
     qrels = grades_to_qrels(grades, label=label, min_grade=min_grade, stats=stats)
     if stats.unparsed_grades and log is not None:

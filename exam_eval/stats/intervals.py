@@ -1,4 +1,11 @@
-"""All interval methods for one run: what ``exam-correlate interval`` prints."""
+"""All interval methods for one run: what ``exam-correlate interval`` prints.
+
+Every interval (and its estimate) is clipped to the metric's range (``bounds``): a
+normal-approximation interval such as PPI's can otherwise reach past what the metric
+can take (an upper bound of 1.022 for nDCG). One method failing (CRC cannot be
+calibrated, say) does not take the others with it: with a ``failures`` list the
+failure is recorded there and the other methods' results are returned.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from ..errors import ExamEvalError
 from ..io.trec import Qrels
 from .bootstrap import empirical_bootstrap
 from .crc import crc_dataset, crc_per_query
@@ -25,6 +33,14 @@ class MethodResult:
     estimate: float
     upper: float
     detail: str = ""     # lambda(s) used
+    llm_mean: float = float("nan")  # the unshifted LLM-predicted mean over all queries
+
+    def clipped(self, bounds: tuple[float, float] | None) -> "MethodResult":
+        if bounds is None:
+            return self
+        lo, hi = bounds
+        return MethodResult(self.method, float(np.clip(self.lower, lo, hi)), float(np.clip(self.estimate, lo, hi)),
+                            float(np.clip(self.upper, lo, hi)), self.detail, self.llm_mean)
 
     @property
     def width(self) -> float:
@@ -46,8 +62,16 @@ def human_values(metric: Metric, run, human: Qrels, queries: Sequence[str]) -> n
     return np.array([human_value(metric, run.get(q, {}), human.get(q, {})) for q in queries])
 
 
+@dataclass
+class MethodFailure:
+    method: str
+    reason: str
+
+
 def compute_intervals(predicted, labelled_idx: np.ndarray, truth: np.ndarray, alpha: float, samples: int,
-                      seed: int, methods: Sequence[str] = METHODS, correction: str = "paper") -> list[MethodResult]:
+                      seed: int, methods: Sequence[str] = METHODS, correction: str = "paper",
+                      bounds: tuple[float, float] | None = None,
+                      failures: list[MethodFailure] | None = None) -> list[MethodResult]:
     """All dataset-level methods from a predicted metric (callable lambda -> per-query
     values over all queries), the labelled queries' positions and their human values.
 
@@ -56,26 +80,42 @@ def compute_intervals(predicted, labelled_idx: np.ndarray, truth: np.ndarray, al
     very queries (the paper's test-set performance), which is what it is calibrated for.
     Each method gets its own seeded generator so adding or dropping one does not change
     the others' numbers.
+
+    ``estimate`` is each method's point estimate, inside its interval; ``llm_mean`` (the
+    same for every method) is the plain mean of the LLM-predicted metric over all queries.
     """
     pred0 = predicted(0.0)
+    llm_mean = float(np.mean(pred0))
     unlabelled = np.setdiff1d(np.arange(len(pred0)), labelled_idx)
     out: list[MethodResult] = []
     for method in methods:
-        rng = np.random.default_rng([seed, METHODS.index(method)])
-        if method == "bootstrap":
-            r = empirical_bootstrap(truth, alpha, samples, rng)
-            out.append(MethodResult(method, r.lower, r.estimate, r.upper))
-        elif method in ("ppi", "ppi_tuned"):
-            r = ppi_mean(truth, pred0[labelled_idx], pred0[unlabelled], alpha,
-                         lam=1.0 if method == "ppi" else None)
-            out.append(MethodResult(method, r.lower, r.estimate, r.upper, f"lambda={r.lam:.4f}"))
-        elif method == "crc":
-            r = crc_dataset(predicted, labelled_idx, truth, alpha, samples, rng, correction)
-            out.append(MethodResult(method, r.lower, r.estimate, r.upper,
-                                    f"lambda_low={r.lam_low:.4f} lambda_high={r.lam_high:.4f}"))
-        else:
+        if method not in METHODS:
             raise ValueError(method)
+        rng = np.random.default_rng([seed, METHODS.index(method)])
+        try:
+            result = _one_method(method, predicted, pred0, labelled_idx, unlabelled, truth, alpha, samples, rng,
+                                 correction)
+        except (ExamEvalError, ArithmeticError, ValueError, np.linalg.LinAlgError) as exc:
+            if failures is None:
+                raise
+            failures.append(MethodFailure(method, str(exc) or type(exc).__name__))
+            continue
+        result.llm_mean = llm_mean
+        out.append(result.clipped(bounds))
     return out
+
+
+def _one_method(method, predicted, pred0, labelled_idx, unlabelled, truth, alpha, samples, rng,
+                correction) -> MethodResult:
+    if method == "bootstrap":
+        r = empirical_bootstrap(truth, alpha, samples, rng)
+        return MethodResult(method, r.lower, r.estimate, r.upper)
+    if method in ("ppi", "ppi_tuned"):
+        r = ppi_mean(truth, pred0[labelled_idx], pred0[unlabelled], alpha, lam=1.0 if method == "ppi" else None)
+        return MethodResult(method, r.lower, r.estimate, r.upper, f"lambda={r.lam:.4f}")
+    r = crc_dataset(predicted, labelled_idx, truth, alpha, samples, rng, correction)
+    return MethodResult(method, r.lower, r.estimate, r.upper,
+                        f"lambda_low={r.lam_low:.4f} lambda_high={r.lam_high:.4f}")
 
 
 def compute_per_query(predicted, queries: Sequence[str], labelled: Sequence[str], truth: np.ndarray, alpha: float,
@@ -89,6 +129,7 @@ def compute_per_query(predicted, queries: Sequence[str], labelled: Sequence[str]
 def run_intervals(metric: Metric, run: Mapping[str, Mapping[str, float]], human: Qrels, labels: LabelDists,
                   queries: Sequence[str], labelled: Sequence[str], alpha: float, samples: int,
                   seed: int, methods: Sequence[str] = METHODS, correction: str = "paper",
+                  bounds: tuple[float, float] | None = None, failures: list[MethodFailure] | None = None,
                   ) -> tuple[list[MethodResult], PredictedMetric]:
     """Intervals for a run's mean rank metric over ``queries``; human labels are used
     only for the ``labelled`` queries."""
@@ -96,7 +137,8 @@ def run_intervals(metric: Metric, run: Mapping[str, Mapping[str, float]], human:
     position = {q: i for i, q in enumerate(queries)}
     idx = np.array([position[q] for q in labelled], dtype=np.int64)
     truth = human_values(metric, run, human, labelled)
-    return compute_intervals(predicted, idx, truth, alpha, samples, seed, methods, correction), predicted
+    return compute_intervals(predicted, idx, truth, alpha, samples, seed, methods, correction, bounds,
+                             failures), predicted
 
 
 def run_per_query(metric: Metric, run, human: Qrels, labels: LabelDists, queries: Sequence[str],

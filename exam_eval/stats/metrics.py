@@ -71,6 +71,20 @@ def parse_metric(spec: str, rel_level: int = 1) -> Metric:
     return METRICS[m.group(1)](int(m.group(2)), rel_level)
 
 
+def value_range(metric: Metric, top_label: float) -> tuple[float, float]:
+    """Where a query's value (and so any mean of them) can lie.
+
+    nDCG@k and P@k: [0, 1]. DCG@k has no fixed top: it is at most a ranking of k
+    passages all carrying the scale's highest label, gain(top_label) * sum of the k rank
+    weights (TREC DL, labels 0-3 and k 10: 3 * 4.5436 = 13.63). ``top_label`` is the
+    highest label of the human scale, the scale the intervals are about.
+    """
+    if metric.normalised:
+        return 0.0, 1.0
+    top_gain = float(metric.gain(np.array([top_label], dtype=float))[0])
+    return 0.0, top_gain * float(np.sum(metric.weights(metric.k)))
+
+
 def ideal_dcg(metric: Metric, gains: np.ndarray) -> float:
     top = np.sort(np.asarray(gains, dtype=float))[::-1][: metric.k]
     return float(np.sum(metric.weights(len(top)) * top))

@@ -61,6 +61,10 @@ class Prompt:
     # The published prompts write their examples inline in the template and leave this empty.
     shots: tuple[tuple[str, str], ...] = ()
     description: str = ""
+    # Decoding settings the prompt was published with, e.g. UMBRELA's temperature 0,
+    # top_p 1, frequency_penalty 0.5, presence_penalty 0 (OpenAI parameter names); back
+    # ends that can apply them do so when they generate (see the man page of exam-grade).
+    decoding: tuple[tuple[str, float], ...] = ()
     extra: dict = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self):
@@ -126,6 +130,28 @@ class Prompt:
         """Score mode: which grade each label stands for (``labels[i]`` -> ``scale[0] + i``)."""
         return {label: self.scale[0] + i for i, label in enumerate(self.labels)}
 
+    def variant(self, *, generate: bool = False, rule: str = "strict") -> "Prompt":
+        """This prompt read another way: ``generate`` a rating prompt's answer and parse it
+        (the workbench's way with local models) instead of scoring the labels; read the
+        answer with another ``rule`` (exam_eval.grading.parsing.RATING_RULES). The id
+        says how (``question-selfrating/generate/workbench``), and the hash differs, so
+        grades and cache entries of the variants never stand in for each other."""
+        import dataclasses
+
+        from exam_eval.grading.parsing import RATING_RULES
+
+        if not generate and rule == "strict":
+            return self
+        if self.parser != "rating" or self.target not in ("question", "nugget"):
+            raise UsageError(f"prompt {self.id!r} is not a self-rating prompt of bank items: "
+                             "--generate-ratings and --rating-rule apply to question-selfrating, nugget-selfrating "
+                             "and rating prompt files")
+        if rule not in RATING_RULES:
+            raise UsageError(f"unknown rating rule {rule!r}; choose one of {', '.join(RATING_RULES)}")
+        suffix = ("/generate" if generate else "") + ("" if rule == "strict" else f"/{rule}")
+        return dataclasses.replace(self, id=self.id + suffix, mode="generate" if generate else self.mode,
+                                   parser=RATING_RULES[rule])
+
     # -- reading the model's output ------------------------------------------------------
     def parse(self, text: str) -> Parsed:
         from exam_eval.grading.parsing import PARSERS
@@ -135,20 +161,19 @@ class Prompt:
     @property
     def hash(self) -> str:
         """Stable over what changes a grade: the texts, labels, scale, mode and parser."""
-        payload = json.dumps(
-            {
-                "template": self.template,
-                "system": self.system,
-                "shots": [list(s) for s in self.shots],
-                "joiner": self.joiner,
-                "labels": list(self.labels),
-                "scale": list(self.scale),
-                "mode": self.mode,
-                "parser": self.parser,
-            },
-            sort_keys=True,
-            ensure_ascii=False,
-        )
+        fields = {
+            "template": self.template,
+            "system": self.system,
+            "shots": [list(s) for s in self.shots],
+            "joiner": self.joiner,
+            "labels": list(self.labels),
+            "scale": list(self.scale),
+            "mode": self.mode,
+            "parser": self.parser,
+        }
+        if self.decoding:  # only when set, so the other prompts keep their hashes (and caches)
+            fields["decoding"] = [list(kv) for kv in self.decoding]
+        payload = json.dumps(fields, sort_keys=True, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
     @property

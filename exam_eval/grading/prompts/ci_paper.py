@@ -5,9 +5,9 @@ ci-dl         TREC-DL four-point scale; scored suffixes "0" "1" "2" "3" (as the 
 ci-robust04   Robust04 three-point scale; scored suffixes "[0]" "[1]" "[2]" (the paper found
               the bracketed suffixes more effective there).
 
-The paper's ``{passage}``/``{document}`` placeholders are our ``{context}``. Listing 2 in
-the text file ends with ``Document: {document}``; Listing 1 ends with a ``Relevance:``
-line, but we do not add one to Listing 2 that the published text does not show.
+The paper's ``{passage}``/``{document}`` placeholders are our ``{context}``. Both listings
+end with a ``Relevance:`` line (the last line of the text file is Listing 2's); the
+scored label follows it.
 """
 
 from exam_eval.grading.prompts.base import Prompt, register
@@ -51,6 +51,7 @@ register(Prompt(
         "[1] Relevant: Parts of the document may be relevant to the query.\n"
         "[2] Highly Relevant: The document is highly relevant to the query.\n"
         "Query: {query}\n"
-        "Document: {context}"
+        "Document: {context}\n"
+        "Relevance:"
     ),
 ))

@@ -5,9 +5,17 @@ Text fixes against the text file: the figure is a minted listing; its option lin
 printed through minted's escape as plain ``query`` and ``passage``
 (``Query: query Passage: passage``); they are ``{query}`` and ``{context}`` here.
 Paragraphs are the figure's four paragraphs, separated by blank lines as in the text file.
+
+Decoding (Section 3, "following the parameter configurations provided in Thomas et al."):
+temperature 0, top_p 1, no stop words, frequency penalty 0.5, presence penalty 0. The
+endpoint back end sends them; hf-causal applies temperature 0 as greedy decoding and the
+penalties as OpenAI defines them (each generated token's logit lowered by 0.5 times the
+number of times it was already generated); other back ends decode greedily.
 """
 
 from exam_eval.grading.prompts.base import Prompt, register
+
+PUBLISHED_DECODING = (("temperature", 0.0), ("top_p", 1.0), ("frequency_penalty", 0.5), ("presence_penalty", 0.0))
 
 register(Prompt(
     id="umbrela",
@@ -18,6 +26,7 @@ register(Prompt(
     scale=(0, 3),
     parser="umbrela",
     description="UMBRELA (Bing relevance assessor reproduction), 0-3, answer '##final score: N'",
+    decoding=PUBLISHED_DECODING,
     template=(
         "Given a query and a passage, you must provide a score on an integer scale of 0 to 3 "
         "with the following meanings: 0 = represent that the passage has nothing to do with the "

@@ -1,0 +1,82 @@
+"""Keep only the grades that belong to a bank as it is now (``--bank`` of exam-qrels and
+exam-cover).
+
+The grades file is append-only, so after a human edits the bank it still holds grades of
+deleted items and grades of the old text of edited items. A grade is current when
+
+- its item is in the bank, under the id in the bank file or, for an item whose text no
+  longer matches that id, under the id of the new text (what exam-grade gives it by
+  default; ``--keep-edited-ids`` keeps the old one), and
+- it was given for the item's current text: its ``item_hash`` equals md5(text.strip()).
+  A line without ``item_hash`` (written before grade lines carried it, or the
+  workbench's graded files) is taken as current unless the item's text is known to have
+  changed under its id.
+
+Kept grades carry the item's one id (the new-text id for an edited item), so EXAM-Cover
+counts an edited item once whichever id it was graded under. Direct relevance grades (no
+item) are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..io.banks import BankItem, make_item_id
+from ..io.grades import Grade
+
+
+@dataclass
+class BankFilterStats:
+    not_in_bank: int = 0
+    stale: int = 0  # given for an edited item's old text
+
+    def notices(self, name: str) -> list[str]:
+        out = []
+        if self.not_in_bank:
+            out.append(f"{name}: {self.not_in_bank} grades of items not in the bank left out")
+        if self.stale:
+            out.append(f"{name}: {self.stale} grades given for an older text of an edited bank item left out "
+                       "(regrade with exam-grade to replace them)")
+        return out
+
+
+def effective_id(item: BankItem) -> str:
+    """The id grades of ``item`` are counted under: its text's id when the text was edited."""
+    return make_item_id(item.query_id, item.text, item.facet_id) if item.edited else item.item_id
+
+
+def effective_ids(items: Iterable[BankItem]) -> dict[str, list[str]]:
+    """query_id -> the ids of its items, as :func:`current_grades` names them."""
+    out: dict[str, list[str]] = {}
+    for item in items:
+        out.setdefault(item.query_id, []).append(effective_id(item))
+    return out
+
+
+def current_grades(grades: Iterable[Grade], items: Iterable[BankItem],
+                   stats: BankFilterStats | None = None) -> list[Grade]:
+    """``items``: the bank read with ``keep_edited_ids=True`` (ids as in the file, edits marked)."""
+    accepted: dict[str, BankItem] = {}
+    for item in items:
+        accepted[item.item_id] = item
+        if item.edited:
+            accepted[effective_id(item)] = item
+    stats = stats if stats is not None else BankFilterStats()
+    kept: list[Grade] = []
+    for g in grades:
+        if g.item_id is None:
+            kept.append(g)
+            continue
+        item = accepted.get(g.item_id)
+        if item is None:
+            stats.not_in_bank += 1
+            continue
+        current = (g.item_hash == item.text_hash) if g.item_hash is not None else not item.edited
+        if not current:
+            stats.stale += 1
+            continue
+        eid = effective_id(item)
+        kept.append(g if g.item_id == eid else dataclasses.replace(g, item_id=eid))
+    return kept
