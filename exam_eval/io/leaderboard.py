@@ -65,18 +65,21 @@ class Leaderboard:
 
     def recomputed(self, topics: Iterable[str] | None = None, source: str = "leaderboard") -> "Leaderboard":
         """Aggregates replaced by the mean over each run's per-topic values (only ``topics``
-        when given), as autojudge-evaluate recomputes them."""
+        when given), as autojudge-evaluate recomputes them. Measures with aggregates only
+        (trec_eval's gm_map) are dropped."""
         keep = None if topics is None else set(topics)
         rows: dict[str, dict[str, float | None]] = {run: {} for run in self.rows}
         columns: list[str] = []
         for measure in self.columns:
             per_run = self.topics.get(measure)
             if not per_run:
-                raise InputError(f"measure {measure} has no per-topic values to average", source)
+                continue
             columns.append(measure)
             for run, values in per_run.items():
                 vals = [v for t, v in values.items() if keep is None or t in keep]
                 rows.setdefault(run, {})[measure] = sum(vals) / len(vals) if vals else None
+        if not columns:
+            raise InputError("no per-topic values to average", source)
         return Leaderboard(columns, rows, self.topics, self.format, list(columns))
 
 
