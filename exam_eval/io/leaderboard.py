@@ -9,7 +9,7 @@
   ``measure value`` (summary) lines, the run named by the file.
 - ``trec_eval``: ``measure topic value`` lines as ``trec_eval -q`` prints them, one run
   per file (or several runs' outputs concatenated); the run is named by trec_eval's
-  ``runid`` line, else by the file name.
+  ``runid`` line, else by the file name; ``relstring`` lines (not numbers) are skipped.
 
 Fields of the long shapes are separated by white space (as autojudge-evaluate splits
 them); an optional header line naming the columns (``run_id topic_id measure value``
@@ -143,6 +143,10 @@ def _header_order(fields: Sequence[str]) -> dict[str, int] | None:
         return pos
     return None
 
+
+# trec_eval's measures whose values are not numbers (runid names the run; relstring,
+# in -m all_trec, is the relevance of the top 10)
+_TREC_EVAL_STRINGS = {"runid", "relstring"}
 
 _ORDERS = {
     "tot": {"run": 0, "measure": 1, "topic": 2, "value": 3},
@@ -302,7 +306,7 @@ def _read_trec_eval_file(path: str, col: _Collector) -> None:
     for block in blocks:
         run = next((f[2] for _, f in block if f[0] == "runid"), fallback)
         for lineno, f in block:
-            if f[0] == "runid":
+            if f[0] in _TREC_EVAL_STRINGS:
                 continue
             col.add(run, f[0], f[1], _parse_value(f[2], name, lineno), name, lineno)
 
