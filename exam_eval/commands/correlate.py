@@ -202,8 +202,9 @@ def leaderboard_cmd(truth, preds, truth_columns, pred_columns, truth_format, pre
             t_board = tb.recomputed(common, display_name(truth))
             p_board = pb.recomputed(common, display_name(pred))
         tvals, pvals = t_board.column(tcol), p_board.column(pcol)
-        _info(f"truth: {display_name(truth)} {tcol}" + (" (rank: lower is better)" if tb.format == "tsv" and _is_rank(tcol) else "")
-              + f"; pred: {display_name(pred)} {pcol}" + (" (rank: lower is better)" if pb.format == "tsv" and _is_rank(pcol) else ""))
+        for side, board, path, col in (("truth", tb, truth, tcol), ("pred", pb, pred, pcol)):
+            rank = " (rank: lower is better)" if board.format == "tsv" and _is_rank(col) else ""
+            _info(f"{side}: {display_name(path)} column {col}{rank}")
         _check_systems(tvals, pvals, t_board, p_board, tcol, pcol, truth, pred, strict)
         t, pv = _signed(tb, tcol, tvals), _signed(pb, pcol, pvals)
         result = correlate(t, pv, top_k)
