@@ -9,7 +9,8 @@
   ``measure value`` (summary) lines, the run named by the file.
 - ``trec_eval``: ``measure topic value`` lines as ``trec_eval -q`` prints them, one run
   per file (or several runs' outputs concatenated); the run is named by trec_eval's
-  ``runid`` line, else by the file name; ``relstring`` lines (not numbers) are skipped.
+  ``runid`` line, else by the file name without its extensions (.eval, .trec_eval,
+  .ir_measures, .gz and run-file ones); ``relstring`` lines (not numbers) are skipped.
 
 Fields of the long shapes are separated by white space (as autojudge-evaluate splits
 them); an optional header line naming the columns (``run_id topic_id measure value``
@@ -246,9 +247,18 @@ def _read_long(files: list[str], fmt: str, source: str) -> Leaderboard:
     return _assemble(col, fmt, source)
 
 
-def _read_columns_file(path: str, fmt: str, col: _Collector) -> None:
+def _run_from_file(path: str) -> str:
+    """A per-run evaluation file's run: its name without evaluation and run-file extensions."""
     from .trec import run_name
 
+    base = os.path.basename(path)
+    for ext in (".gz", ".eval", ".trec_eval", ".ir_measures"):
+        if base.endswith(ext) and len(base) > len(ext):
+            base = base[: -len(ext)]
+    return run_name(base)
+
+
+def _read_columns_file(path: str, fmt: str, col: _Collector) -> None:
     name = display_name(path)
     lines = _data_lines(path)
     if not lines:
@@ -270,7 +280,7 @@ def _read_columns_file(path: str, fmt: str, col: _Collector) -> None:
             if o is None:
                 raise InputError(f"expected 'run topic measure value' (ir_measures), or 'topic measure value' / "
                                  f"'measure value' (its command line's output), found {len(f)} fields", name, lineno)
-        run = f[o["run"]] if "run" in o else run_name(path)
+        run = f[o["run"]] if "run" in o else _run_from_file(path)
         topic = f[o["topic"]] if "topic" in o else ALL
         col.add(run, f[o["measure"]], topic, _parse_value(f[o["value"]], name, lineno), name, lineno)
 
@@ -278,8 +288,6 @@ def _read_columns_file(path: str, fmt: str, col: _Collector) -> None:
 def _read_trec_eval_file(path: str, col: _Collector) -> None:
     """One or several concatenated ``trec_eval [-q]`` outputs: a run's block ends with its
     summary ('all') lines, the first of which is ``runid all NAME`` unless -m chose measures."""
-    from .trec import run_name
-
     name = display_name(path)
     lines = _data_lines(path)
     if not lines:
@@ -299,7 +307,7 @@ def _read_trec_eval_file(path: str, col: _Collector) -> None:
             blocks.append([])
         in_summary = summary
         blocks[-1].append((lineno, f))
-    fallback = run_name(path)
+    fallback = _run_from_file(path)
     if len(blocks) > 1 and not all(any(f[0] == "runid" for _, f in b) for b in blocks):
         raise InputError("several trec_eval outputs in one file need their 'runid' lines to tell the runs apart",
                          name, blocks[1][0][0])
