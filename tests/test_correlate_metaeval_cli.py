@@ -275,3 +275,17 @@ def test_qrels_on_dl19_llm_labels(run_cli, shared_data):
     tp = int(np.sum((t >= 2) & (p >= 4)))
     assert pooled["tp"] == str(tp)
     assert float(pooled["recall"]) == pytest.approx(tp / np.sum(t >= 2), abs=5e-5)
+
+
+def test_every_new_option_is_in_help_and_man_page():
+    from pathlib import Path
+
+    from exam_eval.commands.correlate import cli
+
+    man = (Path(__file__).resolve().parents[1] / "man" / "exam-correlate.1").read_text().replace("\\-", "-")
+    for name in ("leaderboard", "qrels"):
+        for param in cli.commands[name].params:
+            opts = [o for o in getattr(param, "opts", []) if o.startswith("-")]
+            if opts:  # one of its spellings (the man page gives -o, not --output)
+                assert any(o in man for o in opts), (name, opts)
+        assert f".SS {name}" in man
