@@ -289,3 +289,21 @@ def test_every_new_option_is_in_help_and_man_page():
             if opts:  # one of its spellings (the man page gives -o, not --output)
                 assert any(o in man for o in opts), (name, opts)
         assert f".SS {name}" in man
+
+
+def test_kendall_at_k_cut_off_ties_follow_truth_file_order_and_stdin(run_cli, tmp_path):
+    # B and C tie for third place in the truth; B comes first in the file, so kendall@3
+    # takes A, D, B (autojudge-evaluate's stable sort over the file's 'all' rows)
+    truth = "A m all 0.9\nB m all 0.5\nC m all 0.5\nD m all 0.7\nE m all 0.1\n"
+    pred = "A m all 0.2\nB m all 0.6\nC m all 0.1\nD m all 0.4\nE m all 0.3\n"
+    t = tmp_path / "t.tot"
+    t.write_text(truth)
+    r = run_cli("exam-correlate", "leaderboard", t, "-", "-k", "3", input=pred)
+    assert r.returncode == 0, r.stderr
+    out = dict(line.split("\t") for line in r.stdout.strip().splitlines())
+    expected = stats.kendalltau([0.9, 0.7, 0.5], [0.2, 0.4, 0.6]).statistic  # A, D, B
+    assert out["kendall@3"] == f"{expected:.4f}" and "<stdin>: tot leaderboard" in r.stderr
+    t.write_text("".join(sorted(truth.splitlines(True), key=lambda s: s[0] == "B")))  # C before B now
+    r = run_cli("exam-correlate", "leaderboard", t, "-", "-k", "3", input=pred)
+    out = dict(line.split("\t") for line in r.stdout.strip().splitlines())
+    assert out["kendall@3"] == f"{stats.kendalltau([0.9, 0.7, 0.5], [0.2, 0.4, 0.1]).statistic:.4f}"

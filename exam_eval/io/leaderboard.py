@@ -110,9 +110,23 @@ def _files(path: str | os.PathLike) -> list[str]:
     return [p]
 
 
+_stdin_lines: list[tuple[int, str]] | None = None
+
+
+def _raw_lines(path: str | os.PathLike):
+    """Numbered lines; standard input is read once and kept, so that sniffing its shape
+    does not consume it."""
+    global _stdin_lines
+    if str(path) != "-":
+        return iter_lines(path)
+    if _stdin_lines is None:
+        _stdin_lines = list(iter_lines(path))
+    return iter(_stdin_lines)
+
+
 def _data_lines(path: str, limit: int | None = None) -> list[tuple[int, list[str]]]:
     out = []
-    for lineno, line in iter_lines(path):
+    for lineno, line in _raw_lines(path):
         fields = line.split()
         if not fields or fields[0].startswith("#"):
             continue
@@ -348,7 +362,7 @@ def _read_tsv(path: str | os.PathLike) -> Leaderboard:
     name = display_name(path)
     header: list[str] | None = None
     rows: dict[str, dict[str, float | None]] = {}
-    for lineno, line in iter_lines(path):
+    for lineno, line in _raw_lines(path):
         if not line.strip():
             continue
         cells = line.split("\t")
