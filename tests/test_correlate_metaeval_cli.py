@@ -307,3 +307,11 @@ def test_kendall_at_k_cut_off_ties_follow_truth_file_order_and_stdin(run_cli, tm
     r = run_cli("exam-correlate", "leaderboard", t, "-", "-k", "3", input=pred)
     out = dict(line.split("\t") for line in r.stdout.strip().splitlines())
     assert out["kendall@3"] == f"{stats.kendalltau([0.9, 0.7, 0.5], [0.2, 0.4, 0.1]).statistic:.4f}"
+
+
+def test_qrels_truth_may_be_an_ir_datasets_id(run_cli, tmp_path):
+    p = tmp_path / "p.qrels"
+    p.write_text("1 0 a 1\n")
+    r = run_cli("exam-correlate", "qrels", "no-such-collection/nothing", p)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "no-such-collection/nothing: not an existing file, and not a known ir_datasets ID" in r.stderr

@@ -371,6 +371,14 @@ def agreement_cmd(human, llm, human_min, llm_min, per_topic, model, prompt, kind
 
 # --------------------------------------------------------------------------- qrels
 
+def _read_truth_qrels(spec: str) -> Qrels:
+    from ..io.irds import irds_qrels, looks_like_irds_id
+
+    if spec != "-" and looks_like_irds_id(spec):
+        return irds_qrels(spec)
+    return read_qrels(spec)
+
+
 @cli.command("qrels", context_settings=CONTEXT_SETTINGS)
 @click.argument("truth", metavar="TRUTH")
 @click.argument("pred", metavar="PRED")
@@ -392,8 +400,9 @@ def qrels_cmd(truth, pred, truth_max, pred_max, truth_min, pred_min, topic_polic
               model, prompt, kind, output):
     """Predicted qrels against truth qrels, per topic: set overlap and agreement.
 
-    TRUTH is a qrels file; PRED is a qrels file or a grades file (label = maximum
-    grade over the query's bank items). Per topic, over the documents either side
+    TRUTH is a qrels file or an ir_datasets ID; PRED is a qrels file or a grades
+    file (label = maximum grade over the query's bank items). Per topic, over the
+    documents either side
     lists (a missing one has label 0 there): precision, recall, F1, tp/fp/fn and
     Jaccard of PRED's relevant set against TRUTH's, Cohen's kappa of the binary
     decisions at every pair of thresholds (kappa@AvB: TRUTH >= A, PRED >= B),
@@ -415,7 +424,7 @@ def qrels_cmd(truth, pred, truth_max, pred_max, truth_min, pred_min, topic_polic
             raise UsageError(f"--{side}-max must be at least 1")
         if not 1 <= lo <= hi:
             raise UsageError(f"--{side}-min must be between 1 and --{side}-max ({hi})")
-    t = read_qrels(truth)
+    t = _read_truth_qrels(truth)
     p = _read_llm_qrels(pred, model, prompt, kind)
     only_t, only_p = sorted(set(t) - set(p)), sorted(set(p) - set(t))
     for names, where in ((only_t, truth), (only_p, pred)):
