@@ -202,9 +202,10 @@ def leaderboard_cmd(truth, preds, truth_columns, pred_columns, truth_format, pre
             t_board = tb.recomputed(common, display_name(truth))
             p_board = pb.recomputed(common, display_name(pred))
         tvals, pvals = t_board.column(tcol), p_board.column(pcol)
-        for side, board, path, col in (("truth", tb, truth, tcol), ("pred", pb, pred, pcol)):
-            rank = " (rank: lower is better)" if board.format == "tsv" and _is_rank(col) else ""
-            _info(f"{side}: {display_name(path)} column {col}{rank}")
+        if len(pairs) <= 4:  # with every measure of big leaderboards, one line per pair is noise
+            for side, board, path, col in (("truth", tb, truth, tcol), ("pred", pb, pred, pcol)):
+                rank = " (rank: lower is better)" if board.format == "tsv" and _is_rank(col) else ""
+                _info(f"{side}: {display_name(path)} column {col}{rank}")
         _check_systems(tvals, pvals, t_board, p_board, tcol, pcol, truth, pred, strict)
         t, pv = _signed(tb, tcol, tvals), _signed(pb, pcol, pvals)
         result = correlate(t, pv, top_k)
@@ -223,6 +224,10 @@ def leaderboard_cmd(truth, preds, truth_columns, pred_columns, truth_format, pre
             rows.append(lead + [str(result[k]) if k == "n" else _fmt(result[k]) for k in names])
             continue
         rows.extend(_per_topic_rows(lead, tb.per_topic(tcol), pb.per_topic(pcol), top_k, names))
+    if len(pairs) > 4:
+        _info(f"{len(pairs)} measure pair(s) of {display_name(truth)} and {len(preds)} leaderboard(s)")
+    if not rows:
+        raise InputError("no measure pair has a topic with 3 systems in common", display_name(preds[0]))
     header = ["pred", "truth_measure", "pred_measure"] + (["topic"] if per_topic else []) + list(names)
     with atomic_output(output) as out:
         out.write("\t".join(header) + "\n")
@@ -242,11 +247,12 @@ def _per_topic_rows(lead, truth_topics, pred_topics, top_k, names) -> list[list[
             continue
         results.append(r)
         rows.append(lead + [topic] + [str(r[k]) if k == "n" else _fmt(r[k]) for k in names])
-    if skipped:
+    if skipped and results:
         _info(f"{lead[1]} vs {lead[2]}: {len(skipped)} topic(s) with fewer than 3 systems in common left out: "
               + ", ".join(skipped))
     if not results:
-        raise InputError(f"no topic has 3 systems in common for {lead[1]} vs {lead[2]}", lead[0])
+        _info(f"{lead[0]}: {lead[1]} vs {lead[2]}: no topic has 3 systems in common (pair left out)")
+        return []
     mean = []
     for k in names:
         if k == "n":
