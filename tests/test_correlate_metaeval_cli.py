@@ -315,3 +315,19 @@ def test_qrels_truth_may_be_an_ir_datasets_id(run_cli, tmp_path):
     r = run_cli("exam-correlate", "qrels", "no-such-collection/nothing", p)
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "no-such-collection/nothing: not an existing file, and not a known ir_datasets ID" in r.stderr
+
+
+def test_per_topic_leaves_out_aggregate_only_measures(run_cli, tmp_path):
+    _, topic_ids, per = _values(9, runs=5, topics=3)
+    t = tmp_path / "t.tot"
+    _write_tot(t, {"map": per["map"]})
+    with t.open("a") as f:  # gm_map-like: an 'all' row only
+        for i, run in enumerate(per["map"]):
+            f.write(f"{run} gm {'all'} {0.1 * i}\n")
+    r = run_cli("exam-correlate", "leaderboard", t, t, "--per-topic", "--pred-measure", "map")
+    assert r.returncode == 0, r.stderr
+    rows = _table(r.stdout)
+    assert {x["truth_measure"] for x in rows} == {"map"} and len(rows) == len(topic_ids) + 1
+    assert "gm vs map: no topic has 3 systems in common (pair left out)" in r.stderr
+    r = run_cli("exam-correlate", "leaderboard", t, t, "--per-topic", "--pred-measure", "gm", "--truth-measure", "gm")
+    assert r.returncode == 2 and "no measure pair has a topic with 3 systems in common" in r.stderr
