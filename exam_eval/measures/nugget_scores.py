@@ -257,3 +257,71 @@ def average_runs(per_topic: Mapping[tuple[str, str], Mapping[str, float]], measu
             mean, se = mean_stderr(values)
             out[run][m] = (mean, se, len(values))
     return out
+
+
+# -- document qrels from citations --------------------------------------------------------
+
+QRELS_FROM = ("support", "nuggets", "both")
+
+
+def sentence_levels(grades: Iterable[Grade], thresholds: Thresholds) -> dict[tuple[str, str], int]:
+    """(topic, text id) -> the best nugget level the text reaches for any item."""
+    out: dict[tuple[str, str], int] = {}
+    for g in grades:
+        if g.item_id is None or not g.parse_ok or g.grade is None:
+            continue
+        key = (g.query_id, g.doc_id)
+        out[key] = max(out.get(key, NOT_SUPPORT), thresholds.level(g.grade))
+    return out
+
+
+@dataclass
+class QrelsStats:
+    cited: int = 0  # distinct (topic, cited document)
+    unlabelled: int = 0  # cited documents without the grades the label needs
+
+
+def citation_qrels(reports: Sequence[Report], mode: str, *,
+                   support: Mapping[tuple[str, str, str], int] | None = None,
+                   nuggets: Mapping[tuple[str, str], int] | None = None,
+                   stats: QrelsStats | None = None) -> dict[str, dict[str, int]]:
+    """Document qrels (labels 0-2) for every cited document with the grades it needs.
+
+    The label of (topic, document) is the best, over the sentences citing it, of
+
+    - ``support``: the citation-support level of (sentence, document): the document
+      says what the sentence says;
+    - ``nuggets``: the nugget level of the sentence: the sentence citing the document
+      covers a nugget;
+    - ``both``: the smaller of the two: the document supports a sentence that covers a
+      nugget (the strictest reading, and the one that mirrors nugget-based relevance).
+    """
+    if mode not in QRELS_FROM:
+        raise UsageError(f"unknown qrels source {mode!r}; choose one of {', '.join(QRELS_FROM)}")
+    if mode in ("support", "both") and support is None:
+        raise UsageError(f"qrels from {mode} need citation-support grades")
+    if mode in ("nuggets", "both") and nuggets is None:
+        raise UsageError(f"qrels from {mode} need nugget grades of the report sentences")
+    labels: dict[tuple[str, str], int | None] = {}
+    for r in reports:
+        for s in r.sentences:
+            for doc in dict.fromkeys(c.doc_id for c in s.citations):
+                key = (r.topic_id, doc)
+                sup = None if support is None else support.get((r.topic_id, doc, s.doc_id))
+                nug = None if nuggets is None else nuggets.get((r.topic_id, s.doc_id))
+                if mode == "support":
+                    value = sup
+                elif mode == "nuggets":
+                    value = nug
+                else:
+                    value = None if sup is None or nug is None else min(sup, nug)
+                prev = labels.get(key)
+                labels[key] = prev if value is None else value if prev is None else max(prev, value)
+    qrels: dict[str, dict[str, int]] = {}
+    for (topic, doc), value in labels.items():
+        if value is not None:
+            qrels.setdefault(topic, {})[doc] = value
+    if stats is not None:
+        stats.cited = len(labels)
+        stats.unlabelled = sum(v is None for v in labels.values())
+    return qrels

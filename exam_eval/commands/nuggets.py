@@ -1,0 +1,340 @@
+"""exam-nuggets: score RAG reports the way RAG tracks do, and write what the tracks read.
+
+Subcommands: ``score`` (nugget scores All/Vital/Weighted and their strict variants,
+EXAM-Cover of reports, citation support; per-topic leaderboards in tot / ir_measures /
+trec_eval shapes), ``support`` (grade every (sentence, cited document) pair with the
+citation-support prompt, through the grading engine and its cache), ``qrels``
+(document qrels from citations and grades) and ``bank`` (nugget banks in our, the
+nuggetizer's and AutoJudge's formats).
+
+A seventh command beside DESIGN.md's six: report scoring has inputs (reports) and
+outputs (track leaderboards, banks for other tools) that none of them has.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..errors import InputError, UsageError
+from ._base import CONTEXT_SETTINGS, make_main, output_option
+
+PROG = "exam-nuggets"
+
+
+def _log(msg: str) -> None:
+    click.echo(f"{PROG}: {msg}", err=True)
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+def cli():
+    """Nugget evaluation of RAG reports (TREC RAG, RAGTIME, DRAGUN, NeuCLIR, AutoJudge).
+
+    \b
+    Typical flow (reports graded sentence by sentence by exam-grade --reports):
+      exam-grade --reports runs/ --bank nuggets.jsonl --prompt nuggetizer-assign ... -o grades.jsonl
+      exam-nuggets support --reports runs/ --passages corpus.jsonl ... -o support.jsonl
+      exam-nuggets score --reports runs/ --bank nuggets.jsonl --support-grades support.jsonl \\
+          grades.jsonl -o leaderboard.tot
+      exam-nuggets qrels --reports runs/ --from both grades.jsonl --support-grades support.jsonl -o cited.qrels
+      exam-nuggets bank --to nuggetizer nuggets.jsonl -o nuggets.nuggetizer.jsonl
+    """
+
+
+# --------------------------------------------------------------------------- shared
+
+def _reports(paths, track_spec=None):
+    from ..io.reports import read_reports
+
+    return read_reports(list(paths), track_spec=track_spec) if track_spec else read_reports(list(paths))
+
+
+def _thresholds(grades, support_min, partial_min, label):
+    from ..measures.nugget_scores import scale_of, thresholds_for
+
+    grader = grades[0].prompt
+    return thresholds_for(scale_of(grader), support_min, partial_min, grader=f"{label} prompt {grader!r}")
+
+
+def _warn_unparsed(grades, path):
+    unparsed = sum(1 for g in grades if not g.parse_ok)
+    if unparsed:
+        _log(f"{path}: {unparsed} unparsed grades (they count as no support)")
+
+
+def threshold_options(f):
+    f = click.option("--partial-min", type=int, default=None, metavar="N",
+                     help="Grades >= N (and below --support-min) are partial support "
+                          "[0-2 scales: 1; 0-5 self-rating: 2].")(f)
+    f = click.option("--support-min", type=int, default=None, metavar="N",
+                     help="Grades >= N are support [0-2 scales: 2; 0-5 self-rating: 4].")(f)
+    return f
+
+
+def reports_option(f):
+    f = click.option("--track-spec", default=None, metavar="NAME",
+                     help="Validate the reports against this track spec (rag24, rag25, ragtime25, ...).")(f)
+    f = click.option("--reports", "reports", multiple=True, required=True, metavar="FILE|DIR",
+                     help="RAG report files (JSONL) or directories of them (repeatable).")(f)
+    return f
+
+
+# --------------------------------------------------------------------------- score
+
+SCORE_EPILOG = """\b
+Examples:
+  # per-topic nugget scores and EXAM-Cover, "tot" leaderboard (run measure topic value)
+  exam-nuggets score --reports runs/ --bank nuggets.jsonl grades.jsonl > scores.tot
+  # with citation support, ir_measures shape, only the summary (all) rows
+  exam-nuggets score --reports runs/ --bank nuggets.jsonl --support-grades support.jsonl \\
+      --format ir_measures --summary-only grades.jsonl
+  # self-rating grades with stricter levels, averaged over every bank topic
+  exam-nuggets score -c --support-min 5 --partial-min 3 --reports runs/ --bank b.jsonl grades.jsonl
+  # one trec_eval-shaped file per run
+  exam-nuggets score --format trec_eval --reports runs/ --bank b.jsonl grades.jsonl -o out_dir/
+
+Exit status: 0 success, 1 usage error, 2 bad input. See man exam-nuggets.
+"""
+
+
+@cli.command("score", context_settings=CONTEXT_SETTINGS, epilog=SCORE_EPILOG)
+@click.argument("grades", metavar="GRADES")
+@reports_option
+@click.option("--bank", required=True, metavar="FILE",
+              help="Question/nugget bank (ours, the workbench's, the nuggetizer's or AutoJudge's).")
+@click.option("--support-grades", default=None, metavar="FILE",
+              help="citation-support grades (exam-nuggets support): adds support_precision, support_recall.")
+@click.option("--format", "shape", type=click.Choice(["tot", "ir_measures", "trec_eval", "table"]), default="tot",
+              show_default=True, help="tot: run measure topic value; ir_measures: run topic measure value; "
+                                      "trec_eval: measure topic value (one run per file); table: run x measure TSV.")
+@click.option("-m", "--measure", "measures", multiple=True, metavar="NAME",
+              help="Only these measures (repeatable; default: all that the inputs allow).")
+@click.option("--summary-only", is_flag=True, help="Only the 'all' rows (mean over topics).")
+@click.option("-c", "complete", is_flag=True,
+              help="Average over every bank topic that has reports, a run's missing topics scoring 0.")
+@click.option("--default-importance", type=click.Choice(["vital", "okay"]), default="vital", show_default=True,
+              help="Importance of bank items that have none.")
+@threshold_options
+@click.option("--digits", type=click.IntRange(1, 12), default=4, show_default=True,
+              help="Decimals of tot / ir_measures / table values (trec_eval always 4).")
+@click.option("--model", default=None, metavar="NAME", help="Use only GRADES from this model.")
+@click.option("--prompt", default=None, metavar="NAME", help="Use only GRADES from this prompt.")
+@click.option("--kind", type=click.Choice(["question", "nugget"]), default=None,
+              help="Score bank items of this kind [the kind GRADES holds].")
+@output_option
+def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures, summary_only, complete,
+              default_importance, partial_min, support_min, digits, model, prompt, kind, output):
+    """Nugget scores, EXAM-Cover and citation support of RAG reports, per topic and run.
+
+    GRADES are grades of the reports' sentences (or whole reports) against the bank,
+    from exam-grade --reports with any nugget or question prompt. Every (report, bank
+    item) gets a support level: the best level any of its sentences reaches (support,
+    partial support, no support; see --support-min / --partial-min). Measures:
+    nugget_all, nugget_vital, nugget_weighted and their _strict variants (TREC 2024 RAG
+    AutoNuggetizer scores; vital weight 1, okay 0.5), exam_cover and n_exam_cover
+    (fraction of bank items the report supports), and with --support-grades
+    support_precision and support_recall (TREC 2024 RAG support evaluation).
+    """
+    from ..io.banks import items_by_query, read_bank
+    from ..io.grades import read_grades
+    from ..io.leaderboard import write_leaderboard
+    from ..io.openers import atomic_output
+    from ..io.track_leaderboards import write_track_leaderboard
+    from ..measures import nugget_scores as ns
+
+    graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
+    kinds = sorted({g.kind for g in graded if g.kind})
+    if kind is None:
+        if len(kinds) != 1:
+            raise UsageError(f"{grades} holds grades of {' and '.join(kinds) or 'no bank items'}; choose one with --kind")
+        kind = kinds[0]
+    th = _thresholds(graded, support_min, partial_min, "GRADES")
+    _warn_unparsed(graded, grades)
+    items = items_by_query(read_bank(bank, kind=kind))
+    sup_index = None
+    if support_grades:
+        sgraded = read_grades(support_grades)
+        _warn_unparsed(sgraded, support_grades)
+        sup_index = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
+    all_reports = _reports(reports, track_spec)
+    scored = [r for r in all_reports if items.get(r.topic_id)]
+    if len(scored) < len(all_reports):
+        missing = sorted({r.topic_id for r in all_reports if not items.get(r.topic_id)})
+        _log(f"{len(all_reports) - len(scored)} reports are on topics without {kind} items and are not scored "
+             f"(topics {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})")
+    if not scored:
+        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
+    seen: set[tuple[str, str]] = set()
+    for r in scored:
+        if (r.run_id, r.topic_id) in seen:
+            raise InputError(f"a second report of run {r.run_id} for topic {r.topic_id}", r.source, r.line)
+        seen.add((r.run_id, r.topic_id))
+
+    available = list(ns.NUGGET_MEASURES + ns.COVER_MEASURES) + (list(ns.SUPPORT_MEASURES) if sup_index is not None else [])
+    chosen = list(measures) or available
+    unknown = [m for m in chosen if m not in available]
+    if unknown:
+        raise UsageError(f"unknown measure {unknown[0]!r} for these inputs; choose from {', '.join(available)}")
+
+    per: dict[tuple[str, str], dict[str, float | None]] = {}
+    ungraded = 0
+    for a in ns.assign(scored, graded, items, th):
+        per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
+        ungraded += len(a.ungraded)
+    if ungraded:
+        _log(f"{ungraded} (report, item) pairs have no parsed grade for any of the report's sentences "
+             "(scored as no support)")
+    unlabelled = sum(1 for its in items.values() for i in its if i.importance is None)
+    if unlabelled and any(m.startswith(("nugget_vital", "nugget_weighted")) for m in chosen):
+        _log(f"{unlabelled} bank items have no importance and count as {default_importance}")
+    for key, (cover, norm) in ns.report_covers(scored, graded, items, th).items():
+        per[key]["exam_cover"] = cover
+        per[key]["n_exam_cover"] = norm
+    if sup_index is not None:
+        pairs = bad = 0
+        for r in scored:
+            res = ns.citation_support(r, sup_index)
+            per[(r.run_id, r.topic_id)].update(support_precision=res.precision, support_recall=res.recall)
+            pairs += res.pairs
+            bad += res.ungraded_pairs
+        if bad:
+            _log(f"{bad} of {pairs} (sentence, citation) pairs have no support grade (scored 0)")
+
+    topics = sorted({t for (_, t) in per}) if complete else None
+    summary = ns.average_runs(per, chosen, topics)
+    by_run: dict[str, dict[str, dict[str, float | None]]] = {}
+    for (run, topic), vals in per.items():
+        by_run.setdefault(run, {})[topic] = vals
+    means = {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
+
+    if shape == "trec_eval" and len(by_run) > 1:
+        if not output or not (output.endswith(os.sep) or os.path.isdir(output)):
+            raise UsageError(f"the trec_eval shape holds one run per file and there are {len(by_run)} runs: "
+                             "give -o a directory (one RUN.txt per run) or use --format tot")
+        os.makedirs(output, exist_ok=True)
+        for run in sorted(by_run):
+            with atomic_output(os.path.join(output, f"{run}.txt")) as out:
+                write_track_leaderboard(out, "trec_eval", chosen, {run: by_run[run]}, {run: means[run]},
+                                        with_topics=not summary_only)
+        return 0
+    with atomic_output(output) as out:
+        if shape == "table":
+            rows = {run: {m: round(means[run][m], digits) for m in chosen} for run in sorted(means)}
+            write_leaderboard(rows, chosen, out)
+        else:
+            write_track_leaderboard(out, shape, chosen, by_run, means, with_topics=not summary_only, digits=digits)
+    return 0
+
+
+# --------------------------------------------------------------------------- qrels
+
+QRELS_EPILOG = """\b
+Examples:
+  # a cited document is relevant as far as it supports a sentence that covers a nugget
+  exam-nuggets qrels --reports runs/ --from both --support-grades support.jsonl grades.jsonl > cited.qrels
+  # only citation support (no nugget grades needed)
+  exam-nuggets qrels --reports runs/ --from support --support-grades support.jsonl > cited.qrels
+  # then, as with any qrels
+  exam-qrels -m ndcg_cut.10 cited.qrels runs/*.run
+"""
+
+
+@cli.command("qrels", context_settings=CONTEXT_SETTINGS, epilog=QRELS_EPILOG)
+@click.argument("grades", metavar="[GRADES]", required=False)
+@reports_option
+@click.option("--from", "source", type=click.Choice(["support", "nuggets", "both"]), default="both", show_default=True,
+              help="Label of a cited document: its citation support (support), the nugget level of the sentences "
+                   "citing it (nuggets), or the smaller of the two (both).")
+@click.option("--support-grades", default=None, metavar="FILE", help="citation-support grades (exam-nuggets support).")
+@threshold_options
+@click.option("--model", default=None, metavar="NAME", help="Use only GRADES from this model.")
+@click.option("--prompt", default=None, metavar="NAME", help="Use only GRADES from this prompt.")
+@output_option
+def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, support_min, model, prompt, output):
+    """Document qrels (labels 0-2) from the reports' citations and grades.
+
+    Every document a report sentence cites gets the best label over the sentences
+    citing it (2 support, 1 partial support, 0 none); documents without the grades
+    their label needs are left out (and counted). GRADES (sentence grades against a
+    bank) are needed for --from nuggets and both, --support-grades for support and
+    both. The output is TREC qrels for exam-qrels, trec_eval and pytrec_eval.
+    """
+    from ..io.grades import read_grades
+    from ..io.openers import atomic_output
+    from ..io.trec import write_qrels
+    from ..measures import nugget_scores as ns
+
+    if source in ("nuggets", "both") and not grades:
+        raise UsageError(f"--from {source} needs GRADES (sentence grades against a bank)")
+    if source in ("support", "both") and not support_grades:
+        raise UsageError(f"--from {source} needs --support-grades")
+    nug = sup = None
+    if grades and source != "support":
+        graded = read_grades(grades, model=model, prompt=prompt)
+        _warn_unparsed(graded, grades)
+        nug = ns.sentence_levels(graded, _thresholds(graded, support_min, partial_min, "GRADES"))
+    if support_grades and source != "nuggets":
+        sgraded = read_grades(support_grades)
+        _warn_unparsed(sgraded, support_grades)
+        sup = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
+    stats = ns.QrelsStats()
+    qrels = ns.citation_qrels(_reports(reports, track_spec), source, support=sup, nuggets=nug, stats=stats)
+    if stats.unlabelled:
+        _log(f"{stats.unlabelled} of {stats.cited} cited documents lack the grades for a label and are left out")
+    if not qrels:
+        raise InputError("no cited document has the grades its label needs", support_grades or grades)
+    with atomic_output(output) as out:
+        write_qrels(qrels, out)
+    return 0
+
+
+# --------------------------------------------------------------------------- bank
+
+BANK_EPILOG = """\b
+Examples:
+  exam-nuggets bank --to nuggetizer --topics topics.tsv nuggets.jsonl -o nuggets.nuggetizer.jsonl
+  exam-nuggets bank --to autojudge nuggets.jsonl -o nugget-banks.jsonl      # AutoJudge NuggetBank v3
+  exam-nuggets bank --to ours nuggetizer-output.jsonl -o bank.jsonl        # import
+"""
+
+
+@cli.command("bank", context_settings=CONTEXT_SETTINGS, epilog=BANK_EPILOG)
+@click.argument("bank", metavar="BANK")
+@click.option("--to", "target", type=click.Choice(["ours", "nuggetizer", "autojudge"]), required=True,
+              help="Output format: ours (exam_eval JSONL), nuggetizer (castorini/nuggetizer), "
+                   "autojudge (AutoJudge NuggetBank v3, one bank per topic).")
+@click.option("--topics", default=None, metavar="FILE|ID", help="Query texts for the nuggetizer's 'query' and "
+                                                                 "AutoJudge's 'title_query'.")
+@click.option("--kind", type=click.Choice(["question", "nugget"]), default=None, help="Only items of this kind.")
+@click.option("--default-importance", type=click.Choice(["vital", "okay"]), default="vital", show_default=True,
+              help="nuggetizer: importance written for items that have none (the format requires one).")
+@output_option
+def bank_cmd(bank, target, topics, kind, default_importance, output):
+    """Convert a bank between our format, the nuggetizer's and AutoJudge's.
+
+    BANK may be in any format exam_eval reads (ours, the workbench's, multiple-choice,
+    the nuggetizer's, AutoJudge NuggetBank); importance (vital / okay) and ids are kept.
+    """
+    from ..io.banks import read_bank, write_bank
+    from ..io.nugget_banks import write_autojudge_bank, write_nuggetizer_bank
+
+    items = read_bank(bank, kind=kind)
+    queries = {}
+    if topics:
+        from ..io.topics import read_topics
+
+        queries = {qid: t.text for qid, t in read_topics(topics).items()}
+    if target == "ours":
+        write_bank(items, output)
+    elif target == "nuggetizer":
+        write_nuggetizer_bank(items, output, queries, default_importance)
+    else:
+        write_autojudge_bank(items, output, queries)
+    return 0
+
+
+main = make_main(cli, PROG)
+
+if __name__ == "__main__":
+    main()
