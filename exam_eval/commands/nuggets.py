@@ -47,7 +47,7 @@ def cli():
 def _reports(paths, track_spec=None):
     from ..io.reports import read_reports
 
-    return read_reports(list(paths), track_spec=track_spec) if track_spec else read_reports(list(paths))
+    return read_reports(list(paths), track_spec=track_spec)
 
 
 def _thresholds(grades, support_min, partial_min, label):
@@ -165,11 +165,6 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
              f"(topics {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})")
     if not scored:
         raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
-    seen: set[tuple[str, str]] = set()
-    for r in scored:
-        if (r.run_id, r.topic_id) in seen:
-            raise InputError(f"a second report of run {r.run_id} for topic {r.topic_id}", r.source, r.line)
-        seen.add((r.run_id, r.topic_id))
 
     available = list(ns.NUGGET_MEASURES + ns.COVER_MEASURES) + (list(ns.SUPPORT_MEASURES) if sup_index is not None else [])
     chosen = list(measures) or available
@@ -322,15 +317,176 @@ def bank_cmd(bank, target, topics, kind, default_importance, output):
     items = read_bank(bank, kind=kind)
     queries = {}
     if topics:
-        from ..io.topics import read_topics
+        from ..io.reports import read_requests
 
-        queries = {qid: t.text for qid, t in read_topics(topics).items()}
+        queries = read_requests(topics)
     if target == "ours":
         write_bank(items, output)
     elif target == "nuggetizer":
         write_nuggetizer_bank(items, output, queries, default_importance)
     else:
         write_autojudge_bank(items, output, queries)
+    return 0
+
+
+# --------------------------------------------------------------------------- support
+
+SUPPORT_EPILOG = """\b
+Examples:
+  # every (sentence, cited document) pair of the reports, graded by a vLLM server
+  exam-nuggets support --reports runs/ --passages corpus.jsonl --backend endpoint \\
+      --base-url http://gpu1:8000/v1 --model meta-llama/Llama-3.1-8B-Instruct -o support.jsonl
+  # offline, with the embedding grader (cosine of sentence and document)
+  exam-nuggets support --reports runs/ --passages corpus.jsonl --backend embedding -o support.jsonl
+
+Killed or interrupted? Run the same command again: it resumes where it stopped.
+"""
+
+# exam-grade's back-end options, shared so both commands take the same flags
+_BACKEND_PARAMS = ("backend", "model", "device", "dtype", "batch_size", "max_input_tokens", "max_new_tokens",
+                   "num_beams", "base_url", "api_key_env", "concurrency", "backend_options", "cache_path", "no_cache")
+
+
+def _backend_params(f):
+    from .grade import cli as grade_cli
+
+    wanted = {p.name: p for p in grade_cli.params}
+    for name in reversed(_BACKEND_PARAMS):
+        f.__click_params__ = getattr(f, "__click_params__", []) + [wanted[name]]
+    return f
+
+
+@cli.command("support", context_settings=CONTEXT_SETTINGS, epilog=SUPPORT_EPILOG)
+@reports_option
+@click.option("--passages", default=None, metavar="FILE|ID",
+              help="Texts of the cited documents (JSONL {doc_id, text}, TSV, or an ir_datasets ID); "
+                   "documents a report embeds need none.")
+@click.option("--topics", default=None, metavar="FILE|ID", help="Query texts, for custom prompts that show {query}.")
+@click.option("--prompt", "prompt_name", default="citation-support", show_default=True, metavar="NAME|FILE",
+              help="Support prompt: the statement is {item}, the cited document {context}.")
+@click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True,
+              help="Cited documents without text: skip (and report) or fail.")
+@_backend_params
+@click.option("-o", "--output", default=None, metavar="FILE",
+              help="Append grades to FILE (resumable; .gz ok). Default: stdout.")
+def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, backend, model, device, dtype,
+                batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
+                backend_options, cache_path, no_cache, output):
+    """Grade whether each cited document supports the sentence citing it.
+
+    Every (sentence, cited document) pair of the reports is one grade line: query_id
+    the topic, doc_id the cited document, item_id the sentence id, kind "statement".
+    The grades go through the same engine, cache and resume logic as exam-grade (the
+    back-end options are exam-grade's), and feed exam-nuggets score --support-grades and
+    exam-nuggets qrels.
+    """
+    import signal
+    import sys
+
+    from ..backends.base import get_backend
+    from ..grading import engine
+    from ..grading.cache import GradeCache, NullCache, default_cache_path, unit_key
+    from ..grading.output import GradesAppender, existing_keys, repair
+    from ..grading.prompts import get_prompt
+    from ..io.banks import BankItem
+    from ..progress import progress_bar
+    from .grade import _sigterm_as_interrupt, _split_backend_options
+
+    prompt = get_prompt(prompt_name)
+    if prompt.target == "direct":
+        raise UsageError(f"prompt {prompt.id!r} grades passages against the query, not a statement against a citation")
+    options = dict(model=model, device=device, dtype=dtype, batch_size=batch_size, max_input_tokens=max_input_tokens,
+                   max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
+                   concurrency=concurrency)
+    extra = _split_backend_options(backend_options)
+    clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
+    if clash:
+        raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
+    options.update(extra)
+    grader = get_backend(backend, **options)
+    grader.check_prompt(prompt)
+
+    rs = _reports(reports, track_spec)
+    texts: dict[str, str] = {}
+    for r in rs:
+        texts.update(r.documents)
+    wanted = {c.doc_id for r in rs for s in r.sentences for c in s.citations} - set(texts)
+    if wanted and passages:
+        from ..io.passages import read_passages
+
+        texts.update(read_passages(passages, wanted))
+    missing = sorted(d for d in {c.doc_id for r in rs for s in r.sentences for c in s.citations}
+                     if not (texts.get(d) or "").strip())
+    if missing:
+        if on_missing == "error" or not passages and len(missing) == len(wanted):
+            hint = "" if passages else "; give --passages"
+            raise InputError(f"{len(missing)} cited documents have no text (e.g. {', '.join(missing[:3])}){hint}",
+                             passages or ", ".join(reports))
+        _log(f"{len(missing)} cited documents have no text and are skipped (e.g. {', '.join(missing[:3])})")
+    queries: dict[str, str] = {}
+    if "query" in prompt.placeholders:
+        if not topics:
+            raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
+        from ..io.reports import read_requests
+
+        queries = read_requests(topics)
+
+    uses_query = "query" in prompt.placeholders
+    units: dict[str, engine.Unit] = {}
+    npairs = 0
+    for r in rs:
+        query = queries.get(r.topic_id, "")
+        for s in r.sentences:
+            statement = BankItem(r.topic_id, s.doc_id, "statement", s.text)
+            for doc in dict.fromkeys(c.doc_id for c in s.citations):
+                passage = texts.get(doc)
+                if not (passage or "").strip():
+                    continue
+                key = unit_key(grader.cache_identity, prompt.hash, query if uses_query else None, s.text, passage, None)
+                unit = units.get(key)
+                if unit is None:
+                    from ..backends.base import GradeRequest
+
+                    unit = units[key] = engine.Unit(key, GradeRequest(prompt, query, s.text, passage, None))
+                unit.pairs.append(engine.Pair(r.topic_id, doc, statement))
+                npairs += 1
+    if not npairs:
+        raise InputError("no report sentence cites a document with text", ", ".join(reports))
+
+    done: set[tuple] = set()
+    if output and output != "-" and os.path.exists(output):
+        cut = repair(output)
+        if cut:
+            _log(f"{output}: removed a torn last batch ({cut} bytes) left by an interrupted run")
+        done = existing_keys(output)
+    cache = NullCache() if no_cache else GradeCache(cache_path or default_cache_path())
+    plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt.id)
+    appender = GradesAppender(output)
+    todo = sum(len(u.pairs) for u in plan.units_todo)
+    old_term = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        if plan.units_todo:
+            try:
+                grader.load()
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot load model: {exc}".splitlines()[0], grader.model_id or backend) from None
+        with progress_bar(todo, "citation support", "pairs") as bar:
+            stats = engine.execute(plan, grader, prompt, appender, cache, batch_size=batch_size, on_batch=bar.advance)
+    except KeyboardInterrupt:
+        appender.close()
+        hint = "run the same command again to resume" if output and output != "-" else \
+            "use -o FILE to make grading resumable"
+        _log(f"interrupted; {appender.lines} grades written; {hint}")
+        sys.exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        appender.close()
+        grader.close()
+        cache.close()
+    _log(stats.summary())
+    if stats.failed:
+        _log(f"{stats.failed} model calls failed and were not recorded; run the same command again to retry them")
+        return 3
     return 0
 
 
