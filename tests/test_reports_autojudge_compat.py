@@ -1,22 +1,18 @@
-"""Our report reader against autojudge-base, the field's reference loader.
-
-autojudge-base 1.0.0 downloads nltk's punkt and stopwords when imported (its document
-module), which cannot work offline; its report loader and track-spec checks use neither.
-The subprocess below gets a stand-in nltk data directory (our stopword list, an empty
-punkt folder) only so that the import goes through. Skips where autojudge-base is not
-installed or still does not import.
-"""
+"""Our report reader against autojudge-base, the field's reference loader (in a
+subprocess, see autojudge_env.py). Skips where autojudge-base is not installed or still
+does not import."""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+
+from autojudge_env import autojudge_env
 
 from exam_eval.errors import InputError
 from exam_eval.io.reports import parse_report
@@ -122,24 +118,12 @@ def _ours(case, spec_name):
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    try:
-        import importlib.util
-
-        if importlib.util.find_spec("autojudge_base") is None:
-            pytest.skip("autojudge-base is not installed")
-    except ImportError:
-        pytest.skip("autojudge-base is not installed")
     tmp = tmp_path_factory.mktemp("ajb")
-    nltk_dir = tmp / "nltk_data"
-    (nltk_dir / "tokenizers" / "punkt").mkdir(parents=True)
-    (nltk_dir / "corpora" / "stopwords").mkdir(parents=True)
-    (nltk_dir / "corpora" / "stopwords" / "english").write_text(
-        (ROOT / "exam_eval" / "data" / "stopwords_en.txt").read_text())
+    env = autojudge_env(tmp)
     cases_file = tmp / "cases.json"
     cases_file.write_text(json.dumps(_cases()))
     work = tmp / "work"
     work.mkdir()
-    env = dict(os.environ, NLTK_DATA=str(nltk_dir))
     proc = subprocess.run([sys.executable, "-c", PROBE, str(cases_file), str(work)], capture_output=True, text=True,
                           env=env, timeout=300)
     if proc.returncode != 0:
