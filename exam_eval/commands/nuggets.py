@@ -143,6 +143,12 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     from ..io.track_leaderboards import write_track_leaderboard
     from ..measures import nugget_scores as ns
 
+    all_reports = _reports(reports, track_spec)
+    to_dir = bool(output) and (output.endswith(os.sep) or os.path.isdir(output))
+    nruns = len({r.run_id for r in all_reports})
+    if shape == "trec_eval" and nruns > 1 and not to_dir:
+        raise UsageError(f"the trec_eval shape holds one run per file and there are {nruns} runs: "
+                         "give -o a directory (one RUN.txt per run) or use --format tot")
     graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
     kinds = sorted({g.kind for g in graded if g.kind})
     if kind is None:
@@ -157,7 +163,6 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         sgraded = read_grades(support_grades)
         _warn_unparsed(sgraded, support_grades)
         sup_index = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
-    all_reports = _reports(reports, track_spec)
     scored = [r for r in all_reports if items.get(r.topic_id)]
     if len(scored) < len(all_reports):
         missing = sorted({r.topic_id for r in all_reports if not items.get(r.topic_id)})
@@ -203,10 +208,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         by_run.setdefault(run, {})[topic] = vals
     means = {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
 
-    if shape == "trec_eval" and len(by_run) > 1:
-        if not output or not (output.endswith(os.sep) or os.path.isdir(output)):
-            raise UsageError(f"the trec_eval shape holds one run per file and there are {len(by_run)} runs: "
-                             "give -o a directory (one RUN.txt per run) or use --format tot")
+    if shape == "trec_eval" and to_dir:
         os.makedirs(output, exist_ok=True)
         for run in sorted(by_run):
             with atomic_output(os.path.join(output, f"{run}.txt")) as out:
