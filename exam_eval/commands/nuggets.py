@@ -164,12 +164,12 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         _warn_unparsed(sgraded, support_grades)
         sup_index = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
     scored = [r for r in all_reports if items.get(r.topic_id)]
+    if not scored:
+        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
     if len(scored) < len(all_reports):
         missing = sorted({r.topic_id for r in all_reports if not items.get(r.topic_id)})
         _log(f"{len(all_reports) - len(scored)} reports are on topics without {kind} items and are not scored "
              f"(topics {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})")
-    if not scored:
-        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
 
     available = list(ns.NUGGET_MEASURES + ns.COVER_MEASURES) + (list(ns.SUPPORT_MEASURES) if sup_index is not None else [])
     chosen = list(measures) or available
