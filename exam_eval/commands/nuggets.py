@@ -32,7 +32,7 @@ def cli():
     """Nugget evaluation of RAG reports (TREC RAG, RAGTIME, DRAGUN, NeuCLIR, AutoJudge).
 
     \b
-    Typical flow (reports graded sentence by sentence by exam-grade --reports):
+    Examples (reports graded sentence by sentence by exam-grade --reports):
       exam-grade --reports runs/ --bank nuggets.jsonl --prompt nuggetizer-assign ... -o grades.jsonl
       exam-nuggets support --reports runs/ --passages corpus.jsonl ... -o support.jsonl
       exam-nuggets score --reports runs/ --bank nuggets.jsonl --support-grades support.jsonl \\
