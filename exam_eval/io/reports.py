@@ -377,7 +377,8 @@ def read_reports(paths: Sequence[str], *, track_spec: str | None = None,
                  request_limits: Mapping[str, int] | None = None) -> list[Report]:
     """Every report in ``paths`` (files, or directories searched for *.jsonl and
     *.jsonl.gz), validated structurally and, with ``track_spec``, against that track's
-    spec (rag24/rag25/rag26, ragtime25/26, dragun25, ...). ``request_limits`` (topic id ->
+    spec (rag25, rag26, ragtime25, ragtime26, dragun25, ...; autojudge-base 1.0.0 has no rag24
+    spec: "rag24" is its name of the index citation shape). ``request_limits`` (topic id ->
     character budget) enables RAGTIME's per-request length check.
 
     Findings the spec treats as smells are kept in :attr:`Report.warnings`; anything
@@ -458,4 +459,33 @@ def read_requests(path: str) -> dict[str, str]:
         where[qid] = lineno
     if not out:
         raise InputError("no requests", name)
+    return out
+
+
+def reports_from_run(run_id: str, run: Mapping[str, Mapping[str, float]], texts: Mapping[str, str], *,
+                     depth: int = 5, team_id: str = "exam_eval", shape: str = "rag24") -> list[dict]:
+    """Reports (JSON objects, one per topic) built from a ranked run: its top ``depth``
+    passages in trec_eval order, one sentence each, citing that passage. Passages
+    without text are passed over. ``shape`` spells the citations: rag24 (indices into
+    ``references``), neuclir (ids) or ragtime (id -> the run's score).
+
+    The way the issue checks report scoring on collections without RAG submissions
+    (DL19: every submitted run becomes a report set)."""
+    from .trec import ranked
+
+    out = []
+    for qid in sorted(run):
+        docs = [d for d in ranked(run[qid]) if (texts.get(d) or "").strip()][:depth]
+        if not docs:
+            continue
+        if shape == "rag24":
+            sents = [{"text": " ".join(texts[d].split()), "citations": [i]} for i, d in enumerate(docs)]
+        elif shape == "neuclir":
+            sents = [{"text": " ".join(texts[d].split()), "citations": [d]} for d in docs]
+        elif shape == "ragtime":
+            sents = [{"text": " ".join(texts[d].split()), "citations": {d: float(run[qid][d])}} for d in docs]
+        else:
+            raise ValueError(f"unknown citation shape {shape!r}")
+        out.append({"metadata": {"team_id": team_id, "run_id": run_id, "topic_id": qid},
+                    "responses": sents, "references": docs})
     return out
