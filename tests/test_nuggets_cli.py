@@ -384,3 +384,39 @@ def test_help_does_not_import_torch():
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_spot_check_reports_end_to_end(shared_data, run_cli, tmp_path):
+    """The AutoJudge spot-check reports: exam-grade --reports, then every exam-nuggets step."""
+    spot = shared_data / "autojudge-spot-check"
+    bank = tmp_path / "bank.jsonl"
+    nuggets = [("linear theory is applied to quasi-cylindrical surfaces", "vital"),
+               ("shell integration approximates volumes", "okay")]
+    bank.write_text("".join(json.dumps({"query_id": "28", "item_id": f"28/{hashlib.md5(t.encode()).hexdigest()}",
+                                        "kind": "nugget", "text": t, "importance": imp}) + "\n" for t, imp in nuggets))
+    rules = tmp_path / "rules.jsonl"
+    rules.write_text("\n".join(json.dumps(x) for x in [
+        {"item": "quasi-cylindrical", "context": "quasi-cylindrical", "output": "['support']"},
+        {"item": "shell integration", "context": "Shell integration", "output": "['partial_support']"},
+        {"item": "", "output": "['not_support']"}]) + "\n")
+    grades = tmp_path / "grades.jsonl"
+    g = run_cli("exam-grade", "--reports", spot / "runs", "--bank", bank,
+                "--prompt", "nuggetizer-assign", "--topics", spot / "queries.jsonl", "--backend", "scripted",
+                "-O", f"script={rules}", "--no-cache", "-o", grades)
+    assert g.returncode == 0, g.stderr
+    s = run_cli("exam-nuggets", "score", "--reports", spot / "runs", "--bank", bank, "--summary-only", "--digits", "8",
+                "-m", "nugget_all", "-m", "nugget_vital", "-m", "nugget_weighted", grades)
+    assert s.returncode == 0, s.stderr
+    rows = parse_rows(s.stdout, "tot")
+    assert rows[("my_best_run_01", "nugget_all", "all")] == pytest.approx(0.5)       # support, none
+    assert rows[("my_best_run_01", "nugget_vital", "all")] == pytest.approx(1.0)
+    assert rows[("my_best_run_02", "nugget_all", "all")] == pytest.approx(0.25)      # none, partial
+    assert rows[("my_best_run_02", "nugget_weighted", "all")] == pytest.approx(0.5 * 0.5 / 1.5)
+    assert rows[("my_best_run_02_citations", "nugget_vital", "all")] == 0.0
+    sup = tmp_path / "support.jsonl"
+    r = run_cli("exam-nuggets", "support", "--reports", spot / "runs", "--passages", spot / "corpus.jsonl.gz",
+                "--backend", "scripted", "--no-cache", "-o", sup)
+    assert r.returncode == 0, r.stderr
+    assert len(sup.read_text().splitlines()) == 3  # run_01 cites 224 once; both run_02 variants cite 279 once
+    q = run_cli("exam-nuggets", "qrels", "--reports", spot / "runs", "--from", "support", "--support-grades", sup)
+    assert q.returncode == 0 and sorted(line.split()[2] for line in q.stdout.splitlines()) == ["224", "279"]
