@@ -315,18 +315,53 @@ def test_bank_round_trips(data, run_cli, tmp_path):
     assert [i.to_json() for i in read_bank(ours)] == [i.to_json() for i in original]
 
 
-def test_autojudge_base_reads_our_banks(data, run_cli, tmp_path):
-    try:
-        from autojudge_base.nugget_data import NuggetBanks  # noqa: F401
-        from autojudge_base.nugget_data import load_nugget_banks_from_file
-    except Exception as exc:  # not installed, or its import needs network (nltk data)
-        pytest.skip(f"autojudge-base does not import here: {exc!r}"[:200])
+AJB_PROBE = r"""
+import json, sys
+from autojudge_base.nugget_data import (NuggetBank, NuggetBanks, NuggetClaim, NuggetQuestion,
+                                        load_nugget_banks_from_file, write_nugget_banks)
+ours = load_nugget_banks_from_file(sys.argv[1])
+seen = {qid: {"claims": {t: [c.claim_id, c.importance] for t, c in (b.claim_bank or {}).items()},
+              "questions": {t: [q.question_id, sorted((q.answers or {}))] for t, q in (b.nugget_bank or {}).items()}}
+        for qid, b in ours.banks.items()}
+bank = NuggetBank(query_id="q7", title_query="avocado")
+bank.add_nuggets([NuggetQuestion.from_lazy(query_id="q7", question="Who exports most?", gold_answers=["Mexico"]),
+                  NuggetClaim.from_lazy(query_id="q7", claim="Avocados need water.", importance="okay")])
+write_nugget_banks(NuggetBanks.from_banks_list([bank]), sys.argv[2])
+print(json.dumps(seen))
+"""
+
+
+def _autojudge(tmp_path, *args):
+    """Run AJB_PROBE with a stand-in nltk data folder: autojudge-base 1.0.0 fetches nltk's
+    punkt and stopwords at import time, which cannot work offline (its nugget code uses neither)."""
+    import importlib.util
+
+    if importlib.util.find_spec("autojudge_base") is None:
+        pytest.skip("autojudge-base is not installed")
+    nltk_dir = tmp_path / "nltk_data"
+    (nltk_dir / "tokenizers" / "punkt").mkdir(parents=True)
+    (nltk_dir / "corpora" / "stopwords").mkdir(parents=True)
+    (nltk_dir / "corpora" / "stopwords" / "english").write_text(
+        (ROOT / "exam_eval" / "data" / "stopwords_en.txt").read_text())
+    proc = subprocess.run([sys.executable, "-c", AJB_PROBE, *map(str, args)], capture_output=True, text=True,
+                          env=dict(os.environ, NLTK_DATA=str(nltk_dir)), timeout=300)
+    if proc.returncode != 0:
+        pytest.skip(f"autojudge-base does not import here: {proc.stderr.strip().splitlines()[-1:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_autojudge_base_reads_our_banks_and_we_read_theirs(data, run_cli, tmp_path):
     aj = tmp_path / "aj.jsonl"
-    run_cli("exam-nuggets", "bank", "--to", "autojudge", data / "bank.jsonl", "-o", aj)
-    banks = load_nugget_banks_from_file(aj)
-    assert set(banks.banks) == {"t1", "t2"}
-    claims = banks.banks["t1"].claim_bank
-    assert claims["alpha fact"].importance == "vital" and claims["alpha fact"].claim_id.startswith("t1/")
+    assert run_cli("exam-nuggets", "bank", "--to", "autojudge", data / "bank.jsonl", "-o", aj).returncode == 0
+    theirs = tmp_path / "theirs.jsonl"
+    seen = _autojudge(tmp_path, aj, theirs)
+    original = read_bank(data / "bank.jsonl")
+    assert seen == {t: {"questions": {}, "claims": {i.text: [i.item_id, i.importance] for i in original
+                                                     if i.query_id == t}} for t in ("t1", "t2")}
+    items = read_bank(theirs)
+    assert [(i.query_id, i.kind, i.item_id, i.text, i.answers, i.importance) for i in items] == [
+        ("q7", "question", hashlib.md5(b"Who exports most?").hexdigest(), "Who exports most?", ["Mexico"], None),
+        ("q7", "nugget", hashlib.md5(b"Avocados need water.").hexdigest(), "Avocados need water.", None, "okay")]
 
 
 def test_autojudge_question_bank_import(tmp_path):
