@@ -455,3 +455,25 @@ def test_spot_check_reports_end_to_end(shared_data, run_cli, tmp_path):
     assert len(sup.read_text().splitlines()) == 3  # run_01 cites 224 once; both run_02 variants cite 279 once
     q = run_cli("exam-nuggets", "qrels", "--reports", spot / "runs", "--from", "support", "--support-grades", sup)
     assert q.returncode == 0 and sorted(line.split()[2] for line in q.stdout.splitlines()) == ["224", "279"]
+
+
+def test_leaderboards_read_back_by_the_leaderboard_reader(data, run_cli, tmp_path):
+    """exam-correlate's reader (io/leaderboard) sniffs each shape and gets the same values."""
+    from exam_eval.io.leaderboard import read_leaderboard, sniff_format
+
+    base = ["score", "--reports", data / "runs", "--bank", data / "bank.jsonl", "--digits", "6", data / "grades.jsonl"]
+    boards = {}
+    for shape in ("tot", "ir_measures"):
+        path = tmp_path / f"lb.{shape}"
+        assert run_cli("exam-nuggets", *base, "--format", shape, "-o", path).returncode == 0
+        assert sniff_format(str(path)) == shape
+        boards[shape] = read_leaderboard(path, "auto")
+    te = tmp_path / "te"
+    assert run_cli("exam-nuggets", *base, "--format", "trec_eval", "-o", str(te) + os.sep).returncode == 0
+    boards["trec_eval"] = read_leaderboard(te, "trec_eval")
+    for shape, board in boards.items():
+        for run, topic in LEVELS:
+            for m, v in expected_scores(run, topic).items():
+                assert board.topics[m][run][topic] == pytest.approx(v, abs=1e-4), (shape, run, topic, m)
+        assert board.rows["good"]["nugget_all"] == pytest.approx(
+            (expected_scores("good", "t1")["nugget_all"] + expected_scores("good", "t2")["nugget_all"]) / 2, abs=1e-4)
