@@ -157,7 +157,7 @@ def test_score_tot_matches_hand_values(data, run_cli):
     assert "1 bank items have no importance and count as vital" in r.stderr
 
 
-def test_score_shapes_agree(data, run_cli):
+def test_score_shapes_agree(data, run_cli, tmp_path):
     base = ["score", "--reports", data / "runs", "--bank", data / "bank.jsonl", data / "grades.jsonl"]
     tot = parse_rows(run_cli("exam-nuggets", *base).stdout, "tot")
     irm = run_cli("exam-nuggets", *base, "--format", "ir_measures")
@@ -177,6 +177,15 @@ def test_score_shapes_agree(data, run_cli):
     assert lines[0] == "run\tnugget_all\texam_cover"
     good = dict(zip(lines[0].split("\t"), lines[1].split("\t")))
     assert float(good["nugget_all"]) == pytest.approx(tot[("good", "nugget_all", "all")], abs=1e-4)
+    from exam_eval.io.leaderboard import read_leaderboard
+
+    path = tmp_path / "table.tsv"
+    path.write_text(run_cli("exam-nuggets", *base, "--format", "table", "--digits", "7").stdout)
+    board = read_leaderboard(path)
+    assert board.columns[:2] == ["nugget_all", "nugget_all_strict"]
+    assert board.rows["poor"]["nugget_weighted"] == pytest.approx(
+        (expected_scores("poor", "t1")["nugget_weighted"] + expected_scores("poor", "t2")["nugget_weighted"]) / 2,
+        abs=1e-7)
 
 
 def test_score_summary_only_and_complete(data, run_cli, tmp_path):

@@ -138,7 +138,6 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     """
     from ..io.banks import items_by_query, read_bank
     from ..io.grades import read_grades
-    from ..io.leaderboard import write_leaderboard
     from ..io.openers import atomic_output
     from ..io.track_leaderboards import write_track_leaderboard
     from ..measures import nugget_scores as ns
@@ -216,9 +215,10 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
                                         with_topics=not summary_only)
         return 0
     with atomic_output(output) as out:
-        if shape == "table":
-            rows = {run: {m: round(means[run][m], digits) for m in chosen} for run in sorted(means)}
-            write_leaderboard(rows, chosen, out)
+        if shape == "table":  # the TSV leaderboard of io.leaderboard, with --digits decimals
+            out.write("\t".join(["run", *chosen]) + "\n")
+            for run in sorted(means):
+                out.write("\t".join([run, *(f"{means[run][m]:.{digits}f}" for m in chosen)]) + "\n")
         else:
             write_track_leaderboard(out, shape, chosen, by_run, means, with_topics=not summary_only, digits=digits)
     return 0
