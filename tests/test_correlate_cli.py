@@ -30,7 +30,8 @@ def test_leaderboard_rank_column_and_missing_systems(run_cli, boards):
     r = run_cli("exam-correlate", "leaderboard", t, p)
     assert r.returncode == 0, r.stderr
     out = _lines(r.stdout)
-    assert list(out) == ["spearman", "kendall_tau_b", "kendall_tau_a", "tau_ap", "pearson", "n"]
+    assert list(out) == ["spearman", "kendall_tau_b", "kendall_tau_a", "tau_ap", "tau_ap_b", "tau_gap", "pearson",
+                         "kendall@10", "n"]
     # A, B, C, E in common (D unranked, X only in pred); ranks negated: higher = better
     truth, pred = [-1, -2, -3, -4], [0.9, 0.5, 0.7, 0.1]
     assert out["n"] == "4"

@@ -1,7 +1,10 @@
 """exam-correlate: how far an automatic leaderboard or LLM labels can be trusted.
 
-Three subcommands: ``leaderboard`` (rank correlation of two leaderboards),
-``agreement`` (Cohen's kappa of LLM labels against human judgments) and ``interval``
+Four subcommands: ``leaderboard`` (rank correlation of leaderboards, in TSV, tot,
+ir_measures or trec_eval shape, with the TREC AutoJudge meta-evaluation's
+coefficients), ``qrels`` (predicted vs truth qrels: set overlap, kappa, Krippendorff's
+alpha, as AutoJudge's qrel-evaluate), ``agreement`` (Cohen's kappa of LLM labels
+against human judgments) and ``interval``
 (confidence intervals for a run's metric from a few human-labelled queries plus LLM
 labels on all queries: empirical bootstrap, PPI, CRC).
 """
@@ -16,6 +19,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ..io.openers import atomic_output, display_name, iter_lines, open_text
+from ..io.leaderboard import FORMATS as LEADERBOARD_FORMATS
 from ..io.trec import Qrels, read_qrels, read_run, run_name
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
 
@@ -39,6 +43,8 @@ def cli():
     Examples (TREC DL 2019):
       exam-qrels -c -m ndcg_cut.10 llm.qrels runs/*.run > exam.tsv
       exam-correlate leaderboard official.tsv exam.tsv --plot scatter.png
+      exam-correlate leaderboard truth.tot judge.tot -k 10
+      exam-correlate qrels qrels.txt llm.qrels --truth-max 3 --truth-min 2 --pred-max 5 --pred-min 4
       exam-correlate agreement qrels.txt llm.qrels --human-min 2 --llm-min 4
       exam-correlate interval qrels.txt llm.qrels runs/p_bert.run --n-labelled 30 --seed 1
     """
@@ -66,45 +72,42 @@ def _pick_column(board, path: str, wanted: str | None, prefer_rank: bool) -> str
     raise InputError("no column with values", display_name(path))
 
 
-@cli.command("leaderboard", context_settings=CONTEXT_SETTINGS)
-@click.argument("truth", metavar="TRUTH")
-@click.argument("pred", metavar="PRED")
-@click.option("--truth-column", default=None, metavar="COL",
-              help="Column of TRUTH (default: official_rank if present, else its first measure).")
-@click.option("--pred-column", default=None, metavar="COL",
-              help="Column of PRED (default: its first numeric column whose name has no 'rank').")
-@click.option("--strict", is_flag=True, help="Systems present in only one leaderboard are an error (exit 2).")
-@click.option("--plot", "plot", default=None, metavar="FILE.png",
-              help="Also draw TRUTH vs PRED as a labelled scatter plot (needs matplotlib).")
-@output_option
-def leaderboard_cmd(truth, pred, truth_column, pred_column, strict, plot, output):
-    """Rank correlation of two leaderboards (TSV, header 'run' then one column per measure).
+def _pick_columns(board, path: str, wanted: tuple[str, ...], prefer_rank: bool) -> list[str]:
+    """The measures asked for; by default every measure of a per-topic leaderboard, one
+    column (see _pick_column) of a TSV one."""
+    if wanted:
+        return [_pick_column(board, path, w, prefer_rank) for w in dict.fromkeys(wanted)]
+    if board.format != "tsv":
+        return list(board.columns)
+    return [_pick_column(board, path, None, prefer_rank)]
 
-    Columns whose name contains 'rank' are ranks (lower is better) and are negated
-    before correlating. Prints one 'name<TAB>value' line each for spearman,
-    kendall_tau_b (scipy's tau-b: ties corrected), kendall_tau_a, tau_ap (AP
-    correlation, errors near the top weigh more), pearson, and n (systems used).
 
-    \b
-    Examples:
-      exam-correlate leaderboard official.tsv exam-qrels.tsv
-      exam-correlate leaderboard official.tsv cover.tsv --pred-column exam_cover --plot cover.png
-      exam-correlate leaderboard official.tsv a.tsv --truth-column ndcg_cut_10 --strict
-    """
+def _read_board(path: str, fmt: str, aggregate: str):
     from ..io.leaderboard import read_leaderboard
-    from ..stats.correlation import KEYS, correlate
 
-    tb, pb = read_leaderboard(truth), read_leaderboard(pred)
-    tcol = _pick_column(tb, truth, truth_column, prefer_rank=True)
-    pcol = _pick_column(pb, pred, pred_column, prefer_rank=False)
-    tvals, pvals = tb.column(tcol), pb.column(pcol)
-    _info(f"truth: {display_name(truth)} column {tcol}" + (" (rank: lower is better)" if _is_rank(tcol) else ""))
-    _info(f"pred: {display_name(pred)} column {pcol}" + (" (rank: lower is better)" if _is_rank(pcol) else ""))
+    board = read_leaderboard(path, fmt)
+    if board.format != "tsv" and (fmt == "auto" or board.computed):
+        note = f" (no 'all' rows for {', '.join(board.computed)}: mean over topics)" if board.computed else ""
+        _info(f"{display_name(path)}: {board.format} leaderboard, {len(board.rows)} run(s){note}")
+    if aggregate == "mean":
+        if board.format == "tsv":
+            raise UsageError(f"--aggregate mean needs per-topic values; {display_name(path)} is a TSV leaderboard")
+        board = board.recomputed(source=display_name(path))
+    return board
 
+
+def _signed(board, col: str, values: dict[str, float]) -> dict[str, float]:
+    # only TSV columns follow the 'rank' naming rule; long-shape measures are taken as they are
+    if board.format == "tsv" and _is_rank(col):
+        return {k: -v for k, v in values.items()}
+    return values
+
+
+def _check_systems(tvals, pvals, tb, pb, tcol, pcol, truth, pred, strict) -> None:
     for board, col, path in ((tb, tcol, truth), (pb, pcol, pred)):
-        empty = sorted(r for r in board.rows if board.rows[r].get(col) is None)
+        empty = [r for r in board.rows if board.rows[r].get(col) is None]
         if empty:
-            _info(f"{display_name(path)}: no {col} value, left out: {', '.join(empty)}")
+            _info(f"{display_name(path)}: no {col} value, left out: {', '.join(sorted(empty))}")
     # a system listed in both files but without a value in one column was reported above
     only_t = sorted(set(tvals) - set(pb.rows))
     only_p = sorted(set(pvals) - set(tb.rows))
@@ -115,17 +118,144 @@ def leaderboard_cmd(truth, pred, truth_column, pred_column, strict, plot, output
                 raise InputError(msg, display_name(where))
             _info(msg + " (left out)")
 
-    t = {k: (-v if _is_rank(tcol) else v) for k, v in tvals.items()}
-    p = {k: (-v if _is_rank(pcol) else v) for k, v in pvals.items()}
-    result = correlate(t, p)
-    if result["n"] < 3:
-        raise InputError(f"only {result['n']} system(s) in common with {display_name(truth)}; "
-                         "need at least 3 for a correlation", display_name(pred))
+
+@cli.command("leaderboard", context_settings=CONTEXT_SETTINGS)
+@click.argument("truth", metavar="TRUTH")
+@click.argument("preds", metavar="PRED...", nargs=-1, required=True)
+@click.option("--truth-column", "--truth-measure", "truth_columns", multiple=True, metavar="COL",
+              help="Column/measure of TRUTH, repeatable (default: official_rank or the first measure of a TSV "
+                   "leaderboard; every measure of a tot/ir_measures/trec_eval one).")
+@click.option("--pred-column", "--pred-measure", "pred_columns", multiple=True, metavar="COL",
+              help="Column/measure of PRED, repeatable (default: the first TSV column whose name has no 'rank'; "
+                   "every measure of a tot/ir_measures/trec_eval leaderboard).")
+@click.option("--truth-format", type=click.Choice(LEADERBOARD_FORMATS), default="auto", show_default=True,
+              help="Shape of TRUTH (auto: sniffed, the choice printed on stderr).")
+@click.option("--pred-format", type=click.Choice(LEADERBOARD_FORMATS), default="auto", show_default=True,
+              help="Shape of every PRED.")
+@click.option("-k", "--top-k", "top_k", type=int, multiple=True, default=(10,), show_default=True, metavar="K",
+              help="kendall@K: Kendall's tau-b over the K systems TRUTH ranks best; repeatable.")
+@click.option("--aggregate", type=click.Choice(["file", "mean"]), default="file", show_default=True,
+              help="file: the leaderboards' own 'all' rows (the mean over topics where a file has none); "
+                   "mean: recompute every run's mean over its per-topic values.")
+@click.option("--shared-topics", is_flag=True,
+              help="Recompute both sides' means over the topics present in both (per measure pair).")
+@click.option("--per-topic", is_flag=True,
+              help="Correlate the system rankings of every topic in both leaderboards, then their mean.")
+@click.option("--table", is_flag=True, help="TSV table output even for one leaderboard pair.")
+@click.option("--strict", is_flag=True, help="Systems present in only one leaderboard are an error (exit 2).")
+@click.option("--plot", "plot", default=None, metavar="FILE.png",
+              help="Also draw TRUTH vs PRED as a labelled scatter plot (needs matplotlib; one pair only).")
+@output_option
+def leaderboard_cmd(truth, preds, truth_columns, pred_columns, truth_format, pred_format, top_k, aggregate,
+                    shared_topics, per_topic, table, strict, plot, output):
+    """Rank correlation of leaderboards: TRUTH (e.g. the official one) against each PRED.
+
+    Leaderboards are TSV (header 'run' then one column per measure), or per-topic
+    'tot' (run measure topic value), ir_measures (run topic measure value, or that
+    tool's own per-run output) or trec_eval -q output (one file per run: give a
+    directory); topic 'all' holds the aggregate. TSV columns whose name contains
+    'rank' are ranks (lower is better) and are negated before correlating.
+
+    With one PRED and one measure pair, prints one 'name<TAB>value' line each for
+    spearman, kendall_tau_b (scipy's tau-b: ties corrected; AutoJudge's 'kendall'),
+    kendall_tau_a, tau_ap (AP correlation, errors near the top weigh more), tau_ap_b
+    (tau-AP with ties, symmetric: AutoJudge's 'tauap_b'), tau_gap (head-weighted,
+    gap-sensitive), pearson, kendall@K, and n (systems used). Otherwise a TSV table,
+    one row per PRED and measure pair (and topic, with --per-topic).
+
+    \b
+    Examples:
+      exam-correlate leaderboard official.tsv exam-qrels.tsv
+      exam-correlate leaderboard official.tsv cover.tsv --pred-column exam_cover --plot cover.png
+      exam-correlate leaderboard truth.tot judge1.tot judge2.tot --truth-measure nDCG@10 -k 10 -k 20
+      exam-correlate leaderboard official.tsv trec_eval_q_outputs/ --pred-measure ndcg_cut_10
+      exam-correlate leaderboard truth.tot judge.tot --per-topic --shared-topics
+    """
+    from ..stats.correlation import correlate, keys
+
+    if any(k < 3 for k in top_k):
+        raise UsageError("--top-k must be at least 3 (a correlation over fewer systems says nothing)")
+    top_k = tuple(dict.fromkeys(top_k))
+    tb = _read_board(truth, truth_format, aggregate)
+    tcols = _pick_columns(tb, truth, truth_columns, prefer_rank=True)
+    pboards = [(p, _read_board(p, pred_format, aggregate)) for p in preds]
+    pairs = [(p, pb, tcol, pcol) for p, pb in pboards for tcol in tcols
+             for pcol in _pick_columns(pb, p, pred_columns, prefer_rank=False)]
+    if (per_topic or shared_topics) and tb.format == "tsv":
+        raise UsageError(f"--per-topic/--shared-topics need per-topic values; {display_name(truth)} is a TSV leaderboard")
+    for p, pb in pboards:
+        if (per_topic or shared_topics) and pb.format == "tsv":
+            raise UsageError(f"--per-topic/--shared-topics need per-topic values; {display_name(p)} is a TSV leaderboard")
+    single = len(pairs) == 1 and not per_topic and not table
+    if plot and not single:
+        raise UsageError("--plot draws one leaderboard pair: give one PRED and one measure on each side")
+    names = keys(top_k)
+
+    rows: list[list[str]] = []
+    for pred, pb, tcol, pcol in pairs:
+        t_board, p_board = tb, pb
+        if shared_topics:
+            common = tb.topic_ids(tcol) & pb.topic_ids(pcol)
+            if not common:
+                raise InputError(f"no topic of {tcol} in {display_name(truth)} has {pcol} values", display_name(pred))
+            _info(f"{tcol} vs {pcol}: means over the {len(common)} topic(s) in both")
+            t_board = tb.recomputed(common, display_name(truth))
+            p_board = pb.recomputed(common, display_name(pred))
+        tvals, pvals = t_board.column(tcol), p_board.column(pcol)
+        for side, board, path, col in (("truth", tb, truth, tcol), ("pred", pb, pred, pcol)):
+            rank = " (rank: lower is better)" if board.format == "tsv" and _is_rank(col) else ""
+            _info(f"{side}: {display_name(path)} column {col}{rank}")
+        _check_systems(tvals, pvals, t_board, p_board, tcol, pcol, truth, pred, strict)
+        t, pv = _signed(tb, tcol, tvals), _signed(pb, pcol, pvals)
+        result = correlate(t, pv, top_k)
+        if result["n"] < 3:
+            raise InputError(f"only {result['n']} system(s) in common with {display_name(truth)}; "
+                             "need at least 3 for a correlation", display_name(pred))
+        if single:
+            with atomic_output(output) as out:
+                for k in names:
+                    out.write(f"{k}\t{result[k] if k == 'n' else _fmt(result[k])}\n")
+            if plot:
+                _scatter(plot, tvals, pvals, tcol, pcol, result, truth, pred)
+            return
+        lead = [display_name(pred), tcol, pcol]
+        if not per_topic:
+            rows.append(lead + [str(result[k]) if k == "n" else _fmt(result[k]) for k in names])
+            continue
+        rows.extend(_per_topic_rows(lead, tb.per_topic(tcol), pb.per_topic(pcol), top_k, names))
+    header = ["pred", "truth_measure", "pred_measure"] + (["topic"] if per_topic else []) + list(names)
     with atomic_output(output) as out:
-        for k in KEYS:
-            out.write(f"{k}\t{result[k] if k == 'n' else _fmt(result[k])}\n")
-    if plot:
-        _scatter(plot, tvals, pvals, tcol, pcol, result, truth, pred)
+        out.write("\t".join(header) + "\n")
+        for row in rows:
+            out.write("\t".join(row) + "\n")
+
+
+def _per_topic_rows(lead, truth_topics, pred_topics, top_k, names) -> list[list[str]]:
+    """One row per topic in both, then 'mean' (of each coefficient where defined)."""
+    from ..stats.correlation import correlate
+
+    rows, results, skipped = [], [], []
+    for topic in sorted(set(truth_topics) & set(pred_topics)):
+        r = correlate(truth_topics[topic], pred_topics[topic], top_k)
+        if r["n"] < 3:
+            skipped.append(topic)
+            continue
+        results.append(r)
+        rows.append(lead + [topic] + [str(r[k]) if k == "n" else _fmt(r[k]) for k in names])
+    if skipped:
+        _info(f"{lead[1]} vs {lead[2]}: {len(skipped)} topic(s) with fewer than 3 systems in common left out: "
+              + ", ".join(skipped))
+    if not results:
+        raise InputError(f"no topic has 3 systems in common for {lead[1]} vs {lead[2]}", lead[0])
+    mean = []
+    for k in names:
+        if k == "n":
+            mean.append(str(len(results)))
+            continue
+        vals = [r[k] for r in results if not math.isnan(r[k])]
+        mean.append(_fmt(sum(vals) / len(vals)) if vals else "nan")
+    rows.append(lead + ["mean"] + mean)
+    return rows
 
 
 def _scatter(path, tvals, pvals, tcol, pcol, result, truth, pred) -> None:
@@ -237,6 +367,73 @@ def agreement_cmd(human, llm, human_min, llm_min, per_topic, model, prompt, kind
         text += "\n# kappa per topic\n" + "".join(f"{q}\t{_fmt(v)}\n" for q, v in a.topic_kappa.items())
     with atomic_output(output) as out:
         out.write(text)
+
+
+# --------------------------------------------------------------------------- qrels
+
+@cli.command("qrels", context_settings=CONTEXT_SETTINGS)
+@click.argument("truth", metavar="TRUTH")
+@click.argument("pred", metavar="PRED")
+@click.option("--truth-max", type=int, default=1, show_default=True, metavar="M",
+              help="TRUTH's scale is 0..M: labels are clipped to it (TREC DL: 3).")
+@click.option("--pred-max", type=int, default=1, show_default=True, metavar="M",
+              help="PRED's scale is 0..M (EXAM++ self-ratings: 5).")
+@click.option("--truth-min", type=int, default=1, show_default=True, metavar="L",
+              help="TRUTH label >= L is relevant (precision, recall, F1, Jaccard, ARI).")
+@click.option("--pred-min", type=int, default=1, show_default=True, metavar="G",
+              help="PRED label >= G is relevant.")
+@click.option("--topics", "topic_policy", type=click.Choice(["union", "shared"]), default="union", show_default=True,
+              help="union: a topic only one side has counts, the other side empty (AutoJudge's default); "
+                   "shared: only topics both sides have.")
+@click.option("-n", "--summary", "summary_only", is_flag=True, help="Only the 'mean' and 'pooled' rows.")
+@grader_options
+@output_option
+def qrels_cmd(truth, pred, truth_max, pred_max, truth_min, pred_min, topic_policy, summary_only,
+              model, prompt, kind, output):
+    """Predicted qrels against truth qrels, per topic: set overlap and agreement.
+
+    TRUTH is a qrels file; PRED is a qrels file or a grades file (label = maximum
+    grade over the query's bank items). Per topic, over the documents either side
+    lists (a missing one has label 0 there): precision, recall, F1, tp/fp/fn and
+    Jaccard of PRED's relevant set against TRUTH's, Cohen's kappa of the binary
+    decisions at every pair of thresholds (kappa@AvB: TRUTH >= A, PRED >= B),
+    linear-weighted kappa and Krippendorff's alpha (ordinal) on the clipped labels
+    (same scale only), and the adjusted Rand index; as the TREC AutoJudge
+    evaluator's qrel-evaluate computes them. Then a 'mean' row (mean over topics)
+    and a 'pooled' row (all topic-document units at once). Output: TSV.
+
+    \b
+    Examples:
+      exam-correlate qrels truth.qrels judge.qrels
+      exam-correlate qrels qrels.txt llm.qrels --truth-max 3 --truth-min 2 --pred-max 5 --pred-min 4
+      exam-correlate qrels qrels.txt exam.qrels --truth-max 3 --pred-max 3 -n
+    """
+    from ..stats.qrels_compare import Scale, compare_qrels, render
+
+    for side, lo, hi in (("truth", truth_min, truth_max), ("pred", pred_min, pred_max)):
+        if hi < 1:
+            raise UsageError(f"--{side}-max must be at least 1")
+        if not 1 <= lo <= hi:
+            raise UsageError(f"--{side}-min must be between 1 and --{side}-max ({hi})")
+    t = read_qrels(truth)
+    p = _read_llm_qrels(pred, model, prompt, kind)
+    only_t, only_p = sorted(set(t) - set(p)), sorted(set(p) - set(t))
+    for names, where in ((only_t, truth), (only_p, pred)):
+        if names:
+            what = "counted with the other side empty" if topic_policy == "union" else "left out"
+            _info(f"{len(names)} topic(s) only in {display_name(where)} ({what}): {', '.join(names)}")
+    topics = sorted(set(t) | set(p)) if topic_policy == "union" else sorted(set(t) & set(p))
+    if not topics:
+        raise InputError(f"no topic in common with {display_name(truth)}", display_name(pred))
+    scale = Scale(truth_max=truth_max, pred_max=pred_max, truth_min=truth_min, pred_min=pred_min)
+    if truth_max != pred_max:
+        _info(f"scales differ (0..{truth_max} vs 0..{pred_max}): kappa_w and kripp_alpha are nan "
+              "(give the same --truth-max and --pred-max to compare graded labels)")
+    rows = compare_qrels(t, p, topics, scale)
+    if summary_only:
+        rows = rows[-2:]
+    with atomic_output(output) as out:
+        out.write(render(rows, scale))
 
 
 # --------------------------------------------------------------------------- interval

@@ -32,7 +32,7 @@ def cli():
     """Nugget evaluation of RAG reports (TREC RAG, RAGTIME, DRAGUN, NeuCLIR, AutoJudge).
 
     \b
-    Typical flow (reports graded sentence by sentence by exam-grade --reports):
+    Examples (reports graded sentence by sentence by exam-grade --reports):
       exam-grade --reports runs/ --bank nuggets.jsonl --prompt nuggetizer-assign ... -o grades.jsonl
       exam-nuggets support --reports runs/ --passages corpus.jsonl ... -o support.jsonl
       exam-nuggets score --reports runs/ --bank nuggets.jsonl --support-grades support.jsonl \\
@@ -138,11 +138,16 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     """
     from ..io.banks import items_by_query, read_bank
     from ..io.grades import read_grades
-    from ..io.leaderboard import write_leaderboard
     from ..io.openers import atomic_output
     from ..io.track_leaderboards import write_track_leaderboard
     from ..measures import nugget_scores as ns
 
+    all_reports = _reports(reports, track_spec)
+    to_dir = bool(output) and (output.endswith(os.sep) or os.path.isdir(output))
+    nruns = len({r.run_id for r in all_reports})
+    if shape == "trec_eval" and nruns > 1 and not to_dir:
+        raise UsageError(f"the trec_eval shape holds one run per file and there are {nruns} runs: "
+                         "give -o a directory (one RUN.txt per run) or use --format tot")
     graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
     kinds = sorted({g.kind for g in graded if g.kind})
     if kind is None:
@@ -157,14 +162,13 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         sgraded = read_grades(support_grades)
         _warn_unparsed(sgraded, support_grades)
         sup_index = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
-    all_reports = _reports(reports, track_spec)
     scored = [r for r in all_reports if items.get(r.topic_id)]
+    if not scored:
+        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
     if len(scored) < len(all_reports):
         missing = sorted({r.topic_id for r in all_reports if not items.get(r.topic_id)})
         _log(f"{len(all_reports) - len(scored)} reports are on topics without {kind} items and are not scored "
              f"(topics {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})")
-    if not scored:
-        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
 
     available = list(ns.NUGGET_MEASURES + ns.COVER_MEASURES) + (list(ns.SUPPORT_MEASURES) if sup_index is not None else [])
     chosen = list(measures) or available
@@ -203,10 +207,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         by_run.setdefault(run, {})[topic] = vals
     means = {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
 
-    if shape == "trec_eval" and len(by_run) > 1:
-        if not output or not (output.endswith(os.sep) or os.path.isdir(output)):
-            raise UsageError(f"the trec_eval shape holds one run per file and there are {len(by_run)} runs: "
-                             "give -o a directory (one RUN.txt per run) or use --format tot")
+    if shape == "trec_eval" and to_dir:
         os.makedirs(output, exist_ok=True)
         for run in sorted(by_run):
             with atomic_output(os.path.join(output, f"{run}.txt")) as out:
@@ -214,9 +215,10 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
                                         with_topics=not summary_only)
         return 0
     with atomic_output(output) as out:
-        if shape == "table":
-            rows = {run: {m: round(means[run][m], digits) for m in chosen} for run in sorted(means)}
-            write_leaderboard(rows, chosen, out)
+        if shape == "table":  # the TSV leaderboard of io.leaderboard, with --digits decimals
+            out.write("\t".join(["run", *chosen]) + "\n")
+            for run in sorted(means):
+                out.write("\t".join([run, *(f"{means[run][m]:.{digits}f}" for m in chosen)]) + "\n")
         else:
             write_track_leaderboard(out, shape, chosen, by_run, means, with_topics=not summary_only, digits=digits)
     return 0

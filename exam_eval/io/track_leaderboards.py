@@ -5,12 +5,13 @@ mean over topics, whitespace separated (we write tabs):
 
 - ``tot``          ``run measure topic value``  (TREC RAG / AutoJudge "tot" files)
 - ``ir_measures``  ``run topic measure value``
-- ``trec_eval``    ``measure topic value``, one run per file, trec_eval's own layout
-                   (``%-22s\\t%s\\t%6.4f``)
+- ``trec_eval``    ``measure topic value``, one run per file, as ``trec_eval -q`` prints
+                   it: ``%-22s\\t%s\\t%6.4f``, topic by topic (every measure of a
+                   topic together), the ``all`` lines last
 
-Lines are ordered by run, then measure, then topic (string order, as trec_eval orders
-queries), the ``all`` line last. Values are printed with ``digits`` decimals (4 by
-default; trec_eval's layout always has 4).
+tot and ir_measures lines are ordered by run, then measure, then topic (string order,
+as trec_eval orders queries), the ``all`` line last. Values are printed with ``digits``
+decimals (4 by default; trec_eval's layout always has 4).
 """
 
 from __future__ import annotations
@@ -21,7 +22,18 @@ SHAPES = ("tot", "ir_measures", "trec_eval")
 
 
 def _rows(per_topic: Mapping[str, Mapping[str, float | None]], summary: Mapping[str, float],
-          measures: Sequence[str], with_topics: bool):
+          measures: Sequence[str], with_topics: bool, by_topic: bool = False):
+    if by_topic:
+        if with_topics:
+            for topic in sorted(per_topic):
+                for m in measures:
+                    v = per_topic[topic].get(m)
+                    if v is not None:
+                        yield m, topic, v
+        for m in measures:
+            if m in summary:
+                yield m, "all", summary[m]
+        return
     for m in measures:
         if with_topics:
             for topic in sorted(per_topic):
@@ -44,7 +56,8 @@ def write_track_leaderboard(out: IO[str], shape: str, measures: Sequence[str],
         raise ValueError("the trec_eval shape holds one run per file")
     n = 0
     for run in sorted(per_topic):
-        for m, topic, v in _rows(per_topic[run], summary.get(run, {}), measures, with_topics):
+        for m, topic, v in _rows(per_topic[run], summary.get(run, {}), measures, with_topics,
+                                 by_topic=shape == "trec_eval"):
             if shape == "tot":
                 out.write(f"{run}\t{m}\t{topic}\t{v:.{digits}f}\n")
             elif shape == "ir_measures":
