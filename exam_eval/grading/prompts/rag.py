@@ -119,22 +119,16 @@ def parse_support_label(prompt: Prompt, text: str) -> Parsed:
 
 @dataclass(frozen=True)
 class NuggetListPrompt(Prompt):
-    """The nuggetizer's prompt: ``{nugget}`` is written as a one-element Python list."""
+    """The nuggetizer's prompt: ``{nugget}`` is written as a one-element Python list.
+
+    Its parsers are registered in :data:`exam_eval.grading.parsing.PARSERS` as
+    ``nugget-label-list`` and ``support-label``."""
 
     @staticmethod
     def _values(query, item, context, answer, correct_answer) -> dict[str, str]:
         values = Prompt._values(query, item, context, answer, correct_answer)
         values["nugget"] = repr([values["nugget"]])
         return values
-
-    def parse(self, text: str) -> Parsed:
-        return parse_label_list(self, text)
-
-
-@dataclass(frozen=True)
-class SupportPrompt(Prompt):
-    def parse(self, text: str) -> Parsed:
-        return parse_support_label(self, text)
 
 
 NUGGETIZER_SYSTEM = (
@@ -168,7 +162,7 @@ register(NuggetListPrompt(
     ),
 ))
 
-register(SupportPrompt(
+register(Prompt(
     id="citation-support",
     source=SUPPORT_SOURCE,
     target="nugget",
