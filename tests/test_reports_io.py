@@ -7,6 +7,7 @@ import hashlib
 import json
 
 import pytest
+from pathlib import Path
 
 from exam_eval.errors import InputError
 from exam_eval.io.reports import read_reports, read_requests
@@ -157,3 +158,45 @@ def test_read_requests_shapes(tmp_path, shared_data):
     f.write_text(json.dumps({"qid": "1"}) + "\n")
     with pytest.raises(InputError, match="no request text"):
         read_requests(str(f))
+
+
+def test_topic_coverage_against_requests(tmp_path):
+    from exam_eval.io.reports import check_topic_coverage
+
+    seg = "msmarco_v2.1_doc_00_1#2_3"
+
+    def rag(run, topic, narrative):
+        return {"metadata": {"team_id": "t", "run_id": run, "narrative_id": topic, "narrative": narrative,
+                             "type": "automatic"}, "answer": [{"text": "a", "citations": [0]}], "references": [seg]}
+
+    f = _write(tmp_path / "r.jsonl", rag("A", "1", "first  topic"), rag("A", "3", "third"), rag("B", "1", "wrong"),
+               rag("B", "2", "second"))
+    reports = read_reports([str(f)], track_spec="rag25")
+    requests = {"1": "first topic", "2": "second"}
+    errors, warnings = check_topic_coverage(reports, requests, "rag25")
+    # rag25 treats none of these as smells: run A lacks topic 2 and has an unknown topic 3,
+    # run B's narrative for topic 1 is not the request text
+    assert any("run A: 1 requested topics have no report (e.g. 2)" in e for e in errors)
+    assert any("run A: 1 reports are on topics the requests lack (e.g. 3)" in e for e in errors)
+    assert any("run B: 1 reports' metadata.narrative is not the request text (e.g. topic 1)" in e for e in errors)
+    assert len(errors) == 3 and not warnings
+    # rag26 demotes missing topics to a warning; dragun25 also new topics
+    errors, warnings = check_topic_coverage(reports, requests, "dragun25")
+    assert not errors and len(warnings) == 2
+
+
+def test_exam_grade_checks_topics_against_the_spec(tmp_path, run_cli):
+    seg = "msmarco_v2.1_doc_00_1#2_3"
+    rep = {"metadata": {"team_id": "t", "run_id": "A", "narrative_id": "101", "narrative": "not it",
+                        "type": "automatic"}, "answer": [{"text": "Bees make honey.", "citations": [0]}],
+           "references": [seg]}
+    f = _write(tmp_path / "r.jsonl", rep)
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("101\thow do bees make honey\n")
+    bank = Path(__file__).resolve().parents[1] / "exam_eval" / "demo_data" / "questions.jsonl"
+    args = ["--backend", "scripted", "--prompt", "question-selfrating", "--bank", bank, "--reports", f,
+            "--topics", topics, "--no-cache", "-o", tmp_path / "g.jsonl"]
+    r = run_cli("exam-grade", *args, "--track-spec", "rag25")
+    assert r.returncode == 2 and f"{topics}: track spec rag25: run A: 1 reports' metadata.narrative" in r.stderr
+    assert not (tmp_path / "g.jsonl").exists()
+    assert run_cli("exam-grade", *args).returncode == 0  # without a spec, no cross-report rules

@@ -270,7 +270,8 @@ def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing,
     if responses:
         segments = read_responses(responses)
         pool.add_segments(segments, None)  # a response is graded whole; -k applies in exam-cover
-    report_segs = _report_segments(reports, track_spec, report_unit, cited_documents, passages) if reports else []
+    report_segs, the_reports = (_report_segments(reports, track_spec, report_unit, cited_documents, passages)
+                                if reports else ([], []))
     pool.add_segments(report_segs, None)
 
     items = None
@@ -285,6 +286,8 @@ def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing,
     queries: dict[str, str] = {}
     if topics:
         queries = read_requests(topics)  # also the request files of RAG tracks
+        if the_reports and track_spec:
+            _check_topic_coverage(the_reports, queries, track_spec, topics)
     elif "query" in prompt.placeholders:
         raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
 
@@ -354,7 +357,20 @@ def _report_segments(paths, track_spec, unit, cited_documents, passages):
     segs = report_segments(reports, unit, cited)
     if not segs:
         raise InputError("no report has a sentence with text", ", ".join(paths))
-    return segs
+    return segs, reports
+
+
+def _check_topic_coverage(reports, queries, track_spec, topics) -> None:
+    from ..io.reports import check_topic_coverage
+
+    errors, warnings = check_topic_coverage(reports, queries, track_spec)
+    if errors:
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise InputError(f"track spec {track_spec}: {errors[0]}{more}", topics)
+    for w in warnings[:3]:
+        _log(f"track spec {track_spec} warns: {w}")
+    if len(warnings) > 3:
+        _log(f"... and {len(warnings) - 3} more such warnings")
 
 
 def _write_response_runs(segments, path: str, option: str = "--responses") -> None:

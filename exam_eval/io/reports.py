@@ -489,3 +489,40 @@ def reports_from_run(run_id: str, run: Mapping[str, Mapping[str, float]], texts:
         out.append({"metadata": {"team_id": team_id, "run_id": run_id, "topic_id": qid},
                     "responses": sents, "references": docs})
     return out
+
+
+def check_topic_coverage(reports: Sequence[Report], requests: Mapping[str, str], spec) -> tuple[list[str], list[str]]:
+    """The cross-report checks autojudge-base makes of a submission against its request
+    file, per run: topics without a report (``missing_topics``), reports on topics the
+    requests lack (``new_topics``) and, where the spec requires it, a ``narrative`` that is
+    not a copy of the request text (compared with whitespace collapsed, as read_requests
+    keeps request texts). Returns (errors, warnings): a finding is a warning when the
+    spec lists its category among its smells."""
+    spec = resolve_track_spec(spec) if isinstance(spec, str) else spec
+    smells = spec.smells if spec is not None else ()
+    errors: list[str] = []
+    warnings: list[str] = []
+
+    def add(category: str, message: str) -> None:
+        (warnings if category in smells else errors).append(message)
+
+    by_run: dict[str, list[Report]] = {}
+    for r in reports:
+        by_run.setdefault(r.run_id, []).append(r)
+    for run, reps in sorted(by_run.items()):
+        topics = {r.topic_id for r in reps}
+        missing = sorted(set(requests) - topics)
+        new = sorted(topics - set(requests))
+        if missing:
+            add("missing_topics", f"run {run}: {len(missing)} requested topics have no report "
+                                  f"(e.g. {', '.join(missing[:3])})")
+        if new:
+            add("new_topics", f"run {run}: {len(new)} reports are on topics the requests lack "
+                              f"(e.g. {', '.join(new[:3])})")
+        if spec is not None and spec.require_exact_narrative:
+            bad = sorted(r.topic_id for r in reps if r.topic_id in requests
+                         and " ".join(str(r.extra.get("narrative") or "").split()) != requests[r.topic_id])
+            if bad:
+                add("narrative", f"run {run}: {len(bad)} reports' metadata.narrative is not the request text "
+                                 f"(e.g. topic {bad[0]})")
+    return errors, warnings

@@ -31,6 +31,7 @@ class TrackSpec:
     topic_id_field: str
     mandatory_metadata: tuple[str, ...]
     recommended_metadata: tuple[str, ...] = ()
+    require_exact_narrative: bool = False  # metadata.narrative must copy the request text (checked with requests)
     run_id_max_len: int | None = None
     docid_pattern: str | None = None
     collection_ids: tuple[str, ...] | None = None
@@ -49,12 +50,14 @@ _NEUCLIR_SEG = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}_\d
 
 SPECS: dict[str, TrackSpec] = {s.track: s for s in (
     TrackSpec("rag26", "generation", ("rag24", "neuclir"), "answer", "narrative_id",
-              ("team_id", "narrative_id", "narrative", "run_id", "run_desc"), run_id_max_len=20,
+              ("team_id", "narrative_id", "narrative", "run_id", "run_desc"), require_exact_narrative=True,
+              run_id_max_len=20,
               docid_pattern=r"shard_\d+_\d+", collection_ids=("climbmix-400b",), references_kind="retrieval_list",
               max_citations_per_sentence=3, length_limit=1024,
               smells=("empty_answer", "references_duplicate", "references_uncited", "citation_count", "missing_topics")),
     TrackSpec("rag25", "generation", ("rag24", "neuclir"), "answer", "narrative_id",
-              ("team_id", "run_id", "type", "narrative_id", "narrative"), docid_pattern=_MSMARCO_SEG,
+              ("team_id", "run_id", "type", "narrative_id", "narrative"), require_exact_narrative=True,
+              docid_pattern=_MSMARCO_SEG,
               collection_ids=("msmarco_v2.1_doc_segmented",), references_kind="retrieval_list", references_max=100,
               length_limit=400, smells=("empty_answer", "references_duplicate", "references_uncited", "length")),
     TrackSpec("rag25-autojudge", "generation", ("ragtime", "rag24", "neuclir"), "answer", "narrative_id",
