@@ -32,7 +32,7 @@ Examples:
   # generated answers: segment them, write their run file, grade the segments
   exam-grade --responses answers.jsonl --responses-run-out answers.run --bank b.jsonl --prompt question-selfrating
   # RAG reports (TREC RAG / RAGTIME / DRAGUN JSONL), sentence by sentence, checked against the rag25 spec
-  exam-grade --reports runs/ --track-spec rag25 --topics queries.jsonl --bank nuggets.jsonl \
+  exam-grade --reports runs/ --track-spec rag25 --topics queries.jsonl --bank nuggets.jsonl \\
       --prompt nugget-selfrating --reports-run-out sentences/ -o grades.jsonl
 
 Killed or interrupted? Run the same command again: it resumes where it stopped.
@@ -79,7 +79,7 @@ def _log(msg: str) -> None:
 @click.option("--cited-documents", is_flag=True, help="Show the prompt each sentence followed by the texts of the documents it cites (from --passages or the reports).")
 @click.option("--reports-run-out", metavar="PATH", help="Write the run ranking the graded report sentences (a directory: one RUN_ID.run per run).")
 @click.option("--passages", metavar="FILE|ID", help="Passage texts: JSONL {doc_id|docno, text}, TSV, or an ir_datasets ID.")
-@click.option("--topics", metavar="FILE|ID", help="Query texts (needed by prompts that show the query, e.g. the direct prompts).")
+@click.option("--topics", metavar="FILE|ID", help="Query texts: TSV, TREC topics, JSONL, a RAG request file or an ir_datasets ID (needed by prompts that show the query; with --reports and --track-spec, the requests the runs must cover).")
 @click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True, help="Pooled passages without text: skip (and report) or fail.")
 @click.option("--bank", metavar="FILE", help="Question/nugget bank (our JSONL or the workbench's files). Not used by direct prompts.")
 @click.option("--prompt", "prompt_name", required=True, metavar="NAME|FILE", help="Prompt id (see exam-grade --list-prompts) or a custom prompt file.")
