@@ -10,10 +10,11 @@ STAMP  := $(VENV)/.installed
 DEMO_OUT ?= demo-out
 BENCH_OUT ?= bench-out
 
-.PHONY: install test demo bench man lint clean system-deps help example
+.PHONY: install test demo demo-rag bench man lint clean system-deps help example
 
 help:
 	@echo "make demo    - grade the built-in demo collection (offline), print leaderboards"
+	@echo "make demo-rag - the demo runs as RAG reports: grades, nugget scores, leaderboard (offline)"
 	@echo "make test    - install (if needed) and run the tests"
 	@echo "make bench   - speed benchmarks (scoring, EXAM-Cover, grading)"
 	@echo "make man     - check and render the man pages into man/txt/"
@@ -41,6 +42,9 @@ test: install system-deps
 
 demo: install
 	$(PY) -m exam_eval.demo --out $(DEMO_OUT)
+
+demo-rag: install
+	$(PY) -m exam_eval.demo_rag --out $(DEMO_OUT)-rag
 
 bench: install
 	$(PY) bench/bench_scoring.py --out $(BENCH_OUT)

@@ -17,13 +17,14 @@ RATING = ["question-selfrating", "nugget-selfrating", "thomas", "ci-dl", "ci-rob
 YES_NO = ["sun", "sun-few", "faggioli-b", "faggioli-b-few", "helm", "answer-verification"]
 EXTRACTION = ["question-extraction", "nugget-extraction"]
 UMBRELA = ["umbrela"]
+RAG = ["nuggetizer-assign", "citation-support"]  # their parsing cases: tests/test_rag_prompts.py
 PAPER_UNANSWERABLE = ["unanswerable", "no", "no answer", "not enough information", "unknown",
                       "it is not possible to tell", "it does not say", "no relevant information"]
 
 
 def test_every_prompt_has_parsing_cases():
     published = {k for k in REGISTRY if not k.startswith("file:")}
-    assert published == set(RATING + YES_NO + EXTRACTION + UMBRELA)
+    assert published == set(RATING + YES_NO + EXTRACTION + UMBRELA + RAG)
 
 
 def ok(grade):

@@ -45,8 +45,12 @@ def golden(prompt_id: str) -> str:
     return text[:-1]
 
 
+# published prompts whose sources are not in ../shared/papers (tests/test_rag_prompts.py)
+OTHER_SOURCES = {"nuggetizer-assign", "citation-support"}
+
+
 def test_every_published_prompt_is_registered():
-    assert set(published()) == PUBLISHED
+    assert set(published()) == PUBLISHED | OTHER_SOURCES
 
 
 @pytest.mark.parametrize("prompt_id", sorted(PUBLISHED))

@@ -31,6 +31,9 @@ Examples:
   exam-grade --dry-run --bank questions.jsonl --prompt question-selfrating --passages p.jsonl runs/*.run
   # generated answers: segment them, write their run file, grade the segments
   exam-grade --responses answers.jsonl --responses-run-out answers.run --bank b.jsonl --prompt question-selfrating
+  # RAG reports (TREC RAG / RAGTIME / DRAGUN JSONL), sentence by sentence, checked against the rag25 spec
+  exam-grade --reports runs/ --track-spec rag25 --topics queries.jsonl --bank nuggets.jsonl \\
+      --prompt nugget-selfrating --reports-run-out sentences/ -o grades.jsonl
 
 Killed or interrupted? Run the same command again: it resumes where it stopped.
 """
@@ -70,8 +73,13 @@ def _log(msg: str) -> None:
 @click.option("--qrels", "qrels", multiple=True, metavar="FILE|ID", help="Also pool every passage these qrels judged (file or ir_datasets ID).")
 @click.option("--responses", metavar="FILE", help="Generated answers (JSONL query_id, run_id, text): segmented into passages and pooled.")
 @click.option("--responses-run-out", metavar="PATH", help="Write the run ranking the response segments (a directory: one RUN_ID.run per run).")
-@click.option("--passages", metavar="FILE|ID", help="Passage texts: JSONL {doc_id, text}, TSV, or an ir_datasets ID.")
-@click.option("--topics", metavar="FILE|ID", help="Query texts (needed by prompts that show the query, e.g. the direct prompts).")
+@click.option("--reports", multiple=True, metavar="FILE|DIR", help="RAG reports (TREC RAG-family JSONL, or a directory of *.jsonl[.gz]; repeatable): their sentences are pooled.")
+@click.option("--track-spec", metavar="NAME", help="Validate --reports against this track spec (rag25, rag26, ragtime25, ragtime26, dragun25, kiddie, rag25-autojudge).")
+@click.option("--report-unit", type=click.Choice(["sentence", "report"]), default="sentence", show_default=True, help="Grade each report sentence, or each whole report.")
+@click.option("--cited-documents", is_flag=True, help="Show the prompt each sentence followed by the texts of the documents it cites (from --passages or the reports).")
+@click.option("--reports-run-out", metavar="PATH", help="Write the run ranking the graded report sentences (a directory: one RUN_ID.run per run).")
+@click.option("--passages", metavar="FILE|ID", help="Passage texts: JSONL {doc_id|docno, text}, TSV, or an ir_datasets ID.")
+@click.option("--topics", metavar="FILE|ID", help="Query texts: TSV, TREC topics, JSONL, a RAG request file or an ir_datasets ID (needed by prompts that show the query; with --reports and --track-spec, the requests the runs must cover).")
 @click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True, help="Pooled passages without text: skip (and report) or fail.")
 @click.option("--bank", metavar="FILE", help="Question/nugget bank (our JSONL or the workbench's files). Not used by direct prompts.")
 @click.option("--keep-edited-ids", is_flag=True,
@@ -109,14 +117,15 @@ def _log(msg: str) -> None:
 @click.option("-o", "--output", default=None, metavar="FILE", help="Append grades to FILE (resumable; .gz ok). Default: stdout.")
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
-def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passages, topics, on_missing, bank,
+def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports, track_spec, report_unit,
+        cited_documents, reports_run_out, passages, topics, on_missing, bank,
         keep_edited_ids, prompt_name, generate_ratings, rating_rule, backend, model, device, dtype, batch_size,
         max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency, verify, verifier_model,
         verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, output):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
-    The pool is the top --depth passages of every RUN, the passages of --qrels and the
-    segments of --responses. Every (passage, bank item) pair is graded once with
+    The pool is the top --depth passages of every RUN, the passages of --qrels, the
+    segments of --responses and the sentences (or whole reports) of --reports. Every (passage, bank item) pair is graded once with
     --prompt by --backend; identical texts are graded once, a persistent cache
     remembers every grade, and the output is appended batch by batch, so an
     interrupted run resumes where it stopped. Grades are JSONL for exam-qrels and
@@ -128,10 +137,14 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
 
     runs = list(runs_opt) + list(runs_args)
     shard_t = engine.parse_shard(shard)
-    if not runs and not qrels and not responses:
-        raise UsageError("nothing to pool: give run files, --qrels or --responses")
+    if not runs and not qrels and not responses and not reports:
+        raise UsageError("nothing to pool: give run files, --qrels, --responses or --reports")
     if responses_run_out and not responses:
         raise UsageError("--responses-run-out needs --responses")
+    for flag, given in (("--track-spec", track_spec), ("--reports-run-out", reports_run_out),
+                        ("--cited-documents", cited_documents)):
+        if given and not reports:
+            raise UsageError(f"{flag} needs --reports")
     prompt = get_prompt(prompt_name).variant(generate=generate_ratings, rule=rating_rule)
     direct = prompt.target == "direct"
     if not direct and not bank:
@@ -153,6 +166,8 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
 
     # ---- inputs (all validated before anything loads or is written) --------------------
     plan_inputs = _read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,
+                               reports=reports, track_spec=track_spec, report_unit=report_unit,
+                               cited_documents=cited_documents,
                                topics=topics, on_missing=on_missing, bank=None if direct else bank,
                                prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids)
     if direct and bank:
@@ -187,6 +202,8 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
 
     if responses_run_out:
         _write_response_runs(plan_inputs["segments"], responses_run_out)
+    if reports_run_out:
+        _write_response_runs(plan_inputs["report_segments"], reports_run_out, option="--reports")
 
     # ---- the work ---------------------------------------------------------------------------
     from ..progress import progress_bar
@@ -275,13 +292,14 @@ def _list_prompts(ctx, value):
 
 
 def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, bank, prompt, direct,
-                 keep_edited_ids=False) -> dict:
+                 keep_edited_ids=False, reports=(), track_spec=None, report_unit="sentence",
+                 cited_documents=False) -> dict:
     from ..grading.pool import Pool
     from ..grading.segment import read_responses
     from ..io.banks import BankReport, items_by_query, read_bank
     from ..io.irds import irds_qrels, looks_like_irds_id
     from ..io.passages import read_passages
-    from ..io.topics import read_topics
+    from ..io.reports import read_requests
 
     pool = Pool()
     for r in runs:
@@ -297,6 +315,9 @@ def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing,
     if responses:
         segments = read_responses(responses)
         pool.add_segments(segments, None)  # a response is graded whole; -k applies in exam-cover
+    report_segs, the_reports = (_report_segments(reports, track_spec, report_unit, cited_documents, passages)
+                                if reports else ([], []))
+    pool.add_segments(report_segs, None)
 
     items = None
     if bank:
@@ -312,7 +333,9 @@ def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing,
 
     queries: dict[str, str] = {}
     if topics:
-        queries = {qid: t.text for qid, t in read_topics(topics).items()}
+        queries = read_requests(topics)  # also the request files of RAG tracks
+        if the_reports and track_spec:
+            _check_topic_coverage(the_reports, queries, track_spec, topics)
     elif "query" in prompt.placeholders:
         raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
 
@@ -352,11 +375,53 @@ def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing,
     if not docs:
         raise InputError("no pooled passage has text", passages or responses)
     pool_size = sum(len(ds) for ds in docs.values())
-    return dict(docs=docs, texts=texts, items=items, queries=queries, segments=segments, pool=pool_size,
-                missing=len(missing))
+    return dict(docs=docs, texts=texts, items=items, queries=queries, segments=segments, report_segments=report_segs,
+                pool=pool_size, missing=len(missing))
 
 
-def _write_response_runs(segments, path: str) -> None:
+def _report_segments(paths, track_spec, unit, cited_documents, passages):
+    from ..grading.report_units import report_segments
+    from ..io.passages import read_passages
+    from ..io.reports import read_reports
+
+    reports = read_reports(list(paths), track_spec=track_spec)
+    smelly = [r for r in reports if r.warnings]
+    if smelly:
+        r = smelly[0]
+        _log(f"{len(smelly)} reports break rules that track spec {track_spec} only warns about "
+             f"(e.g. {r.source}:{r.line}: {r.warnings[0]})")
+    cited = None
+    if cited_documents:
+        wanted = {d for r in reports for d in r.cited_doc_ids()}
+        cited = {d: t for r in reports for d, t in r.documents.items() if d in wanted}
+        if passages and wanted - set(cited):
+            cited.update(read_passages(passages, wanted - set(cited)))
+        lacking = sorted(wanted - set(cited))
+        if lacking and not passages:
+            raise UsageError(f"{len(lacking)} cited documents need texts for --cited-documents: give --passages")
+        if lacking:
+            _log(f"{len(lacking)} cited documents have no text and are left out of the context "
+                 f"(e.g. {', '.join(lacking[:3])})")
+    segs = report_segments(reports, unit, cited)
+    if not segs:
+        raise InputError("no report has a sentence with text", ", ".join(paths))
+    return segs, reports
+
+
+def _check_topic_coverage(reports, queries, track_spec, topics) -> None:
+    from ..io.reports import check_topic_coverage
+
+    errors, warnings = check_topic_coverage(reports, queries, track_spec)
+    if errors:
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise InputError(f"track spec {track_spec}: {errors[0]}{more}", topics)
+    for w in warnings[:3]:
+        _log(f"track spec {track_spec} warns: {w}")
+    if len(warnings) > 3:
+        _log(f"... and {len(warnings) - 3} more such warnings")
+
+
+def _write_response_runs(segments, path: str, option: str = "--responses") -> None:
     from ..grading.segment import segments_to_runs
     from ..io.openers import atomic_output
     from ..io.trec import write_run
@@ -369,7 +434,7 @@ def _write_response_runs(segments, path: str) -> None:
                 write_run(run, out, run_id)
         return
     if len(runs) > 1:
-        raise UsageError(f"--responses holds {len(runs)} runs; give --responses-run-out a directory (one file per run)")
+        raise UsageError(f"{option} holds {len(runs)} runs; give {option}-run-out a directory (one file per run)")
     (run_id, run), = runs.items()
     with atomic_output(path) as out:
         write_run(run, out, run_id)

@@ -339,3 +339,7 @@ PARSERS: dict[str, Callable[[Prompt, str], Parsed]] = {
     "umbrela": parse_umbrela,
     "extraction": parse_extraction,
 }
+
+from exam_eval.grading.prompts.rag import parse_label_list, parse_support_label  # noqa: E402  (RAG-track prompts)
+
+PARSERS.update({"nugget-label-list": parse_label_list, "support-label": parse_support_label})

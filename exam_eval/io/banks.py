@@ -79,6 +79,7 @@ class BankItem:
     answers: list[str] | None = None
     extra: dict = field(default_factory=dict)  # unknown keys, kept so a rewrite loses nothing
     edited: bool = False  # the text changed under this (kept) id; grades must match text_hash
+    importance: str | None = None  # "vital" | "okay" (RAG nugget scores); None: not given
 
     @property
     def text_hash(self) -> str:
@@ -90,11 +91,23 @@ class BankItem:
             obj["facet_id"] = self.facet_id
         if self.answers is not None:
             obj["answers"] = self.answers
+        if self.importance is not None:
+            obj["importance"] = self.importance
         obj.update(self.extra)
         return obj
 
 
-_OUR_KEYS = {"query_id", "item_id", "kind", "text", "facet_id", "answers"}
+_OUR_KEYS = {"query_id", "item_id", "kind", "text", "facet_id", "answers", "importance"}
+IMPORTANCE = ("vital", "okay")
+
+
+def _importance(value, name: str, lineno: int) -> str | None:
+    """The nuggetizer's "vital"/"okay" (any case); null means not given."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or value.strip().lower() not in IMPORTANCE:
+        raise InputError(f"importance must be 'vital' or 'okay', got {value!r}", name, lineno)
+    return value.strip().lower()
 
 
 def _item_from_ours(obj: dict, name: str, lineno: int) -> BankItem:
@@ -119,6 +132,7 @@ def _item_from_ours(obj: dict, name: str, lineno: int) -> BankItem:
         facet_id=None if facet is None else str(facet),
         answers=answers,
         extra={k: v for k, v in obj.items() if k not in _OUR_KEYS},
+        importance=_importance(obj.get("importance"), name, lineno),
     )
 
 
@@ -146,7 +160,8 @@ def _items_from_workbench(obj: dict, name: str, lineno: int) -> Iterator[BankIte
         if isinstance(answers, str):
             answers = [answers]
         yield BankItem(str(entry.get("query_id", qid)), None if item_id in (None, "") else str(item_id), kind, text,
-                       None if efacet is None else str(efacet), answers or None)
+                       None if efacet is None else str(efacet), answers or None,
+                       importance=_importance(entry.get("importance"), name, lineno))
 
 
 def _choice_text(choice) -> str | None:
@@ -278,7 +293,12 @@ def iter_bank(path: str | os.PathLike, *, skipped: list | None = None, report: B
     for lineno, obj in iter_jsonl(path):
         if not isinstance(obj, dict):
             raise InputError("expected a JSON object", name, lineno)
-        if "items" in obj or "questions" in obj:
+        if "nuggets" in obj or "nugget_bank" in obj or "claim_bank" in obj:
+            from .nugget_banks import items_from_track_bank  # the nuggetizer's and AutoJudge's formats
+
+            for item in items_from_track_bank(obj, name, lineno):
+                yield lineno, item
+        elif "items" in obj or "questions" in obj:
             for item in _items_from_workbench(obj, name, lineno):
                 yield lineno, _settle_id(item, lineno, report, keep_edited_ids)
         elif "qid" in obj and "question" in obj:

@@ -1,5 +1,6 @@
-"""Passage texts: JSONL ``{"doc_id","text"}`` (optional ``query_id``), TSV
-``doc_id<TAB>text``, or an ir_datasets ID (its docs_store)."""
+"""Passage texts: JSONL ``{"doc_id","text"}`` (optional ``query_id``; the id may also be
+``docno``, as in TIRA/ir_datasets local corpora such as the AutoJudge spot-check data),
+TSV ``doc_id<TAB>text``, or an ir_datasets ID (its docs_store)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,8 @@ def read_passages(spec: str | os.PathLike, wanted: set[str] | None = None) -> di
 
     if spec_s != "-" and _first_char(spec) == "{":
         for lineno, obj in iter_jsonl(spec):
+            if isinstance(obj, dict) and "doc_id" not in obj and "docno" in obj:
+                obj = dict(obj, doc_id=obj["docno"])
             require_fields(obj, ("doc_id", "text"), name, lineno)
             add(str(obj["doc_id"]), obj["text"], lineno)
     else:

@@ -21,8 +21,13 @@ report scoring (nugget scores, EXAM-Cover of reports, document qrels from citati
 from __future__ import annotations
 
 import hashlib
+import json
+import os
+import re
 from dataclasses import dataclass, field
+from typing import Mapping, Sequence
 
+from ..errors import InputError
 from ..grading.segment import segment_id
 
 
@@ -50,6 +55,9 @@ class Report:
     source: str | None = None  # file the report came from, for messages
     line: int | None = None
     extra: dict = field(default_factory=dict, compare=False, hash=False)  # other metadata, kept
+    citation_format: str | None = None  # how the file spelled citations: neuclir, ragtime or rag24
+    documents: dict = field(default_factory=dict, compare=False, hash=False)  # texts the report embeds
+    warnings: tuple[str, ...] = field(default=(), compare=False)  # the track spec's smells it shows
 
     @property
     def text(self) -> str:
@@ -76,3 +84,445 @@ def sentence_id(run_id: str, topic_id: str, index: int, text: str) -> str:
 def report_id(run_id: str, topic_id: str, text: str) -> str:
     digest = hashlib.md5(text.encode("utf-8")).hexdigest()[:10]
     return f"{run_id}/{topic_id}/report-{digest}"
+
+
+# ---- reading ----------------------------------------------------------------------------
+#
+# What is accepted mirrors autojudge-base 1.0.0's pydantic models (Report, ReportMetaData,
+# the three sentence models) field by field, including the lax conversions pydantic makes
+# (an index given as 2.0 or "2", a confidence given as "0.7"); the citation shape of a
+# report is chosen the way pydantic chooses a member of the union
+# ``List[Neuclir] | List[Ragtime] | List[Rag24]``: the first that every sentence matches
+# exactly, else the first that every sentence matches after conversion. Two departures,
+# both refusals of ids that would break TREC files and our sentence ids: an empty
+# run_id/topic_id, and one containing whitespace.
+
+_SHAPES = ("neuclir", "ragtime", "rag24")
+_TASKS = ("multilingual", "english", "rag")
+_INT_TEXT = re.compile(r"\s*[+-]?\d+\s*\Z")
+
+
+class _Bad(Exception):
+    """A field that does not validate: the message names the field."""
+
+
+def _lax_int(v):
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    if isinstance(v, str) and _INT_TEXT.match(v):
+        return int(v)
+    raise ValueError(v)
+
+
+def _lax_float(v):
+    if isinstance(v, (bool, int, float)):
+        return float(v)
+    if isinstance(v, str):
+        return float(v)
+    raise ValueError(v)
+
+
+def _shape_citations(c, shape: str, strict: bool):
+    """The citations of one sentence in ``shape``, or raise ValueError."""
+    if c is None:
+        return None
+    if shape == "neuclir":
+        if isinstance(c, list) and all(isinstance(x, str) for x in c):
+            return list(c)
+    elif shape == "ragtime":
+        if isinstance(c, dict):
+            if strict:
+                if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in c.values()):
+                    return {k: float(x) for k, x in c.items()}
+            else:
+                return {k: _lax_float(x) for k, x in c.items()}
+    elif isinstance(c, list):  # rag24
+        if strict:
+            if all(isinstance(x, int) and not isinstance(x, bool) for x in c):
+                return list(c)
+        else:
+            return [_lax_int(x) for x in c]
+    raise ValueError(c)
+
+
+def _choose_shape(cits: list) -> tuple[str, list]:
+    for strict in (True, False):
+        for shape in _SHAPES:
+            try:
+                return shape, [_shape_citations(c, shape, strict) for c in cits]
+            except ValueError:
+                continue
+    for i, c in enumerate(cits):  # name the first sentence that fits no shape on its own
+        if not any(_fits(c, shape) for shape in _SHAPES):
+            raise _Bad(f"[{i}].citations must be a list of document ids, a list of indices into "
+                       f"'references' or a map document id -> confidence, got {_show(c)}")
+    raise _Bad(".citations mixes shapes (document ids, indices, id -> confidence maps) in one report")
+
+
+def _fits(c, shape: str) -> bool:
+    try:
+        _shape_citations(c, shape, False)
+        return True
+    except ValueError:
+        return False
+
+
+def _show(v) -> str:
+    s = json.dumps(v, ensure_ascii=False)
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def _need(obj: dict, key: str, kinds: tuple, what: str, *, prefix: str = ""):
+    """obj[key] if absent, or of one of ``kinds`` (None in kinds: null allowed)."""
+    if key not in obj:
+        return None
+    v = obj[key]
+    if v is None and None in kinds:
+        return None
+    types = tuple(k for k in kinds if k is not None)
+    if v is None or isinstance(v, bool) or not isinstance(v, types):
+        raise _Bad(f"{prefix}{key} must be {what}, got {_show(v)}")
+    return v
+
+
+def _metadata(md) -> dict:
+    if not isinstance(md, dict):
+        raise _Bad(f"'metadata' must be an object, got {_show(md)}")
+    p = "metadata."
+    for key in ("team_id", "run_id"):
+        if key not in md:
+            raise _Bad(f"missing metadata.{key}")
+        _need(md, key, (str,), "a string", prefix=p)
+    _need(md, "topic_id", (str,), "a string", prefix=p)  # absent is fine, null is not
+    narr = md.get("narrative_id")
+    if narr is not None:
+        if isinstance(narr, float) and narr.is_integer():
+            narr = int(narr)
+        if not isinstance(narr, (str, int)) or isinstance(narr, bool):
+            raise _Bad(f"metadata.narrative_id must be a string or an integer, got {_show(narr)}")
+        narr = str(narr)
+    for key in ("request_id", "description", "type", "narrative", "run_desc"):
+        _need(md, key, (str, None), "a string", prefix=p)
+    for key in ("creator", "extra"):
+        _need(md, key, (dict,), "an object", prefix=p)
+    _need(md, "evaldata", (dict, None), "an object", prefix=p)
+    cids = md.get("collection_ids")
+    if cids is not None and not (isinstance(cids, list) and all(isinstance(c, str) for c in cids)):
+        raise _Bad(f"metadata.collection_ids must be a list of strings, got {_show(cids)}")
+    if md.get("task") is not None and md["task"] not in _TASKS:
+        raise _Bad(f"metadata.task must be one of {', '.join(_TASKS)}, got {_show(md['task'])}")
+    for key in ("use_starter_kit", "limit"):
+        if md.get(key) is not None:
+            try:
+                _lax_int(md[key])
+            except ValueError:
+                raise _Bad(f"metadata.{key} must be an integer, got {_show(md[key])}") from None
+    topic = md.get("topic_id")
+    if topic is not None and narr is not None and topic != narr:
+        raise _Bad(f"metadata.topic_id {topic!r} and metadata.narrative_id {narr!r} disagree")
+    topic = topic if topic is not None else narr
+    if topic is None:
+        raise _Bad("missing metadata.topic_id (or narrative_id)")
+    for key, value in (("run_id", md["run_id"]), ("topic_id", topic)):
+        if not value.strip():
+            raise _Bad(f"metadata.{key} is empty")
+        if any(ch.isspace() for ch in value):
+            raise _Bad(f"metadata.{key} {value!r} contains whitespace (not allowed in TREC files)")
+    out = dict(md)
+    out.update(topic_id=topic, narrative_id=topic, request_id=topic)  # as autojudge-base syncs them
+    return out
+
+
+def _sentences(obj: dict) -> tuple[str, list]:
+    key = "responses" if obj.get("responses") is not None else "answer"
+    sents = obj.get(key)
+    if sents is None:
+        raise _Bad("missing 'responses' (or 'answer')")
+    if not isinstance(sents, list):
+        raise _Bad(f"'{key}' must be a list of sentences, got {_show(sents)}")
+    for i, s in enumerate(sents):
+        where = f"{key}[{i}]"
+        if not isinstance(s, dict):
+            raise _Bad(f"{where} must be an object with 'text' and 'citations', got {_show(s)}")
+        if "text" not in s:
+            raise _Bad(f"{where} has no 'text'")
+        _need(s, "text", (str,), "a string", prefix=where + ".")
+        for k in ("metadata", "evaldata"):
+            _need(s, k, (dict, None), "an object", prefix=where + ".")
+    return key, sents
+
+
+def _documents(obj: dict) -> dict[str, str]:
+    docs = obj.get("documents")
+    if docs is None:
+        return {}
+    if not isinstance(docs, dict):
+        raise _Bad(f"'documents' must be an object (document id -> document), got {_show(docs)}")
+    out = {}
+    for key, d in docs.items():
+        if not isinstance(d, dict) or not isinstance(d.get("id"), str) or not isinstance(d.get("text"), str):
+            raise _Bad(f"documents[{key!r}] must be an object with string 'id' and 'text'")
+        for k in ("title", "url"):
+            _need(d, k, (str, None), "a string", prefix=f"documents[{key!r}].")
+        out[key] = f"{d['title']} {d['text']}" if d.get("title") is not None else d["text"]  # Document.get_text()
+    return out
+
+
+def _check_ranking(obj: dict) -> None:
+    ranking = obj.get("ranking")
+    if ranking is None:
+        return
+
+    def ranked_doc(r) -> bool:
+        if not (isinstance(r, dict) and isinstance(r.get("doc_id"), str)):
+            return False
+        try:
+            _lax_int(r.get("rank"))
+            return True
+        except ValueError:
+            return False
+
+    def retrieved(r) -> bool:
+        return (isinstance(r, dict) and isinstance(r.get("query_id"), str) and isinstance(r.get("test_collection"), str)
+                and isinstance(r.get("ranked_docs", []), list) and all(ranked_doc(x) for x in r.get("ranked_docs", [])))
+
+    if not isinstance(ranking, list) or not (all(map(retrieved, ranking)) or all(map(ranked_doc, ranking))):
+        raise _Bad("'ranking' must be a list of {doc_id, rank} or of {query_id, test_collection, ranked_docs}")
+
+
+def parse_report(obj, *, spec=None, source: str | None = None, line: int | None = None,
+                 request_limit: int | None = None) -> Report:
+    """One decoded report line -> :class:`Report`; InputError(reason, source, line) when
+    it does not validate (structurally, or against ``spec``, a :class:`TrackSpec`)."""
+    from .track_specs import check_report
+
+    try:
+        if not isinstance(obj, dict):
+            raise _Bad(f"expected a JSON object (one report per line), got {_show(obj)}")
+        if "metadata" not in obj:
+            raise _Bad("missing 'metadata'")
+        md = _metadata(obj["metadata"])
+        key, sents = _sentences(obj)
+        refs = obj.get("references")
+        if refs is not None and not (isinstance(refs, list) and all(isinstance(r, str) for r in refs)):
+            raise _Bad(f"'references' must be a list of document ids (strings), got {_show(refs)}")
+        _need(obj, "evaldata", (dict, None), "an object")
+        docs = _documents(obj)
+        _check_ranking(obj)
+        try:
+            shape, cits = _choose_shape([s.get("citations") for s in sents])
+        except _Bad as exc:
+            raise _Bad(f"{key}{exc}") from None
+    except _Bad as exc:
+        raise InputError(str(exc), source, line) from None
+
+    raw_sents = [{"text": s["text"], "citations": c} for s, c in zip(sents, cits)]
+    errors: list[str] = []
+    warnings: list[str] = []
+
+    def add(category: str, message: str) -> None:
+        smells = spec.smells if spec is not None else ()
+        (warnings if category in smells else errors).append(message)
+
+    check_report({"metadata": md, "references": refs}, shape, raw_sents, spec, add, request_limit)
+    if errors:
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise InputError(errors[0] + more, source, line)
+
+    run_id, topic_id = md["run_id"], md["topic_id"]
+    sentences = []
+    for n, s in enumerate(raw_sents, 1):
+        c = s["citations"] or ([] if shape != "ragtime" else {})
+        if shape == "ragtime":
+            # highest confidence first (stable), as autojudge-base orders them
+            cites = tuple(Citation(d, conf) for d, conf in sorted(c.items(), key=lambda kv: kv[1], reverse=True))
+        elif shape == "rag24":
+            cites = tuple(Citation(refs[i]) for i in c)
+        else:
+            cites = tuple(Citation(d) for d in c)
+        sentences.append(ReportSentence(sentence_id(run_id, topic_id, n, s["text"]), n, s["text"], cites))
+    extra = {k: v for k, v in obj["metadata"].items() if k not in ("run_id", "topic_id", "team_id", "narrative_id")}
+    return Report(run_id, topic_id, md["team_id"], tuple(sentences), tuple(refs or ()), source, line, extra,
+                  citation_format=shape, documents=docs, warnings=tuple(warnings))
+
+
+def _report_files(path: str) -> list[str]:
+    if os.path.isdir(path):
+        found = sorted(os.path.join(d, f) for d, _, files in os.walk(path) for f in files
+                       if f.endswith((".jsonl", ".jsonl.gz")))
+        if not found:
+            raise InputError("no *.jsonl or *.jsonl.gz report files in this directory", path)
+        return found
+    if str(path) != "-" and not os.path.exists(path):
+        raise InputError("no such file or directory", path)
+    return [path]
+
+
+def resolve_track_spec(name: str | None):
+    """The :class:`TrackSpec` named ``name`` (None: structural checks only)."""
+    from .track_specs import SPECS
+
+    if name is None:
+        return None
+    if name not in SPECS:
+        raise InputError(f"unknown track spec {name!r} (known: {', '.join(sorted(SPECS))})")
+    return SPECS[name]
+
+
+def read_reports(paths: Sequence[str], *, track_spec: str | None = None,
+                 request_limits: Mapping[str, int] | None = None) -> list[Report]:
+    """Every report in ``paths`` (files, or directories searched for *.jsonl and
+    *.jsonl.gz), validated structurally and, with ``track_spec``, against that track's
+    spec (rag25, rag26, ragtime25, ragtime26, dragun25, ...; autojudge-base 1.0.0 has no rag24
+    spec: "rag24" is its name of the index citation shape). ``request_limits`` (topic id ->
+    character budget) enables RAGTIME's per-request length check.
+
+    Findings the spec treats as smells are kept in :attr:`Report.warnings`; anything
+    else, and a second report for the same (run, topic), raises InputError naming the
+    file and line.
+    """
+    from .jsonl import iter_jsonl
+    from .openers import display_name
+
+    spec = resolve_track_spec(track_spec)
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    out: list[Report] = []
+    seen: dict[tuple[str, str], str] = {}
+    for p in paths:
+        for f in _report_files(str(p)):
+            name = display_name(f)
+            for lineno, obj in iter_jsonl(f):
+                limit = None
+                if request_limits and isinstance(obj, dict) and isinstance(obj.get("metadata"), dict):
+                    limit = request_limits.get(str(obj["metadata"].get("topic_id", obj["metadata"].get("narrative_id"))))
+                r = parse_report(obj, spec=spec, source=name, line=lineno, request_limit=limit)
+                key = (r.run_id, r.topic_id)
+                if key in seen:
+                    raise InputError(f"second report of run {r.run_id!r} for topic {r.topic_id!r} "
+                                     f"(first at {seen[key]})", name, lineno)
+                seen[key] = f"{name}:{lineno}"
+                out.append(r)
+    if not out:
+        raise InputError("no reports", ", ".join(map(str, paths)))
+    return out
+
+
+_REQUEST_IDS = ("request_id", "qid", "query_id", "topic_id", "narrative_id", "id")
+_REQUEST_TEXTS = ("title", "query", "text", "narrative", "problem_statement")
+
+
+def read_requests(path: str) -> dict[str, str]:
+    """Topic id -> query text from a request file: JSONL requests as autojudge-base reads
+    them (``request_id`` + ``title``), the ir_datasets/TIRA local shape of the
+    spot-check data (``qid`` + ``query``), ``{query_id, text}``, ``{id|topic_id|narrative_id,
+    title|narrative}``, or anything exam_eval's topic reader takes (TSV, TREC topics, an
+    ir_datasets ID)."""
+    from .jsonl import iter_jsonl
+    from .openers import display_name, iter_lines
+    from .topics import read_topics
+
+    spec = str(path)
+    first = ""
+    if spec != "-" and os.path.isfile(spec):
+        for _, line in iter_lines(spec):
+            if line.strip():
+                first = line.lstrip()[:1]
+                break
+    if first != "{":
+        return {qid: t.text for qid, t in read_topics(spec).items()}
+    name = display_name(spec)
+    out: dict[str, str] = {}
+    where: dict[str, int] = {}
+    for lineno, obj in iter_jsonl(spec):
+        if not isinstance(obj, dict):
+            raise InputError("expected a JSON object (one request per line)", name, lineno)
+        id_key = next((k for k in _REQUEST_IDS if obj.get(k) is not None), None)
+        text_key = next((k for k in _REQUEST_TEXTS if obj.get(k) is not None), None)
+        if id_key is None:
+            raise InputError(f"no request id (one of {', '.join(_REQUEST_IDS)})", name, lineno)
+        if text_key is None:
+            raise InputError(f"no request text (one of {', '.join(_REQUEST_TEXTS)})", name, lineno)
+        qid, text = obj[id_key], obj[text_key]
+        if not isinstance(qid, (str, int)) or isinstance(qid, bool) or not str(qid).strip():
+            raise InputError(f"{id_key} must be a non-empty string or integer, got {_show(qid)}", name, lineno)
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"{text_key} must be a non-empty string", name, lineno)
+        qid = str(qid).strip()
+        if qid in out:
+            raise InputError(f"duplicate request id {qid} (first on line {where[qid]})", name, lineno)
+        out[qid] = " ".join(text.split())
+        where[qid] = lineno
+    if not out:
+        raise InputError("no requests", name)
+    return out
+
+
+def reports_from_run(run_id: str, run: Mapping[str, Mapping[str, float]], texts: Mapping[str, str], *,
+                     depth: int = 5, team_id: str = "exam_eval", shape: str = "rag24") -> list[dict]:
+    """Reports (JSON objects, one per topic) built from a ranked run: its top ``depth``
+    passages in trec_eval order, one sentence each, citing that passage. Passages
+    without text are passed over. ``shape`` spells the citations: rag24 (indices into
+    ``references``), neuclir (ids) or ragtime (id -> the run's score).
+
+    The way the issue checks report scoring on collections without RAG submissions
+    (DL19: every submitted run becomes a report set)."""
+    from .trec import ranked
+
+    out = []
+    for qid in sorted(run):
+        docs = [d for d in ranked(run[qid]) if (texts.get(d) or "").strip()][:depth]
+        if not docs:
+            continue
+        if shape == "rag24":
+            sents = [{"text": " ".join(texts[d].split()), "citations": [i]} for i, d in enumerate(docs)]
+        elif shape == "neuclir":
+            sents = [{"text": " ".join(texts[d].split()), "citations": [d]} for d in docs]
+        elif shape == "ragtime":
+            sents = [{"text": " ".join(texts[d].split()), "citations": {d: float(run[qid][d])}} for d in docs]
+        else:
+            raise ValueError(f"unknown citation shape {shape!r}")
+        out.append({"metadata": {"team_id": team_id, "run_id": run_id, "topic_id": qid},
+                    "responses": sents, "references": docs})
+    return out
+
+
+def check_topic_coverage(reports: Sequence[Report], requests: Mapping[str, str], spec) -> tuple[list[str], list[str]]:
+    """The cross-report checks autojudge-base makes of a submission against its request
+    file, per run: topics without a report (``missing_topics``), reports on topics the
+    requests lack (``new_topics``) and, where the spec requires it, a ``narrative`` that is
+    not a copy of the request text (compared with whitespace collapsed, as read_requests
+    keeps request texts). Returns (errors, warnings): a finding is a warning when the
+    spec lists its category among its smells."""
+    spec = resolve_track_spec(spec) if isinstance(spec, str) else spec
+    smells = spec.smells if spec is not None else ()
+    errors: list[str] = []
+    warnings: list[str] = []
+
+    def add(category: str, message: str) -> None:
+        (warnings if category in smells else errors).append(message)
+
+    by_run: dict[str, list[Report]] = {}
+    for r in reports:
+        by_run.setdefault(r.run_id, []).append(r)
+    for run, reps in sorted(by_run.items()):
+        topics = {r.topic_id for r in reps}
+        missing = sorted(set(requests) - topics)
+        new = sorted(topics - set(requests))
+        if missing:
+            add("missing_topics", f"run {run}: {len(missing)} requested topics have no report "
+                                  f"(e.g. {', '.join(missing[:3])})")
+        if new:
+            add("new_topics", f"run {run}: {len(new)} reports are on topics the requests lack "
+                              f"(e.g. {', '.join(new[:3])})")
+        if spec is not None and spec.require_exact_narrative:
+            bad = sorted(r.topic_id for r in reps if r.topic_id in requests
+                         and " ".join(str(r.extra.get("narrative") or "").split()) != requests[r.topic_id])
+            if bad:
+                add("narrative", f"run {run}: {len(bad)} reports' metadata.narrative is not the request text "
+                                 f"(e.g. topic {bad[0]})")
+    return errors, warnings

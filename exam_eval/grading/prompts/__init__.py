@@ -8,3 +8,4 @@ from exam_eval.grading.prompts import workbench  # noqa: F401,E402
 from exam_eval.grading.prompts import direct  # noqa: F401,E402
 from exam_eval.grading.prompts import umbrela  # noqa: F401,E402
 from exam_eval.grading.prompts import ci_paper  # noqa: F401,E402
+from exam_eval.grading.prompts import rag  # noqa: F401,E402

@@ -1,0 +1,260 @@
+"""exam_eval from Python: the commands' engines as functions.
+
+Small on purpose: everything here is what ``exam-grade``, ``exam-qrels``, ``exam-cover``
+and ``exam-nuggets score`` do, on objects instead of files, so that a TREC AutoJudge
+judge (``judge``, ``create_nuggets``, ``create_qrels``; examples/autojudge/) or a
+notebook is a few lines::
+
+    from exam_eval import api
+
+    reports = api.read_reports(["runs/"])                 # or autojudge-base Report objects
+    bank = api.read_bank("nuggets.jsonl")
+    grades = api.grade(reports, bank=bank, prompt="nugget-selfrating", backend="embedding")
+    per_topic, summary = api.nugget_scores(reports, grades, bank)
+    summary["my_run"]["nugget_vital"]                     # mean over the run's topics
+    qrels = api.qrels(grades)                             # EXAM-Qrels: topic -> sentence -> grade
+    cited = api.citation_qrels(reports, grades)           # topic -> cited document -> 0/1/2
+
+Grading goes through the same engine as the command: identical texts are graded once,
+the grade cache (``cache=``; off unless given) remembers every grade, and with
+``output=`` the grades are appended batch by batch, so an interrupted call resumes
+where it stopped when called again. Bad input raises :class:`exam_eval.errors.InputError`
+(``.path``, ``.line``, ``.reason``), a wrong call :class:`exam_eval.errors.UsageError`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Mapping, Sequence
+
+from .errors import InputError, UsageError
+from .io.banks import BankItem
+from .io.grades import Grade
+from .io.reports import Report, parse_report, read_requests, resolve_track_spec
+from .io.reports import read_reports as _read_reports
+
+__all__ = ["read_reports", "read_requests", "read_bank", "as_reports", "as_queries", "grade", "qrels", "cover",
+           "nugget_scores", "citation_qrels", "NUGGET_MEASURES"]
+
+NUGGET_MEASURES = ("nugget_all", "nugget_all_strict", "nugget_vital", "nugget_vital_strict", "nugget_weighted",
+                   "nugget_weighted_strict", "exam_cover", "n_exam_cover")
+
+
+def read_reports(paths: str | Sequence[str], *, track_spec: str | None = None) -> list[Report]:
+    """RAG reports from files or directories (see :func:`exam_eval.io.reports.read_reports`)."""
+    return _read_reports([paths] if isinstance(paths, (str, os.PathLike)) else list(paths), track_spec=track_spec)
+
+
+def read_bank(path: str, *, kind: str | None = None) -> dict[str, list[BankItem]]:
+    """topic id -> bank items (questions or nuggets), any bank format exam-grade reads."""
+    from .io.banks import items_by_query
+    from .io.banks import read_bank as _read_bank
+
+    return items_by_query(_read_bank(path, kind=kind))
+
+
+def as_reports(reports: Iterable[Any], *, track_spec: str | None = None) -> list[Report]:
+    """Our :class:`Report` objects from ours, from report dicts (one JSONL line each), or
+    from autojudge-base ``Report`` objects (pydantic models), validated the same way."""
+    spec = resolve_track_spec(track_spec)
+    out: list[Report] = []
+    for n, r in enumerate(reports, 1):
+        if isinstance(r, Report):
+            out.append(r)
+            continue
+        obj = r.model_dump(mode="json", exclude_none=True) if hasattr(r, "model_dump") else r
+        src = getattr(r, "path", None)
+        out.append(parse_report(obj, spec=spec, source=str(src) if src else "<reports>", line=n))
+    return out
+
+
+def as_queries(topics: Any) -> dict[str, str]:
+    """topic id -> query text from a mapping, a request/topics file, or autojudge-base
+    ``Request`` objects (``request_id``, ``title``)."""
+    if topics is None:
+        return {}
+    if isinstance(topics, Mapping):
+        return {str(k): str(v) for k, v in topics.items()}
+    if isinstance(topics, (str, os.PathLike)):
+        return read_requests(str(topics))
+    return {str(t.request_id): t.title for t in topics}
+
+
+def _as_bank(bank) -> dict[str, list[BankItem]]:
+    if isinstance(bank, (str, os.PathLike)):
+        return read_bank(str(bank))
+    if isinstance(bank, Mapping):
+        return {str(q): list(items) for q, items in bank.items()}
+    from .io.banks import items_by_query
+
+    return items_by_query(bank)
+
+
+class _Collect:
+    """The engine's sink when the grades stay in memory."""
+
+    def __init__(self):
+        self.grades: list[Grade] = []
+        self.lines = 0
+
+    def write_batch(self, grades) -> int:
+        grades = list(grades)
+        self.grades.extend(grades)
+        self.lines += len(grades)
+        return len(grades)
+
+    def close(self) -> None:
+        pass
+
+
+def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "embedding", unit: str = "sentence",
+          queries=None, passages: Mapping[str, str] | str | None = None, cited_documents: bool = False,
+          cache: str | None = None, output: str | None = None, progress: bool = False,
+          **backend_options) -> list[Grade]:
+    """Grade every report sentence (``unit="sentence"``) or whole report (``"report"``)
+    against ``bank`` (a path, topic -> items, or items) with ``prompt`` on ``backend``
+    (``backend_options`` as exam-grade's flags: model=, device=, batch_size=, ...).
+    Direct prompts take no bank. ``queries`` (mapping, request file or autojudge
+    Requests) are needed by prompts that show the query; ``passages`` (mapping or file)
+    give cited documents' texts for ``cited_documents``. Returns the grades, including
+    those an earlier, interrupted call already wrote to ``output``."""
+    from .backends.base import get_backend
+    from .grading import engine
+    from .grading.cache import GradeCache, NullCache
+    from .grading.output import GradesAppender, existing_keys, repair
+    from .grading.prompts import get_prompt
+    from .grading.report_units import report_segments
+    from .io.grades import read_grades
+    from .io.passages import read_passages
+
+    the_prompt = get_prompt(prompt)
+    direct = the_prompt.target == "direct"
+    if not direct and bank is None:
+        raise UsageError(f"prompt {the_prompt.id!r} grades {the_prompt.target}s: give bank=")
+    reps = as_reports(reports)
+    cited = None
+    if cited_documents:
+        wanted = {d for r in reps for d in r.cited_doc_ids()}
+        cited = {d: t for r in reps for d, t in r.documents.items() if d in wanted}
+        if isinstance(passages, (str, os.PathLike)):
+            cited.update(read_passages(str(passages), wanted - set(cited)))
+        elif passages is not None:
+            cited.update({d: t for d, t in passages.items() if d in wanted and d not in cited})
+    segs = report_segments(reps, unit, cited)
+    docs: dict[str, list[str]] = {}
+    for s in segs:
+        docs.setdefault(s.query_id, []).append(s.doc_id)
+    texts = {s.doc_id: s.text for s in segs}
+    items = None
+    if not direct:
+        items = {q: [i for i in its if i.kind == the_prompt.target] for q, its in _as_bank(bank).items()}
+        items = {q: its for q, its in items.items() if its}
+        docs = {q: ds for q, ds in docs.items() if q in items}
+        if not docs:
+            raise InputError(f"no report is on a topic with {the_prompt.target} items")
+    qtexts = as_queries(queries)
+    if "query" in the_prompt.placeholders:
+        lacking = sorted(q for q in docs if q not in qtexts)
+        if lacking:
+            raise UsageError(f"prompt {the_prompt.id!r} shows the query: no query text for {', '.join(lacking[:3])}")
+    grader = get_backend(backend, **backend_options)
+    grader.check_prompt(the_prompt)
+    units, npairs = engine.build_units(docs=docs, texts=texts, items=items, queries=qtexts, prompt=the_prompt,
+                                       identity=grader.cache_identity)
+    done: set = set()
+    if output and os.path.exists(output):
+        repair(output)
+        done = existing_keys(output)
+    store = GradeCache(cache) if cache else NullCache()
+    sink = GradesAppender(output) if output else _Collect()
+    try:
+        plan = engine.plan_work(units, npairs, done, store, grader.model_id, the_prompt)
+        if plan.units_todo:
+            grader.load()
+        if progress:
+            from .progress import progress_bar
+
+            with progress_bar(sum(len(u.pairs) for u in plan.units_todo), "grading", "pairs") as bar:
+                stats = engine.execute(plan, grader, the_prompt, sink, store, on_batch=bar.advance)
+        else:
+            stats = engine.execute(plan, grader, the_prompt, sink, store)
+    finally:
+        sink.close()
+        grader.close()
+        store.close()
+    if stats.failed:
+        raise InputError(f"{stats.failed} model calls failed; call again to retry them", grader.model_id or backend)
+    if output:
+        wanted_docs = {d for ds in docs.values() for d in ds}
+        return [g for g in read_grades(output, model=grader.model_id, prompt=the_prompt.id)
+                if g.doc_id in wanted_docs]
+    return sink.grades
+
+
+def qrels(grades: Iterable[Grade], *, label: str = "max", min_grade: int | None = None) -> dict[str, dict[str, int]]:
+    """EXAM-Qrels (as exam-qrels): topic -> graded unit -> label (best grade by default)."""
+    from .measures.exam_qrels import grades_to_qrels
+
+    return grades_to_qrels(grades, label=label, min_grade=min_grade)
+
+
+def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, float]]], *, min_grade: int = 4,
+          k: int = 20, complete: bool = False) -> dict[str, dict[str, float]]:
+    """EXAM-Cover (as exam-cover) of ranked runs (run -> topic -> doc -> score):
+    run -> {"exam_cover", "n_exam_cover"} means over topics."""
+    from .measures.cover import build_index, exam_cover
+
+    index = build_index(grades, min_grade)
+    out = {}
+    for name, run in runs.items():
+        res = exam_cover(index, run, k=k, complete=complete)
+        out[name] = {"exam_cover": res.mean, "n_exam_cover": res.n_mean}
+    return out
+
+
+def _thresholds(grades: Sequence[Grade], support_min, partial_min):
+    from .measures import nugget_scores as ns
+
+    graders = {g.prompt for g in grades}
+    if len(graders) != 1:
+        raise UsageError(f"grades of {len(graders)} prompts; score one prompt's grades at a time")
+    (prompt,) = graders
+    return ns.thresholds_for(ns.scale_of(prompt), support_min, partial_min, grader=f"prompt {prompt!r}")
+
+
+def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, support_min: int | None = None,
+                  partial_min: int | None = None, default_importance: str = "vital",
+                  complete: bool = False) -> tuple[dict[tuple[str, str], dict[str, float]], dict[str, dict[str, float]]]:
+    """Nugget scores and EXAM-Cover of reports, as ``exam-nuggets score`` computes them
+    (:mod:`exam_eval.measures.nugget_scores`): per (run, topic) and per run (mean over
+    the run's topics; with ``complete`` over every topic any report is on, missing
+    topics 0). Measures: :data:`NUGGET_MEASURES`."""
+    from .measures import nugget_scores as ns
+
+    grades = list(grades)
+    reps = as_reports(reports)
+    items = _as_bank(bank)
+    kinds = {g.kind for g in grades if g.kind}
+    if len(kinds) == 1:
+        items = {q: [i for i in its if i.kind in kinds] for q, its in items.items()}
+    th = _thresholds(grades, support_min, partial_min)
+    scored = [r for r in reps if items.get(r.topic_id)]
+    per: dict[tuple[str, str], dict[str, float]] = {}
+    for a in ns.assign(scored, grades, items, th):
+        per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
+    for key, (cov, norm) in ns.report_covers(scored, grades, items, th).items():
+        per[key].update(exam_cover=cov, n_exam_cover=norm)
+    topics = sorted({t for _, t in per}) if complete else None
+    summary = ns.average_runs(per, list(NUGGET_MEASURES), topics)
+    return per, {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
+
+
+def citation_qrels(reports: Iterable[Any], grades: Sequence[Grade], *, support_min: int | None = None,
+                   partial_min: int | None = None) -> dict[str, dict[str, int]]:
+    """Document qrels from citations (as ``exam-nuggets qrels --from nuggets``): a cited
+    document's label (0-2) is the best nugget support level of the sentences citing it."""
+    from .measures import nugget_scores as ns
+
+    grades = list(grades)
+    levels = ns.sentence_levels(grades, _thresholds(grades, support_min, partial_min))
+    return ns.citation_qrels(as_reports(reports), "nuggets", nuggets=levels)

@@ -1,0 +1,498 @@
+"""exam-nuggets: score RAG reports the way RAG tracks do, and write what the tracks read.
+
+Subcommands: ``score`` (nugget scores All/Vital/Weighted and their strict variants,
+EXAM-Cover of reports, citation support; per-topic leaderboards in tot / ir_measures /
+trec_eval shapes), ``support`` (grade every (sentence, cited document) pair with the
+citation-support prompt, through the grading engine and its cache), ``qrels``
+(document qrels from citations and grades) and ``bank`` (nugget banks in our, the
+nuggetizer's and AutoJudge's formats).
+
+A seventh command beside DESIGN.md's six: report scoring has inputs (reports) and
+outputs (track leaderboards, banks for other tools) that none of them has.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ..errors import InputError, UsageError
+from ._base import CONTEXT_SETTINGS, make_main, output_option
+
+PROG = "exam-nuggets"
+
+
+def _log(msg: str) -> None:
+    click.echo(f"{PROG}: {msg}", err=True)
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+def cli():
+    """Nugget evaluation of RAG reports (TREC RAG, RAGTIME, DRAGUN, NeuCLIR, AutoJudge).
+
+    \b
+    Examples (reports graded sentence by sentence by exam-grade --reports):
+      exam-grade --reports runs/ --bank nuggets.jsonl --prompt nuggetizer-assign ... -o grades.jsonl
+      exam-nuggets support --reports runs/ --passages corpus.jsonl ... -o support.jsonl
+      exam-nuggets score --reports runs/ --bank nuggets.jsonl --support-grades support.jsonl \\
+          grades.jsonl -o leaderboard.tot
+      exam-nuggets qrels --reports runs/ --from both grades.jsonl --support-grades support.jsonl -o cited.qrels
+      exam-nuggets bank --to nuggetizer nuggets.jsonl -o nuggets.nuggetizer.jsonl
+    """
+
+
+# --------------------------------------------------------------------------- shared
+
+def _reports(paths, track_spec=None):
+    from ..io.reports import read_reports
+
+    return read_reports(list(paths), track_spec=track_spec)
+
+
+def _thresholds(grades, support_min, partial_min, label):
+    from ..measures.nugget_scores import scale_of, thresholds_for
+
+    grader = grades[0].prompt
+    return thresholds_for(scale_of(grader), support_min, partial_min, grader=f"{label} prompt {grader!r}")
+
+
+def _warn_unparsed(grades, path):
+    unparsed = sum(1 for g in grades if not g.parse_ok)
+    if unparsed:
+        _log(f"{path}: {unparsed} unparsed grades (they count as no support)")
+
+
+def threshold_options(f):
+    f = click.option("--partial-min", type=int, default=None, metavar="N",
+                     help="Grades >= N (and below --support-min) are partial support "
+                          "[0-2 scales: 1; 0-5 self-rating: 2].")(f)
+    f = click.option("--support-min", type=int, default=None, metavar="N",
+                     help="Grades >= N are support [0-2 scales: 2; 0-5 self-rating: 4].")(f)
+    return f
+
+
+def reports_option(f):
+    f = click.option("--track-spec", default=None, metavar="NAME",
+                     help="Validate the reports against this track spec (rag24, rag25, ragtime25, ...).")(f)
+    f = click.option("--reports", "reports", multiple=True, required=True, metavar="FILE|DIR",
+                     help="RAG report files (JSONL) or directories of them (repeatable).")(f)
+    return f
+
+
+# --------------------------------------------------------------------------- score
+
+SCORE_EPILOG = """\b
+Examples:
+  # per-topic nugget scores and EXAM-Cover, "tot" leaderboard (run measure topic value)
+  exam-nuggets score --reports runs/ --bank nuggets.jsonl grades.jsonl > scores.tot
+  # with citation support, ir_measures shape, only the summary (all) rows
+  exam-nuggets score --reports runs/ --bank nuggets.jsonl --support-grades support.jsonl \\
+      --format ir_measures --summary-only grades.jsonl
+  # self-rating grades with stricter levels, averaged over every bank topic
+  exam-nuggets score -c --support-min 5 --partial-min 3 --reports runs/ --bank b.jsonl grades.jsonl
+  # one trec_eval-shaped file per run
+  exam-nuggets score --format trec_eval --reports runs/ --bank b.jsonl grades.jsonl -o out_dir/
+
+Exit status: 0 success, 1 usage error, 2 bad input. See man exam-nuggets.
+"""
+
+
+@cli.command("score", context_settings=CONTEXT_SETTINGS, epilog=SCORE_EPILOG)
+@click.argument("grades", metavar="GRADES")
+@reports_option
+@click.option("--bank", required=True, metavar="FILE",
+              help="Question/nugget bank (ours, the workbench's, the nuggetizer's or AutoJudge's).")
+@click.option("--support-grades", default=None, metavar="FILE",
+              help="citation-support grades (exam-nuggets support): adds support_precision, support_recall.")
+@click.option("--format", "shape", type=click.Choice(["tot", "ir_measures", "trec_eval", "table"]), default="tot",
+              show_default=True, help="tot: run measure topic value; ir_measures: run topic measure value; "
+                                      "trec_eval: measure topic value (one run per file); table: run x measure TSV.")
+@click.option("-m", "--measure", "measures", multiple=True, metavar="NAME",
+              help="Only these measures (repeatable; default: all that the inputs allow).")
+@click.option("--summary-only", is_flag=True, help="Only the 'all' rows (mean over topics).")
+@click.option("-c", "complete", is_flag=True,
+              help="Average over every bank topic that has reports, a run's missing topics scoring 0.")
+@click.option("--default-importance", type=click.Choice(["vital", "okay"]), default="vital", show_default=True,
+              help="Importance of bank items that have none.")
+@threshold_options
+@click.option("--digits", type=click.IntRange(1, 12), default=4, show_default=True,
+              help="Decimals of tot / ir_measures / table values (trec_eval always 4).")
+@click.option("--model", default=None, metavar="NAME", help="Use only GRADES from this model.")
+@click.option("--prompt", default=None, metavar="NAME", help="Use only GRADES from this prompt.")
+@click.option("--kind", type=click.Choice(["question", "nugget"]), default=None,
+              help="Score bank items of this kind [the kind GRADES holds].")
+@output_option
+def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures, summary_only, complete,
+              default_importance, partial_min, support_min, digits, model, prompt, kind, output):
+    """Nugget scores, EXAM-Cover and citation support of RAG reports, per topic and run.
+
+    GRADES are grades of the reports' sentences (or whole reports) against the bank,
+    from exam-grade --reports with any nugget or question prompt. Every (report, bank
+    item) gets a support level: the best level any of its sentences reaches (support,
+    partial support, no support; see --support-min / --partial-min). Measures:
+    nugget_all, nugget_vital, nugget_weighted and their _strict variants (TREC 2024 RAG
+    AutoNuggetizer scores; vital weight 1, okay 0.5), exam_cover and n_exam_cover
+    (fraction of bank items the report supports), and with --support-grades
+    support_precision and support_recall (TREC 2024 RAG support evaluation).
+    """
+    from ..io.banks import items_by_query, read_bank
+    from ..io.grades import read_grades
+    from ..io.openers import atomic_output
+    from ..io.track_leaderboards import write_track_leaderboard
+    from ..measures import nugget_scores as ns
+
+    all_reports = _reports(reports, track_spec)
+    to_dir = bool(output) and (output.endswith(os.sep) or os.path.isdir(output))
+    nruns = len({r.run_id for r in all_reports})
+    if shape == "trec_eval" and nruns > 1 and not to_dir:
+        raise UsageError(f"the trec_eval shape holds one run per file and there are {nruns} runs: "
+                         "give -o a directory (one RUN.txt per run) or use --format tot")
+    graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
+    kinds = sorted({g.kind for g in graded if g.kind})
+    if kind is None:
+        if len(kinds) != 1:
+            raise UsageError(f"{grades} holds grades of {' and '.join(kinds) or 'no bank items'}; choose one with --kind")
+        kind = kinds[0]
+    th = _thresholds(graded, support_min, partial_min, "GRADES")
+    _warn_unparsed(graded, grades)
+    items = items_by_query(read_bank(bank, kind=kind))
+    sup_index = None
+    if support_grades:
+        sgraded = read_grades(support_grades)
+        _warn_unparsed(sgraded, support_grades)
+        sup_index = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
+    scored = [r for r in all_reports if items.get(r.topic_id)]
+    if not scored:
+        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
+    if len(scored) < len(all_reports):
+        missing = sorted({r.topic_id for r in all_reports if not items.get(r.topic_id)})
+        _log(f"{len(all_reports) - len(scored)} reports are on topics without {kind} items and are not scored "
+             f"(topics {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})")
+
+    available = list(ns.NUGGET_MEASURES + ns.COVER_MEASURES) + (list(ns.SUPPORT_MEASURES) if sup_index is not None else [])
+    chosen = list(measures) or available
+    unknown = [m for m in chosen if m not in available]
+    if unknown:
+        raise UsageError(f"unknown measure {unknown[0]!r} for these inputs; choose from {', '.join(available)}")
+
+    per: dict[tuple[str, str], dict[str, float | None]] = {}
+    ungraded = 0
+    for a in ns.assign(scored, graded, items, th):
+        per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
+        ungraded += len(a.ungraded)
+    if ungraded:
+        _log(f"{ungraded} (report, item) pairs have no parsed grade for any of the report's sentences "
+             "(scored as no support)")
+    unlabelled = sum(1 for its in items.values() for i in its if i.importance is None)
+    if unlabelled and any(m.startswith(("nugget_vital", "nugget_weighted")) for m in chosen):
+        _log(f"{unlabelled} bank items have no importance and count as {default_importance}")
+    for key, (cover, norm) in ns.report_covers(scored, graded, items, th).items():
+        per[key]["exam_cover"] = cover
+        per[key]["n_exam_cover"] = norm
+    if sup_index is not None:
+        pairs = bad = 0
+        for r in scored:
+            res = ns.citation_support(r, sup_index)
+            per[(r.run_id, r.topic_id)].update(support_precision=res.precision, support_recall=res.recall)
+            pairs += res.pairs
+            bad += res.ungraded_pairs
+        if bad:
+            _log(f"{bad} of {pairs} (sentence, citation) pairs have no support grade (scored 0)")
+
+    topics = sorted({t for (_, t) in per}) if complete else None
+    summary = ns.average_runs(per, chosen, topics)
+    by_run: dict[str, dict[str, dict[str, float | None]]] = {}
+    for (run, topic), vals in per.items():
+        by_run.setdefault(run, {})[topic] = vals
+    means = {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
+
+    if shape == "trec_eval" and to_dir:
+        os.makedirs(output, exist_ok=True)
+        for run in sorted(by_run):
+            with atomic_output(os.path.join(output, f"{run}.txt")) as out:
+                write_track_leaderboard(out, "trec_eval", chosen, {run: by_run[run]}, {run: means[run]},
+                                        with_topics=not summary_only)
+        return 0
+    with atomic_output(output) as out:
+        if shape == "table":  # the TSV leaderboard of io.leaderboard, with --digits decimals
+            out.write("\t".join(["run", *chosen]) + "\n")
+            for run in sorted(means):
+                out.write("\t".join([run, *(f"{means[run][m]:.{digits}f}" for m in chosen)]) + "\n")
+        else:
+            write_track_leaderboard(out, shape, chosen, by_run, means, with_topics=not summary_only, digits=digits)
+    return 0
+
+
+# --------------------------------------------------------------------------- qrels
+
+QRELS_EPILOG = """\b
+Examples:
+  # a cited document is relevant as far as it supports a sentence that covers a nugget
+  exam-nuggets qrels --reports runs/ --from both --support-grades support.jsonl grades.jsonl > cited.qrels
+  # only citation support (no nugget grades needed)
+  exam-nuggets qrels --reports runs/ --from support --support-grades support.jsonl > cited.qrels
+  # then, as with any qrels
+  exam-qrels -m ndcg_cut.10 cited.qrels runs/*.run
+"""
+
+
+@cli.command("qrels", context_settings=CONTEXT_SETTINGS, epilog=QRELS_EPILOG)
+@click.argument("grades", metavar="[GRADES]", required=False)
+@reports_option
+@click.option("--from", "source", type=click.Choice(["support", "nuggets", "both"]), default="both", show_default=True,
+              help="Label of a cited document: its citation support (support), the nugget level of the sentences "
+                   "citing it (nuggets), or the smaller of the two (both).")
+@click.option("--support-grades", default=None, metavar="FILE", help="citation-support grades (exam-nuggets support).")
+@threshold_options
+@click.option("--model", default=None, metavar="NAME", help="Use only GRADES from this model.")
+@click.option("--prompt", default=None, metavar="NAME", help="Use only GRADES from this prompt.")
+@output_option
+def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, support_min, model, prompt, output):
+    """Document qrels (labels 0-2) from the reports' citations and grades.
+
+    Every document a report sentence cites gets the best label over the sentences
+    citing it (2 support, 1 partial support, 0 none); documents without the grades
+    their label needs are left out (and counted). GRADES (sentence grades against a
+    bank) are needed for --from nuggets and both, --support-grades for support and
+    both. The output is TREC qrels for exam-qrels, trec_eval and pytrec_eval.
+    """
+    from ..io.grades import read_grades
+    from ..io.openers import atomic_output
+    from ..io.trec import write_qrels
+    from ..measures import nugget_scores as ns
+
+    if source in ("nuggets", "both") and not grades:
+        raise UsageError(f"--from {source} needs GRADES (sentence grades against a bank)")
+    if source in ("support", "both") and not support_grades:
+        raise UsageError(f"--from {source} needs --support-grades")
+    nug = sup = None
+    if grades and source != "support":
+        graded = read_grades(grades, model=model, prompt=prompt)
+        _warn_unparsed(graded, grades)
+        nug = ns.sentence_levels(graded, _thresholds(graded, support_min, partial_min, "GRADES"))
+    if support_grades and source != "nuggets":
+        sgraded = read_grades(support_grades)
+        _warn_unparsed(sgraded, support_grades)
+        sup = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
+    stats = ns.QrelsStats()
+    qrels = ns.citation_qrels(_reports(reports, track_spec), source, support=sup, nuggets=nug, stats=stats)
+    if stats.unlabelled:
+        _log(f"{stats.unlabelled} of {stats.cited} cited documents lack the grades for a label and are left out")
+    if not qrels:
+        raise InputError("no cited document has the grades its label needs", support_grades or grades)
+    with atomic_output(output) as out:
+        write_qrels(qrels, out)
+    return 0
+
+
+# --------------------------------------------------------------------------- bank
+
+BANK_EPILOG = """\b
+Examples:
+  exam-nuggets bank --to nuggetizer --topics topics.tsv nuggets.jsonl -o nuggets.nuggetizer.jsonl
+  exam-nuggets bank --to autojudge nuggets.jsonl -o nugget-banks.jsonl      # AutoJudge NuggetBank v3
+  exam-nuggets bank --to ours nuggetizer-output.jsonl -o bank.jsonl        # import
+"""
+
+
+@cli.command("bank", context_settings=CONTEXT_SETTINGS, epilog=BANK_EPILOG)
+@click.argument("bank", metavar="BANK")
+@click.option("--to", "target", type=click.Choice(["ours", "nuggetizer", "autojudge"]), required=True,
+              help="Output format: ours (exam_eval JSONL), nuggetizer (castorini/nuggetizer), "
+                   "autojudge (AutoJudge NuggetBank v3, one bank per topic).")
+@click.option("--topics", default=None, metavar="FILE|ID", help="Query texts for the nuggetizer's 'query' and "
+                                                                 "AutoJudge's 'title_query'.")
+@click.option("--kind", type=click.Choice(["question", "nugget"]), default=None, help="Only items of this kind.")
+@click.option("--default-importance", type=click.Choice(["vital", "okay"]), default="vital", show_default=True,
+              help="nuggetizer: importance written for items that have none (the format requires one).")
+@output_option
+def bank_cmd(bank, target, topics, kind, default_importance, output):
+    """Convert a bank between our format, the nuggetizer's and AutoJudge's.
+
+    BANK may be in any format exam_eval reads (ours, the workbench's, multiple-choice,
+    the nuggetizer's, AutoJudge NuggetBank); importance (vital / okay) and ids are kept.
+    """
+    from ..io.banks import read_bank, write_bank
+    from ..io.nugget_banks import write_autojudge_bank, write_nuggetizer_bank
+
+    items = read_bank(bank, kind=kind)
+    queries = {}
+    if topics:
+        from ..io.reports import read_requests
+
+        queries = read_requests(topics)
+    if target == "ours":
+        write_bank(items, output)
+    elif target == "nuggetizer":
+        write_nuggetizer_bank(items, output, queries, default_importance)
+    else:
+        write_autojudge_bank(items, output, queries)
+    return 0
+
+
+# --------------------------------------------------------------------------- support
+
+SUPPORT_EPILOG = """\b
+Examples:
+  # every (sentence, cited document) pair of the reports, graded by a vLLM server
+  exam-nuggets support --reports runs/ --passages corpus.jsonl --backend endpoint \\
+      --base-url http://gpu1:8000/v1 --model meta-llama/Llama-3.1-8B-Instruct -o support.jsonl
+  # offline, with the embedding grader (cosine of sentence and document)
+  exam-nuggets support --reports runs/ --passages corpus.jsonl --backend embedding -o support.jsonl
+
+Killed or interrupted? Run the same command again: it resumes where it stopped.
+"""
+
+# exam-grade's back-end options, shared so both commands take the same flags
+_BACKEND_PARAMS = ("backend", "model", "device", "dtype", "batch_size", "max_input_tokens", "max_new_tokens",
+                   "num_beams", "base_url", "api_key_env", "concurrency", "backend_options", "cache_path", "no_cache")
+
+
+def _backend_params(f):
+    from .grade import cli as grade_cli
+
+    wanted = {p.name: p for p in grade_cli.params}
+    for name in reversed(_BACKEND_PARAMS):
+        f.__click_params__ = getattr(f, "__click_params__", []) + [wanted[name]]
+    return f
+
+
+@cli.command("support", context_settings=CONTEXT_SETTINGS, epilog=SUPPORT_EPILOG)
+@reports_option
+@click.option("--passages", default=None, metavar="FILE|ID",
+              help="Texts of the cited documents (JSONL {doc_id, text}, TSV, or an ir_datasets ID); "
+                   "documents a report embeds need none.")
+@click.option("--topics", default=None, metavar="FILE|ID", help="Query texts, for custom prompts that show {query}.")
+@click.option("--prompt", "prompt_name", default="citation-support", show_default=True, metavar="NAME|FILE",
+              help="Support prompt: the statement is {item}, the cited document {context}.")
+@click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True,
+              help="Cited documents without text: skip (and report) or fail.")
+@_backend_params
+@click.option("-o", "--output", default=None, metavar="FILE",
+              help="Append grades to FILE (resumable; .gz ok). Default: stdout.")
+def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, backend, model, device, dtype,
+                batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
+                backend_options, cache_path, no_cache, output):
+    """Grade whether each cited document supports the sentence citing it.
+
+    Every (sentence, cited document) pair of the reports is one grade line: query_id
+    the topic, doc_id the cited document, item_id the sentence id, kind "statement".
+    The grades go through the same engine, cache and resume logic as exam-grade (the
+    back-end options are exam-grade's), and feed exam-nuggets score --support-grades and
+    exam-nuggets qrels.
+    """
+    import signal
+    import sys
+
+    from ..backends.base import get_backend
+    from ..grading import engine
+    from ..grading.cache import GradeCache, NullCache, default_cache_path, unit_key
+    from ..grading.output import GradesAppender, existing_keys, repair
+    from ..grading.prompts import get_prompt
+    from ..io.banks import BankItem
+    from ..progress import progress_bar
+    from .grade import _sigterm_as_interrupt, _split_backend_options
+
+    prompt = get_prompt(prompt_name)
+    if prompt.target == "direct":
+        raise UsageError(f"prompt {prompt.id!r} grades passages against the query, not a statement against a citation")
+    options = dict(model=model, device=device, dtype=dtype, batch_size=batch_size, max_input_tokens=max_input_tokens,
+                   max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
+                   concurrency=concurrency)
+    extra = _split_backend_options(backend_options)
+    clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
+    if clash:
+        raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
+    options.update(extra)
+    grader = get_backend(backend, **options)
+    grader.check_prompt(prompt)
+
+    rs = _reports(reports, track_spec)
+    texts: dict[str, str] = {}
+    for r in rs:
+        texts.update(r.documents)
+    wanted = {c.doc_id for r in rs for s in r.sentences for c in s.citations} - set(texts)
+    if wanted and passages:
+        from ..io.passages import read_passages
+
+        texts.update(read_passages(passages, wanted))
+    missing = sorted(d for d in {c.doc_id for r in rs for s in r.sentences for c in s.citations}
+                     if not (texts.get(d) or "").strip())
+    if missing:
+        if on_missing == "error" or not passages and len(missing) == len(wanted):
+            hint = "" if passages else "; give --passages"
+            raise InputError(f"{len(missing)} cited documents have no text (e.g. {', '.join(missing[:3])}){hint}",
+                             passages or ", ".join(reports))
+        _log(f"{len(missing)} cited documents have no text and are skipped (e.g. {', '.join(missing[:3])})")
+    queries: dict[str, str] = {}
+    if "query" in prompt.placeholders:
+        if not topics:
+            raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
+        from ..io.reports import read_requests
+
+        queries = read_requests(topics)
+
+    uses_query = "query" in prompt.placeholders
+    units: dict[str, engine.Unit] = {}
+    npairs = 0
+    for r in rs:
+        query = queries.get(r.topic_id, "")
+        for s in r.sentences:
+            statement = BankItem(r.topic_id, s.doc_id, "statement", s.text)
+            for doc in dict.fromkeys(c.doc_id for c in s.citations):
+                passage = texts.get(doc)
+                if not (passage or "").strip():
+                    continue
+                key = unit_key(grader.cache_identity, prompt.hash, query if uses_query else None, s.text, passage, None)
+                unit = units.get(key)
+                if unit is None:
+                    from ..backends.base import GradeRequest
+
+                    unit = units[key] = engine.Unit(key, GradeRequest(prompt, query, s.text, passage, None))
+                unit.pairs.append(engine.Pair(r.topic_id, doc, statement))
+                npairs += 1
+    if not npairs:
+        raise InputError("no report sentence cites a document with text", ", ".join(reports))
+
+    done: set[tuple] = set()
+    if output and output != "-" and os.path.exists(output):
+        cut = repair(output)
+        if cut:
+            _log(f"{output}: removed a torn last batch ({cut} bytes) left by an interrupted run")
+        done = existing_keys(output)
+    cache = NullCache() if no_cache else GradeCache(cache_path or default_cache_path())
+    plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt)
+    appender = GradesAppender(output)
+    todo = sum(len(u.pairs) for u in plan.units_todo)
+    old_term = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        if plan.units_todo:
+            try:
+                grader.load()
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot load model: {exc}".splitlines()[0], grader.model_id or backend) from None
+        with progress_bar(todo, "citation support", "pairs") as bar:
+            stats = engine.execute(plan, grader, prompt, appender, cache, batch_size=batch_size, on_batch=bar.advance)
+    except KeyboardInterrupt:
+        appender.close()
+        hint = "run the same command again to resume" if output and output != "-" else \
+            "use -o FILE to make grading resumable"
+        _log(f"interrupted; {appender.lines} grades written; {hint}")
+        sys.exit(130)
+    finally:
+        signal.signal(signal.SIGTERM, old_term)
+        appender.close()
+        grader.close()
+        cache.close()
+    _log(stats.summary())
+    if stats.failed:
+        _log(f"{stats.failed} model calls failed and were not recorded; run the same command again to retry them")
+        return 3
+    return 0
+
+
+main = make_main(cli, PROG)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,165 @@
+"""exam_eval.api against the commands and against hand computations."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from exam_eval import api
+from exam_eval.io.grades import read_grades
+from exam_eval.io.passages import read_passages
+from exam_eval.io.reports import reports_from_run
+from exam_eval.io.trec import read_run
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "exam_eval" / "demo_data"
+ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
+
+
+def cli(prog, *args):
+    cmd = [sys.executable, "-c", f"import exam_eval.commands.{prog} as m; m.main()", *map(str, args)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("api")
+    texts = read_passages(str(DEMO / "passages.jsonl"))
+    objs = [o for name in ("good", "poor") for o in
+            reports_from_run(name, read_run(str(DEMO / f"{name}.run")), texts, depth=3)]
+    (tmp / "reports.jsonl").write_text("".join(json.dumps(o) + "\n" for o in objs))
+    # the demo nuggets with importance: every third one okay
+    bank = tmp / "nuggets.jsonl"
+    lines = DEMO.joinpath("nuggets.jsonl").read_text().splitlines()
+    bank.write_text("".join(json.dumps(dict(json.loads(x), importance="okay" if i % 3 == 0 else "vital")) + "\n"
+                            for i, x in enumerate(lines)))
+    return tmp, objs, bank
+
+
+def test_grade_equals_exam_grade(setup):
+    tmp, objs, bank = setup
+    grades = api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted")
+    out = tmp / "cli.jsonl"
+    cli("grade", "--backend", "scripted", "--prompt", "nugget-selfrating", "--bank", bank, "--reports",
+        tmp / "reports.jsonl", "--no-cache", "-o", out)
+    ours = {g.key: (g.grade, g.parse_ok) for g in grades}
+    theirs = {g.key: (g.grade, g.parse_ok) for g in read_grades(str(out))}
+    assert ours == theirs and len(ours) == len(grades)
+
+
+def test_grade_output_resumes(setup, tmp_path):
+    _, objs, bank = setup
+    out = tmp_path / "g.jsonl"
+    first = api.grade(objs[:5], bank=str(bank), prompt="nugget-selfrating", backend="scripted", output=str(out))
+    n = len(out.read_text().splitlines())
+    assert n == len(first)
+    both = api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted", output=str(out))
+    lines = out.read_text().splitlines()
+    assert len(lines) == len(both) > n  # the first five reports were not graded again
+    assert len({(json.loads(x)["doc_id"], json.loads(x)["item_id"]) for x in lines}) == len(lines)
+
+
+def _by_hand(objs, grades, bank_path):
+    """All / Vital / Weighted and strict variants from the grades, written out plainly."""
+    items: dict[str, list[tuple[str, str]]] = {}
+    for line in Path(bank_path).read_text().splitlines():
+        o = json.loads(line)
+        items.setdefault(o["query_id"], []).append((o["item_id"], o["importance"]))
+    best: dict[tuple[str, str], int] = {}
+    for g in grades:
+        k = (g.doc_id, g.item_id)
+        best[k] = max(best.get(k, -1), g.grade)
+    from exam_eval.io.reports import sentence_id
+
+    out = {}
+    for o in objs:
+        run, topic = o["metadata"]["run_id"], o["metadata"]["topic_id"]
+        sids = [sentence_id(run, topic, n, s["text"]) for n, s in enumerate(o["responses"], 1)]
+        scores = {}
+        for strict in (False, True):
+            credit = []
+            for item, imp in items[topic]:
+                top = max((best.get((s, item), -1) for s in sids), default=-1)
+                c = 1.0 if top >= 4 else (0.0 if strict else 0.5) if top >= 2 else 0.0
+                credit.append((imp, c))
+            sfx = "_strict" if strict else ""
+            scores["nugget_all" + sfx] = sum(c for _, c in credit) / len(credit)
+            vital = [c for imp, c in credit if imp == "vital"]
+            scores["nugget_vital" + sfx] = sum(vital) / len(vital)
+            w = [(1.0 if imp == "vital" else 0.5, c) for imp, c in credit]
+            scores["nugget_weighted" + sfx] = sum(a * c for a, c in w) / sum(a for a, _ in w)
+            if not strict:
+                scores["exam_cover"] = sum(c == 1.0 for _, c in credit) / len(credit)
+        out[(run, topic)] = scores
+    return out
+
+
+def test_nugget_scores_by_hand_and_as_exam_nuggets_score(setup):
+    tmp, objs, bank = setup
+    grades = api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted")
+    per, summary = api.nugget_scores(objs, grades, str(bank))
+    hand = _by_hand(objs, grades, bank)
+    assert per.keys() == hand.keys()
+    for key, values in hand.items():
+        for m, v in values.items():
+            assert per[key][m] == pytest.approx(v), (key, m)
+    levels = {v for vals in hand.values() for v in vals.values()}
+    assert len(levels) > 3  # the grades spread over support levels: the check has teeth
+    for run in ("good", "poor"):
+        mine = [vals["nugget_vital"] for (r, _), vals in hand.items() if r == run]
+        assert summary[run]["nugget_vital"] == pytest.approx(sum(mine) / len(mine))
+    # the command's leaderboard from the same grades
+    gfile = tmp / "api.jsonl"
+    gfile.write_text("".join(json.dumps(g.to_json()) + "\n" for g in grades))
+    table = cli("nuggets", "score", "--reports", tmp / "reports.jsonl", "--bank", bank, "--format", "table",
+                gfile).splitlines()
+    header = table[0].split("\t")
+    for row in table[1:]:
+        cells = row.split("\t")
+        for m, v in zip(header[1:], cells[1:]):
+            if m in api.NUGGET_MEASURES and m != "n_exam_cover":
+                assert float(v) == pytest.approx(summary[cells[0]][m], abs=5.1e-5)  # 4 decimals, (cells[0], m)
+
+
+def test_qrels_equal_exam_qrels_and_citation_qrels_by_hand(setup):
+    tmp, objs, bank = setup
+    grades = api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted")
+    gfile = tmp / "q.jsonl"
+    gfile.write_text("".join(json.dumps(g.to_json()) + "\n" for g in grades))
+    lines = cli("qrels", gfile).splitlines()
+    got = {(q, d): int(lab) for q, _, d, lab in (x.split() for x in lines)}
+    mine = api.qrels(grades)
+    assert got == {(q, d): v for q, docs in mine.items() for d, v in docs.items()}
+    # citation qrels: each cited passage gets the best level of the sentences citing it
+    best: dict[str, int] = {}
+    for g in grades:
+        best[g.doc_id] = max(best.get(g.doc_id, 0), g.grade)
+    from exam_eval.io.reports import sentence_id
+
+    expected: dict[tuple[str, str], int] = {}
+    for o in objs:
+        run, topic = o["metadata"]["run_id"], o["metadata"]["topic_id"]
+        for n, s in enumerate(o["responses"], 1):
+            lvl = 2 if best.get(sentence_id(run, topic, n, s["text"]), 0) >= 4 else \
+                1 if best.get(sentence_id(run, topic, n, s["text"]), 0) >= 2 else 0
+            doc = o["references"][s["citations"][0]]
+            expected[(topic, doc)] = max(expected.get((topic, doc), 0), lvl)
+    cq = api.citation_qrels(objs, grades)
+    assert {(q, d): v for q, docs in cq.items() for d, v in docs.items()} == expected
+
+
+def test_as_reports_and_queries(tmp_path):
+    (rep,) = api.as_reports([{"metadata": {"team_id": "t", "run_id": "r", "narrative_id": 5},
+                              "answer": [{"text": "x", "citations": ["d"]}]}])
+    assert rep.topic_id == "5" and rep.sentences[0].citations[0].doc_id == "d"
+    assert api.as_queries({1: "one"}) == {"1": "one"}
+    f = tmp_path / "q.jsonl"
+    f.write_text(json.dumps({"request_id": "7", "title": "seven"}) + "\n")
+    assert api.as_queries(str(f)) == {"7": "seven"}
