@@ -118,7 +118,7 @@ def data(tmp_path_factory):
     backend = ScriptedBackend(script=script)
     units, npairs = engine.build_units(docs=docs, texts=texts, items=items, queries={}, prompt=prompt,
                                        identity=backend.cache_identity)
-    plan = engine.plan_work(units, npairs, set(), NullCache(), backend.model_id, prompt.id)
+    plan = engine.plan_work(units, npairs, set(), NullCache(), backend.model_id, prompt)
     out = GradesAppender(str(d / "grades.jsonl"))
     engine.execute(plan, backend, prompt, out)
     out.close()
