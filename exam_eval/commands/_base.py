@@ -122,6 +122,13 @@ def _check_output_param(ctx: click.Context, param: click.Parameter, value):
     return value
 
 
+def check_appended_output(ctx: click.Context, param: click.Parameter, value):
+    """Callback for an output that is appended to (exam-grade -o): checked at parsing."""
+    if value is not None and not ctx.resilient_parsing:
+        check_output(value, append=True)
+    return value
+
+
 def output_option(f):
     return click.option(
         "-o", "--output", "output", default=None, metavar="FILE", callback=_check_output_param,

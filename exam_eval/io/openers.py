@@ -137,6 +137,11 @@ def write_error(display: str, exc: OSError, directory: str | None = None) -> Out
     return OutputError(f"cannot write: {reason}", display)
 
 
+def _shown_dir(path: str) -> str:
+    """The output's folder as the user wrote it (relative stays relative)."""
+    return os.path.dirname(path) or "."
+
+
 def _existing_non_regular(path: str) -> bool:
     """A device, FIFO or socket (``/dev/null``, ``/dev/stdout``, a named pipe): written in
     place, never replaced by a renamed temp file."""
@@ -176,7 +181,7 @@ def check_output(path: str | os.PathLike | None, *, append: bool = False) -> Non
     try:
         fd, probe = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise write_error(path, exc, directory) from None
+        raise write_error(path, exc, _shown_dir(path)) from None
     os.close(fd)
     os.unlink(probe)
 
@@ -239,7 +244,7 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
     try:
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise write_error(path, exc, directory) from None
+        raise write_error(path, exc, _shown_dir(path)) from None
     raw = None
     try:
         raw = NamedOutputRaw(fd, "wb", display=path)
@@ -260,7 +265,7 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
             os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 -> the user's usual mode
             os.replace(tmp, real)
         except OSError as exc:
-            raise write_error(path, exc, directory) from None
+            raise write_error(path, exc, _shown_dir(path)) from None
     except BaseException:
         if raw is not None:
             # drop what is still buffered above raw: their flush on garbage collection
