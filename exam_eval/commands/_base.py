@@ -11,7 +11,6 @@ ends trec_eval.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from typing import Callable, NoReturn
 
@@ -51,6 +50,8 @@ def _os_error_line(exc: OSError) -> str:
 def _end_by_sigpipe() -> NoReturn:
     """What trec_eval (any C filter) does when its reader goes away: die of SIGPIPE,
     silently; the shell sees status 141, `set -o pipefail` included."""
+    import signal  # here, not at the top: building its enums costs every start-up
+
     silence_stdout()
     sys.stderr.flush()
     if hasattr(signal, "SIGPIPE"):
