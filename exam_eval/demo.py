@@ -56,13 +56,11 @@ class Step:
         self.out = out
         self.show = show
         self.log = out / "commands.sh"
-        self.log.write_text("#!/bin/sh\n# the commands the demo ran, from the directory it was started in\nset -e\n",
-                            encoding="utf-8")
+        write_text(self.log, "#!/bin/sh\n# the commands the demo ran, from the directory it was started in\nset -e\n")
 
     def __call__(self, prog: str, *args: str, capture_stderr: bool = False) -> tuple[str, str]:
         shown = " ".join([prog] + [shlex.quote(self._rel(a)) for a in args])
-        with self.log.open("a", encoding="utf-8") as fh:
-            fh.write(shown + "\n")
+        write_text(self.log, shown + "\n", mode="a")
         if self.show:
             print(f"\n$ {shown}", flush=True)
         module = "exam_eval.commands." + prog.removeprefix("exam-")
@@ -86,8 +84,10 @@ class Step:
         t.join()
         stderr = "".join(err_chunks)
         if proc.returncode != 0:
-            sys.stderr.write(stderr)
-            raise SystemExit(f"demo: `{shown}` failed with exit status {proc.returncode}")
+            if not capture_stderr:  # else it was passed through already
+                sys.stderr.write(stderr)
+            sys.stderr.write(f"demo: `{shown}` failed with exit status {proc.returncode}\n")
+            raise SystemExit(proc.returncode if proc.returncode > 0 else 1)
         return stdout, stderr
 
     @staticmethod
@@ -97,6 +97,17 @@ class Step:
             return arg
         cwd = os.getcwd()
         return os.path.relpath(arg, cwd) if arg.startswith(cwd + os.sep) else arg
+
+
+def write_text(path: Path, text: str, mode: str = "w") -> None:
+    """The demo's own small files; a failure (disk full, no permission) names the file."""
+    from exam_eval.io.openers import write_error
+
+    try:
+        with path.open(mode, encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        raise write_error(str(path), exc) from None
 
 
 def read_tsv(path: Path) -> dict[str, dict[str, float]]:
@@ -110,8 +121,10 @@ def show_file(path: Path) -> None:
 
 
 def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: list[str]) -> int:
+    from exam_eval.io.openers import ensure_output_dir
+
     data = demo_data_dir()
-    out.mkdir(parents=True, exist_ok=True)
+    ensure_output_dir(out)
     step = Step(out)
     runs = [str(data / f"{name}.run") for name in RUNS]
     grades = out / "grades.jsonl"
@@ -163,13 +176,14 @@ def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: lis
 
     # 5. meta-evaluation
     corr = out / "correlation.txt"
-    with corr.open("w", encoding="utf-8") as fh:
-        for pred, col in ((exam_lb, PRIMARY), (cover_lb, "exam_cover")):
-            stdout, _ = step("exam-correlate", "leaderboard", str(human_lb), str(pred),
-                             "--truth-column", PRIMARY, "--pred-column", col)
-            print(f"human {PRIMARY} vs {pred.stem} {col}:")
-            print(stdout, end="")
-            fh.write(f"# human {PRIMARY} vs {pred.stem} {col}\n{stdout}")
+    shown = []
+    for pred, col in ((exam_lb, PRIMARY), (cover_lb, "exam_cover")):
+        stdout, _ = step("exam-correlate", "leaderboard", str(human_lb), str(pred),
+                         "--truth-column", PRIMARY, "--pred-column", col)
+        print(f"human {PRIMARY} vs {pred.stem} {col}:")
+        print(stdout, end="")
+        shown.append(f"# human {PRIMARY} vs {pred.stem} {col}\n{stdout}")
+    write_text(corr, "".join(shown))
     agree = out / "agreement.txt"
     step("exam-correlate", "agreement", str(data / "qrels.txt"), str(exam_qrels),
          "--human-min", str(HUMAN_MIN), "--llm-min", str(MIN_GRADE), "-o", str(agree))
@@ -180,7 +194,7 @@ def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: lis
                                        "EXAM-Cover": (cover_lb, "exam_cover")})
     print()
     print(verdict)
-    (out / "verdict.txt").write_text(verdict + "\n", encoding="utf-8")
+    write_text(out / "verdict.txt", verdict + "\n")
     print(f"\nfiles: {out}/ (grades.jsonl, exam.qrels, exam-qrels.tsv, human-qrels.tsv, exam-cover.tsv, "
           f"correlation.txt, agreement.txt, commands.sh); {time.perf_counter() - started:.0f} s")
     print("real evaluations grade with google/flan-t5-large or an LLM endpoint, e.g.\n"
@@ -228,4 +242,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from exam_eval.commands._base import run_guarded
+
+    # the commands' contract: one line and exit 2 when --out cannot be written, quiet on `| head`
+    run_guarded("demo", main)

@@ -40,3 +40,14 @@ class UsageError(ExamEvalError):
     """The command line itself is wrong (unknown measure, conflicting options)."""
 
     exit_code = EXIT_USAGE
+
+
+class OutputError(InputError):
+    """An output cannot be written (missing folder, no permission, disk full): rendered
+    ``file: reason`` like bad input, and with the same exit status (2)."""
+
+
+class OutputClosed(BaseException):
+    """The reader of standard output (or of a FIFO given as ``-o``) went away, as in
+    ``exam-qrels ... | head``. Not an Exception: nothing may catch it on the way up and
+    carry on writing; the entry point ends the process quietly, as trec_eval does."""

@@ -59,6 +59,17 @@ def test_first_run_grades_second_is_served_from_cache_with_identical_numbers(dem
         assert title in first.stdout
 
 
+def test_stderr_has_no_library_bars_and_no_empty_bar_on_the_cached_rerun(demo_runs):
+    """`make demo` showed transformers' "Loading weights" bar, and a 0/0 grading bar when
+    everything came from the cache (issue 12 item 5)."""
+    import re
+
+    _, first, second, _ = demo_runs
+    for r in (first, second):
+        assert "Loading weights" not in r.stderr and not re.search(r"\d+%\|", r.stderr), r.stderr
+    assert not re.search(r"(?<![\d/])0/0(?![\d/])", second.stderr), second.stderr
+
+
 def test_exam_qrels_are_the_max_grade_per_passage(demo_runs):
     out = demo_runs[0]
     best: dict[tuple[str, str], int] = defaultdict(lambda: -1)

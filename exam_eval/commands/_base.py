@@ -1,34 +1,104 @@
 """What every exam-* command shares: error handling, exit codes, common options.
 
-Exit codes follow trec_eval: 0 success, 1 usage error, 2 bad input. Errors are one
-line on stderr (``exam-qrels: runs/a.run:12: duplicate ...``), never a traceback.
-Click's own usage errors exit 2 by default; we map them to 1.
+Exit codes follow trec_eval: 0 success, 1 usage error, 2 bad input or an output that
+cannot be written. Errors are one line on stderr (``exam-qrels: runs/a.run:12:
+duplicate ...``, ``exam-qrels: out/x.qrels: cannot write: no such directory: out``),
+never a traceback. Click's own usage errors exit 2 by default; we map them to 1. A closed
+standard output (``exam-qrels ... | head``) ends the command silently by SIGPIPE, as it
+ends trec_eval.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from typing import Callable
+from typing import Callable, NoReturn
 
 import click
 
-from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError
+from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed
+from ..io.openers import _StdoutGuard, check_output, silence_stdout
+from ..progress import silence_library_progress
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
-def fail(prog: str, message: str, code: int) -> "NoReturn":  # noqa: F821
+def fail(prog: str, message: str, code: int) -> NoReturn:
     click.echo(f"{prog}: {message}", err=True)
+    sys.exit(code)
+
+
+def _say(prog: str, message: str) -> None:
+    try:
+        sys.stderr.write(f"{prog}: {message}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):  # stderr itself is gone: nothing to tell
+        pass
+
+
+def _os_error_line(exc: OSError) -> str:
+    """Last resort for an OSError no reader or writer turned into a named error."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None:
+        where = os.fsdecode(exc.filename)
+        if exc.filename2 is not None:
+            where += " -> " + os.fsdecode(exc.filename2)
+        return f"{where}: {reason}"
+    return reason
+
+
+def _end_by_sigpipe() -> NoReturn:
+    """What trec_eval (any C filter) does when its reader goes away: die of SIGPIPE,
+    silently; the shell sees status 141, `set -o pipefail` included."""
+    import signal  # here, not at the top: building its enums costs every start-up
+
+    silence_stdout()
+    sys.stderr.flush()
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+    os._exit(0)
+
+
+def run_guarded(prog: str, body: Callable[[], object]) -> NoReturn:
+    """Run ``body`` as a command: one line and an exit code for every failure, stdout
+    failures included (reported while we can still say so, not at interpreter exit)."""
+    silence_library_progress()
+    guard = _StdoutGuard()
+    guard.install()
+    code: object = 0
+    closed = False
+    try:
+        try:
+            rv = body()
+            code = rv if isinstance(rv, int) else 0
+        except SystemExit as exc:  # fail(), --help, argparse: flush what they printed too
+            code = exc.code
+        guard.flush()
+    except OutputClosed:
+        closed = True
+    except ExamEvalError as exc:
+        _say(prog, str(exc))
+        code = exc.exit_code
+    except KeyboardInterrupt:
+        _say(prog, "interrupted")
+        code = 130
+    except OSError as exc:
+        _say(prog, _os_error_line(exc))
+        code = EXIT_INPUT
+    finally:
+        guard.restore()
+    if closed:
+        _end_by_sigpipe()
     sys.exit(code)
 
 
 def make_main(cli: click.Command, prog: str) -> Callable[..., None]:
     """Entry point wrapper: runs the click command with our exit-code contract."""
 
-    def main(argv: list[str] | None = None) -> None:
+    def invoke(argv: list[str] | None) -> object:
         try:
-            rv = cli.main(args=argv, prog_name=prog, standalone_mode=False)
+            return cli.main(args=argv, prog_name=prog, standalone_mode=False)
         except click.exceptions.Exit as exc:  # --help, --version
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
@@ -40,24 +110,31 @@ def make_main(cli: click.Command, prog: str) -> Callable[..., None]:
             fail(prog, exc.format_message() + hint, EXIT_USAGE)
         except click.ClickException as exc:
             fail(prog, exc.format_message(), EXIT_INPUT)
-        except ExamEvalError as exc:
-            fail(prog, str(exc), exc.exit_code)
-        except KeyboardInterrupt:
-            fail(prog, "interrupted", 130)
-        except BrokenPipeError:
-            # `exam-qrels ... | head`: not an error; silence the flush at exit too
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            sys.exit(0)
-        sys.exit(rv if isinstance(rv, int) else 0)
+
+    def main(argv: list[str] | None = None) -> None:
+        run_guarded(prog, lambda: invoke(argv))
 
     return main
 
 
+def _check_output_param(ctx: click.Context, param: click.Parameter, value):
+    if value is not None and not ctx.resilient_parsing:
+        check_output(value)  # before any input is read or model loaded
+    return value
+
+
+def check_appended_output(ctx: click.Context, param: click.Parameter, value):
+    """Callback for an output that is appended to (exam-grade -o): checked at parsing."""
+    if value is not None and not ctx.resilient_parsing:
+        check_output(value, append=True)
+    return value
+
+
 def output_option(f):
     return click.option(
-        "-o", "--output", "output", default=None, metavar="FILE",
-        help="Write results to FILE (atomically: temp file, then rename) instead of stdout.",
+        "-o", "--output", "output", default=None, metavar="FILE", callback=_check_output_param,
+        help="Write results to FILE (atomically: temp file, then rename) instead of stdout; "
+             "a missing folder or an unwritable FILE is an error before any work.",
     )(f)
 
 

@@ -14,7 +14,7 @@ import sys
 import click
 
 from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, make_main
+from ._base import CONTEXT_SETTINGS, check_appended_output, make_main
 
 EPILOG = """\b
 Examples:
@@ -114,7 +114,8 @@ def _log(msg: str) -> None:
 @click.option("--no-cache", is_flag=True, help="Neither read nor write the grade cache.")
 @click.option("--shard", default=None, metavar="I/N", help="Grade only shard I of N (1-based; stable split by work key).")
 @click.option("--dry-run", is_flag=True, help="Report pool size, pairs, cache hits and estimated time; grade nothing.")
-@click.option("-o", "--output", default=None, metavar="FILE", help="Append grades to FILE (resumable; .gz ok). Default: stdout.")
+@click.option("-o", "--output", default=None, metavar="FILE", callback=check_appended_output,
+              help="Append grades to FILE (resumable; .gz ok; checked before any work). Default: stdout.")
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports, track_spec, report_unit,

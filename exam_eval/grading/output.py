@@ -9,13 +9,16 @@ exactly the grades of an uninterrupted run.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
+import stat
 import zlib
 from typing import Iterable
 
-from ..errors import InputError
+from ..errors import OutputError
 from ..io.grades import Grade, grade_line, iter_grades
+from ..io.openers import check_output, write_error
 
 
 def _is_gzip_path(path: str) -> bool:
@@ -43,9 +46,17 @@ def _valid_length(data: bytes) -> int:
     return data.rfind(b"\n") + 1 if data and not data.endswith(b"\n") else len(data)
 
 
+def _resumable(path: str) -> bool:
+    """A regular file can be resumed; a device or FIFO (``-o /dev/stdout``) is written anew."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
 def repair(path: str) -> int:
     """Cut a torn tail left by a killed writer; returns the number of bytes removed."""
-    if not os.path.exists(path):
+    if not _resumable(path):
         return 0
     with open(path, "rb") as fh:
         data = fh.read()
@@ -65,7 +76,9 @@ def existing_keys(path: str, *, read_only: bool = False) -> set[tuple]:
     Normally called after :func:`repair`; with ``read_only`` (``--dry-run``) a torn tail
     is skipped in a private copy instead of being cut from the file.
     """
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
+    if os.path.isdir(path):
+        raise OutputError("cannot write: is a directory", path)
+    if not _resumable(path) or os.path.getsize(path) == 0:
         return set()
     if read_only:
         with open(path, "rb") as fh:
@@ -81,14 +94,24 @@ def existing_keys(path: str, *, read_only: bool = False) -> set[tuple]:
     return {g.resume_key for _, g in iter_grades(path)}
 
 
+def _fsync(fh) -> None:
+    try:
+        os.fsync(fh.fileno())
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:  # a pipe or device (-o /dev/stdout) cannot be synced
+            raise
+
+
 class GradesAppender:
     """Opens the file only at the first write, so a run that fails before grading
-    anything never leaves a new, empty output behind."""
+    anything never leaves a new, empty output behind. Whether it can be written is
+    checked at once, before a model is loaded."""
 
     def __init__(self, path: str | None):
-        self.path = path
+        self.path = None if path == "-" else path
         self._fh = None
         self.lines = 0
+        check_output(self.path, append=True)
 
     def _open(self):
         if self._fh is None:
@@ -100,8 +123,26 @@ class GradesAppender:
                 try:
                     self._fh = open(self.path, "ab")
                 except OSError as exc:
-                    raise InputError(f"cannot write: {exc.strerror}", self.path) from None
+                    raise write_error(self.path, exc) from None
         return self._fh
+
+    def _fail(self, exc: OSError, start: int | None) -> OutputError:
+        """Cut the failed batch off (no torn line is left) and say that the rest is kept."""
+        fh, self._fh = self._fh, None
+        if start is not None:
+            try:
+                os.ftruncate(fh.fileno(), start)
+            except OSError:
+                pass  # a device or FIFO: nothing to cut
+        try:
+            fh.raw.close()  # not fh.close(): that would retry the buffered bytes
+        except OSError:
+            pass
+        reason = write_error(self.path, exc).reason
+        if start is None:
+            return OutputError(reason, self.path)
+        return OutputError(f"{reason}; the {self.lines} grades written before are kept, run the same command "
+                           "again to resume", self.path)
 
     def write_batch(self, grades: Iterable[Grade]) -> int:
         text = "".join(grade_line(g) for g in grades)
@@ -115,9 +156,16 @@ class GradesAppender:
             payload = text.encode("utf-8")
             if _is_gzip_path(self.path):
                 payload = gzip.compress(payload, mtime=0)
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
+            try:
+                start = fh.tell()
+            except OSError:  # not seekable
+                start = None
+            try:
+                fh.write(payload)
+                fh.flush()
+                _fsync(fh)
+            except OSError as exc:  # ENOSPC, EDQUOT, EFBIG, EIO
+                raise self._fail(exc, start) from None
         n = text.count("\n")
         self.lines += n
         return n
