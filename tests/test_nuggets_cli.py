@@ -486,3 +486,22 @@ def test_leaderboards_read_back_by_the_leaderboard_reader(data, run_cli, tmp_pat
                 assert board.topics[m][run][topic] == pytest.approx(v, abs=1e-4), (shape, run, topic, m)
         assert board.rows["good"]["nugget_all"] == pytest.approx(
             (expected_scores("good", "t1")["nugget_all"] + expected_scores("good", "t2")["nugget_all"]) / 2, abs=1e-4)
+
+
+def test_assignments_file_is_scored_alike_by_the_nuggetizer(data, run_cli, tmp_path):
+    metrics = pytest.importorskip("nuggetizer.core.metrics")
+    path = tmp_path / "assign.jsonl"
+    r = run_cli("exam-nuggets", "score", "--reports", data / "runs", "--bank", data / "bank.jsonl", "--digits", "8",
+                "--assignments", path, data / "grades.jsonl")
+    assert r.returncode == 0, r.stderr
+    rows = parse_rows(r.stdout, "tot")
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(records) == 4
+    names = {0: "not_support", 1: "partial_support", 2: "support"}
+    for rec in records:
+        assert {n["text"]: n["assignment"] for n in rec["nuggets"]} == \
+            {t: names[lv] for t, lv in LEVELS[(rec["run_id"], rec["qid"])].items()}
+        ref = metrics.calculate_nugget_scores(rec["qid"], rec["nuggets"])
+        for ours, theirs in (("nugget_all", "all_score"), ("nugget_all_strict", "strict_all_score"),
+                             ("nugget_vital", "vital_score"), ("nugget_vital_strict", "strict_vital_score")):
+            assert rows[(rec["run_id"], ours, rec["qid"])] == pytest.approx(getattr(ref, theirs), abs=1e-8)

@@ -122,9 +122,12 @@ Exit status: 0 success, 1 usage error, 2 bad input. See man exam-nuggets.
 @click.option("--prompt", default=None, metavar="NAME", help="Use only GRADES from this prompt.")
 @click.option("--kind", type=click.Choice(["question", "nugget"]), default=None,
               help="Score bank items of this kind [the kind GRADES holds].")
+@click.option("--assignments", default=None, metavar="FILE",
+              help="Also write each report's nugget assignment in the nuggetizer's assign-output "
+                   "format (qid, run_id, nuggets with importance and assignment).")
 @output_option
 def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures, summary_only, complete,
-              default_importance, partial_min, support_min, digits, model, prompt, kind, output):
+              default_importance, partial_min, support_min, digits, model, prompt, kind, assignments, output):
     """Nugget scores, EXAM-Cover and citation support of RAG reports, per topic and run.
 
     GRADES are grades of the reports' sentences (or whole reports) against the bank,
@@ -178,9 +181,14 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
 
     per: dict[tuple[str, str], dict[str, float | None]] = {}
     ungraded = 0
-    for a in ns.assign(scored, graded, items, th):
+    assigned = ns.assign(scored, graded, items, th)
+    for a in assigned:
         per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
         ungraded += len(a.ungraded)
+    if assignments:
+        from ..io.nugget_banks import write_nuggetizer_assignments
+
+        write_nuggetizer_assignments(assigned, items, assignments, default_importance)
     if ungraded:
         _log(f"{ungraded} (report, item) pairs have no parsed grade for any of the report's sentences "
              "(scored as no support)")
