@@ -505,3 +505,20 @@ def test_assignments_file_is_scored_alike_by_the_nuggetizer(data, run_cli, tmp_p
         for ours, theirs in (("nugget_all", "all_score"), ("nugget_all_strict", "strict_all_score"),
                              ("nugget_vital", "vital_score"), ("nugget_vital_strict", "strict_vital_score")):
             assert rows[(rec["run_id"], ours, rec["qid"])] == pytest.approx(getattr(ref, theirs), abs=1e-8)
+
+
+def test_support_dry_run_and_shards(data, run_cli, tmp_path):
+    base = ["support", "--reports", data / "runs", "--passages", data / "corpus.jsonl", "--backend", "scripted",
+            "--no-cache"]
+    out = tmp_path / "s.jsonl"
+    dry = run_cli("exam-nuggets", *base, "--dry-run", "-o", out)
+    assert dry.returncode == 0, dry.stderr
+    report = dict(line.split("\t", 1) for line in dry.stdout.splitlines())
+    assert report["pairs"] == "4" and report["to grade (pairs)"] == "4" and report["pool (passages with text)"] == "3"
+    assert not out.exists()
+    keys = []
+    for i in (1, 2):
+        part = tmp_path / f"s{i}.jsonl"
+        assert run_cli("exam-nuggets", *base, "--shard", f"{i}/2", "-o", part).returncode == 0
+        keys += [(g["doc_id"], g["item_id"]) for g in map(json.loads, part.read_text().splitlines())]
+    assert len(keys) == 4 == len(set(keys))
