@@ -486,3 +486,39 @@ def test_leaderboards_read_back_by_the_leaderboard_reader(data, run_cli, tmp_pat
                 assert board.topics[m][run][topic] == pytest.approx(v, abs=1e-4), (shape, run, topic, m)
         assert board.rows["good"]["nugget_all"] == pytest.approx(
             (expected_scores("good", "t1")["nugget_all"] + expected_scores("good", "t2")["nugget_all"]) / 2, abs=1e-4)
+
+
+def test_assignments_file_is_scored_alike_by_the_nuggetizer(data, run_cli, tmp_path):
+    metrics = pytest.importorskip("nuggetizer.core.metrics")
+    path = tmp_path / "assign.jsonl"
+    r = run_cli("exam-nuggets", "score", "--reports", data / "runs", "--bank", data / "bank.jsonl", "--digits", "8",
+                "--assignments", path, data / "grades.jsonl")
+    assert r.returncode == 0, r.stderr
+    rows = parse_rows(r.stdout, "tot")
+    records = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(records) == 4
+    names = {0: "not_support", 1: "partial_support", 2: "support"}
+    for rec in records:
+        assert {n["text"]: n["assignment"] for n in rec["nuggets"]} == \
+            {t: names[lv] for t, lv in LEVELS[(rec["run_id"], rec["qid"])].items()}
+        ref = metrics.calculate_nugget_scores(rec["qid"], rec["nuggets"])
+        for ours, theirs in (("nugget_all", "all_score"), ("nugget_all_strict", "strict_all_score"),
+                             ("nugget_vital", "vital_score"), ("nugget_vital_strict", "strict_vital_score")):
+            assert rows[(rec["run_id"], ours, rec["qid"])] == pytest.approx(getattr(ref, theirs), abs=1e-8)
+
+
+def test_support_dry_run_and_shards(data, run_cli, tmp_path):
+    base = ["support", "--reports", data / "runs", "--passages", data / "corpus.jsonl", "--backend", "scripted",
+            "--no-cache"]
+    out = tmp_path / "s.jsonl"
+    dry = run_cli("exam-nuggets", *base, "--dry-run", "-o", out)
+    assert dry.returncode == 0, dry.stderr
+    report = dict(line.split("\t", 1) for line in dry.stdout.splitlines())
+    assert report["pairs"] == "4" and report["to grade (pairs)"] == "4" and report["pool (passages with text)"] == "3"
+    assert not out.exists()
+    keys = []
+    for i in (1, 2):
+        part = tmp_path / f"s{i}.jsonl"
+        assert run_cli("exam-nuggets", *base, "--shard", f"{i}/2", "-o", part).returncode == 0
+        keys += [(g["doc_id"], g["item_id"]) for g in map(json.loads, part.read_text().splitlines())]
+    assert len(keys) == 4 == len(set(keys))

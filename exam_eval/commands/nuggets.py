@@ -122,9 +122,12 @@ Exit status: 0 success, 1 usage error, 2 bad input. See man exam-nuggets.
 @click.option("--prompt", default=None, metavar="NAME", help="Use only GRADES from this prompt.")
 @click.option("--kind", type=click.Choice(["question", "nugget"]), default=None,
               help="Score bank items of this kind [the kind GRADES holds].")
+@click.option("--assignments", default=None, metavar="FILE",
+              help="Also write each report's nugget assignment in the nuggetizer's assign-output "
+                   "format (qid, run_id, nuggets with importance and assignment).")
 @output_option
 def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures, summary_only, complete,
-              default_importance, partial_min, support_min, digits, model, prompt, kind, output):
+              default_importance, partial_min, support_min, digits, model, prompt, kind, assignments, output):
     """Nugget scores, EXAM-Cover and citation support of RAG reports, per topic and run.
 
     GRADES are grades of the reports' sentences (or whole reports) against the bank,
@@ -178,9 +181,14 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
 
     per: dict[tuple[str, str], dict[str, float | None]] = {}
     ungraded = 0
-    for a in ns.assign(scored, graded, items, th):
+    assigned = ns.assign(scored, graded, items, th)
+    for a in assigned:
         per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
         ungraded += len(a.ungraded)
+    if assignments:
+        from ..io.nugget_banks import write_nuggetizer_assignments
+
+        write_nuggetizer_assignments(assigned, items, assignments, default_importance)
     if ungraded:
         _log(f"{ungraded} (report, item) pairs have no parsed grade for any of the report's sentences "
              "(scored as no support)")
@@ -346,7 +354,8 @@ Killed or interrupted? Run the same command again: it resumes where it stopped.
 
 # exam-grade's back-end options, shared so both commands take the same flags
 _BACKEND_PARAMS = ("backend", "model", "device", "dtype", "batch_size", "max_input_tokens", "max_new_tokens",
-                   "num_beams", "base_url", "api_key_env", "concurrency", "backend_options", "cache_path", "no_cache")
+                   "num_beams", "base_url", "api_key_env", "concurrency", "backend_options", "cache_path", "no_cache",
+                   "shard", "dry_run")
 
 
 def _backend_params(f):
@@ -373,7 +382,7 @@ def _backend_params(f):
               help="Append grades to FILE (resumable; .gz ok). Default: stdout.")
 def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, backend, model, device, dtype,
                 batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
-                backend_options, cache_path, no_cache, output):
+                backend_options, cache_path, no_cache, shard, dry_run, output):
     """Grade whether each cited document supports the sentence citing it.
 
     Every (sentence, cited document) pair of the reports is one grade line: query_id
@@ -394,6 +403,7 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     from ..progress import progress_bar
     from .grade import _sigterm_as_interrupt, _split_backend_options
 
+    shard_t = engine.parse_shard(shard)
     prompt = get_prompt(prompt_name)
     if prompt.target == "direct":
         raise UsageError(f"prompt {prompt.id!r} grades passages against the query, not a statement against a citation")
@@ -445,6 +455,8 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
                 if not (passage or "").strip():
                     continue
                 key = unit_key(grader.cache_identity, prompt.hash, query if uses_query else None, s.text, passage, None)
+                if not engine.in_shard(key, shard_t):
+                    continue
                 unit = units.get(key)
                 if unit is None:
                     from ..backends.base import GradeRequest
@@ -457,12 +469,22 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
 
     done: set[tuple] = set()
     if output and output != "-" and os.path.exists(output):
-        cut = repair(output)
-        if cut:
-            _log(f"{output}: removed a torn last batch ({cut} bytes) left by an interrupted run")
-        done = existing_keys(output)
-    cache = NullCache() if no_cache else GradeCache(cache_path or default_cache_path())
+        if not dry_run:
+            cut = repair(output)
+            if cut:
+                _log(f"{output}: removed a torn last batch ({cut} bytes) left by an interrupted run")
+        done = existing_keys(output, read_only=dry_run)
+    cache_file = cache_path or default_cache_path()
+    cache = NullCache() if no_cache or (dry_run and not os.path.exists(cache_file)) else GradeCache(cache_file)
     plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt)
+    plan.stats.pool = len({p.doc_id for u in units.values() for p in u.pairs})
+    plan.stats.missing = len(missing)
+    if dry_run:
+        from .grade import _dry_run_report
+
+        _dry_run_report(plan, grader, cache, shard)
+        cache.close()
+        return 0
     appender = GradesAppender(output)
     todo = sum(len(u.pairs) for u in plan.units_todo)
     old_term = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)

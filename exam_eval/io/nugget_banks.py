@@ -26,7 +26,9 @@ vital/okay (AutoJudge allows any int or string) is kept in ``extra["importance"]
 
 Writing: :func:`write_nuggetizer_bank` and :func:`write_autojudge_bank`; item ids survive
 an AutoJudge round trip (they are its question_id/claim_id), and a nuggetizer round trip
-whenever the ids follow our md5 rule.
+whenever the ids follow our md5 rule. :func:`write_nuggetizer_assignments` writes report
+assignments as the nuggetizer's assign step does (its ``nuggetizer metrics`` and
+``calculate_nugget_scores`` read them).
 """
 
 from __future__ import annotations
@@ -175,5 +177,22 @@ def write_autojudge_bank(items: Iterable[BankItem], path: str | os.PathLike | No
             if claims:
                 bank["claim_bank"] = claims
             out.write(dumps(bank) + "\n")
+            n += 1
+    return n
+
+
+ASSIGNMENT_LABELS = ("not_support", "partial_support", "support")
+
+
+def write_nuggetizer_assignments(assignments, items: Mapping[str, list[BankItem]], path: str | os.PathLike | None,
+                                 default_importance: str = "vital") -> int:
+    """One line per report, the nuggetizer's assign output: ``{"qid", "run_id", "nuggets":
+    [{"text", "importance", "assignment"}]}`` (``assignments``: measures.nugget_scores.Assignment)."""
+    n = 0
+    with atomic_output(path) as out:
+        for a in assignments:
+            nuggets = [{"text": i.text, "importance": i.importance or default_importance,
+                        "assignment": ASSIGNMENT_LABELS[a.levels[i.item_id]]} for i in items[a.topic_id]]
+            out.write(dumps({"qid": a.topic_id, "run_id": a.run_id, "nuggets": nuggets}) + "\n")
             n += 1
     return n
