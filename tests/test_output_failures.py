@@ -276,7 +276,8 @@ def test_head_closes_the_pipe_midway(data):
 READERS = {
     "exam-qrels": ["INPUT", str(RUNS[0])],
     "exam-cover": ["INPUT", str(RUNS[0])],
-    "exam-correlate": ["leaderboard", "INPUT", str(RUNS[0])],
+    # (leaderboard reads a directory of per-run files, so a directory is no failure there)
+    "exam-correlate": ["agreement", "INPUT", str(DEMO / "qrels.txt")],
     "exam-verify": ["spurious", "INPUT", str(DEMO / "qrels.txt")],
     "exam-genq": ["import", "INPUT"],
     "exam-grade": [*SCRIPTED[:4], "--bank", "INPUT", "--passages", str(DEMO / "passages.jsonl"), str(RUNS[0])],
@@ -300,6 +301,11 @@ def test_input_under_a_regular_file(prog, tmp_path):
 def test_input_is_a_directory(prog, tmp_path):
     r = run(prog, *_with_input(prog, tmp_path))
     one_line_failure(r, prog, f"{tmp_path}: is a directory")
+
+
+def test_leaderboard_directory_without_leaderboards(tmp_path):
+    r = run("exam-correlate", "leaderboard", str(tmp_path), str(RUNS[0]))
+    one_line_failure(r, "exam-correlate", f"{tmp_path}: directory has no leaderboard files")
 
 
 @pytest.mark.parametrize("prog", PROGS)
