@@ -79,7 +79,7 @@ def _log(msg: str) -> None:
 @click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large].")
 @click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available.")
 @click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="Weights dtype (HF back ends).")
-@click.option("--engine", default=None, type=click.Choice(["auto", "torch", "ctranslate2"]),
+@click.option("--engine", "engine_name", default=None, type=click.Choice(["auto", "torch", "ctranslate2"]),
               help="hf-seq2seq: what runs the model; auto = ctranslate2 where installed (torch with --dtype). [auto]")
 @click.option("--compute-type", default=None, metavar="TYPE",
               help="--engine ctranslate2: int8 (CPU default), int8_float32, float32; CUDA: bfloat16 (default), "
@@ -102,7 +102,7 @@ def _log(msg: str) -> None:
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passages, topics, on_missing, bank,
-        prompt_name, backend, model, device, dtype, engine, compute_type, batch_size, max_input_tokens, max_new_tokens, num_beams,
+        prompt_name, backend, model, device, dtype, engine_name, compute_type, batch_size, max_input_tokens, max_new_tokens, num_beams,
         base_url, api_key_env, concurrency, verify, backend_options, cache_path, no_cache, shard, dry_run, output):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
@@ -127,7 +127,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, passage
     direct = prompt.target == "direct"
     if not direct and not bank:
         raise UsageError(f"prompt {prompt.id!r} grades {prompt.target}s: give --bank")
-    options = dict(model=model, device=device, dtype=dtype, engine=engine, compute_type=compute_type,
+    options = dict(model=model, device=device, dtype=dtype, engine=engine_name, compute_type=compute_type,
                    batch_size=batch_size, max_input_tokens=max_input_tokens,
                    max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
                    concurrency=concurrency)
