@@ -50,6 +50,18 @@ def ct2_cache(tmp_path_factory, monkeypatch):
     return root
 
 
+@pytest.fixture(scope="module")
+def flan_t5(tmp_path_factory):
+    """FLAN-T5's shape: untied output layer, decoder output not scaled by d_model**-0.5
+    (config tie_word_embeddings false), which CTranslate2 4.8 misreads under transformers 5."""
+    path = make_tiny_t5(tmp_path_factory.mktemp("flan-t5"))
+    config = json.loads((path / "config.json").read_text())
+    config["tie_word_embeddings"] = False
+    config.pop("scale_decoder_outputs", None)
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
 def _reqs(prompt):
     return [GradeRequest(prompt, "capital of france", QUESTION, p) for p in PASSAGES]
 
@@ -72,9 +84,11 @@ def test_auto_engine_is_ctranslate2_and_records_it(tiny_t5):
     assert len({b.cache_identity, f32.cache_identity, t.cache_identity}) == 3
 
 
-def test_float32_probabilities_equal_torch_forward(tiny_t5):
-    ct2 = _backend(tiny_t5, engine="ctranslate2", compute_type="float32")
-    model = Seq2SeqBackend(model=str(tiny_t5), device="cpu", max_input_tokens=400)
+@pytest.mark.parametrize("checkpoint", ["tiny_t5", "flan_t5"])
+def test_float32_probabilities_equal_torch_forward(checkpoint, request):
+    path = request.getfixturevalue(checkpoint)
+    ct2 = _backend(path, engine="ctranslate2", compute_type="float32")
+    model = Seq2SeqBackend(model=str(path), device="cpu", max_input_tokens=400)
     model.load()
     reqs = _reqs(RATE)
     got = ct2.grade(reqs)

@@ -166,12 +166,29 @@ def converted_model(ref: str, model: str, compute_type: str, log=None) -> Path:
     return final
 
 
-def _convert(local: str, out: Path, compute_type: str, model: str) -> None:
+def _converter(local: str):
     from ctranslate2.converters import TransformersConverter
 
+    class Converter(TransformersConverter):
+        def load_model(self, model_class, model_name_or_path, **kwargs):
+            model = super().load_model(model_class, model_name_or_path, **kwargs)
+            # transformers 5 always reports T5's embeddings as tied and says whether the
+            # decoder output is scaled by d_model**-0.5 in scale_decoder_outputs (False for
+            # T5 v1.1 / FLAN-T5); CTranslate2 (4.8) decides the scaling from
+            # tie_word_embeddings, which would divide FLAN-T5's logits by sqrt(d_model):
+            # the same argmax, but flattened label probabilities. Tell it what the model does.
+            scaled = getattr(model.config, "scale_decoder_outputs", None)
+            if scaled is not None:
+                model.config.tie_word_embeddings = bool(scaled)
+            return model
+
+    return Converter(local)
+
+
+def _convert(local: str, out: Path, compute_type: str, model: str) -> None:
     try:
         # quantized once here, so loading is fast and int8 weights take a quarter of the disk
-        TransformersConverter(local).convert(str(out), quantization=compute_type, force=True)
+        _converter(local).convert(str(out), quantization=compute_type, force=True)
     except Exception as exc:  # noqa: BLE001 - the converter raises whatever transformers/safetensors raise
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise InputError(f"CTranslate2 cannot convert this checkpoint: {first}", model) from None
