@@ -204,6 +204,8 @@ def test_bad_compute_types_and_checkpoints(tiny_t5, tiny_qa, tmp_path):
         get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type="float16")
     with pytest.raises(InputError, match="model_type 'bert'"):
         get_backend("hf-seq2seq", model=str(tiny_qa), device="cpu", engine="ctranslate2")
+    # auto leaves an architecture CTranslate2 does not run to torch
+    assert get_backend("hf-seq2seq", model=str(tiny_qa), device="cpu").engine == "torch"
     with pytest.raises(UsageError):
         get_backend("hf-seq2seq", model=str(tiny_t5), engine="torch", compute_type="int8")
     with pytest.raises(UsageError):

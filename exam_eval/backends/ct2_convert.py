@@ -64,13 +64,20 @@ def read_config(ref: str) -> dict | None:
         return None
 
 
-def check_seq2seq(ref: str, model: str) -> None:
-    """Bad input before anything loads: a checkpoint the Translator cannot run."""
+def convertible(ref: str) -> bool:
+    """False when the checkpoint's config says CTranslate2 cannot run it as an
+    encoder-decoder; True when it can, or when the config is not available offline."""
     config = read_config(ref)
     if config is None:
-        return
+        return True
     kind = config.get("model_type")
-    if not config.get("is_encoder_decoder", kind in SEQ2SEQ_TYPES) or kind not in SEQ2SEQ_TYPES:
+    return bool(config.get("is_encoder_decoder", kind in SEQ2SEQ_TYPES)) and kind in SEQ2SEQ_TYPES
+
+
+def check_seq2seq(ref: str, model: str) -> None:
+    """Bad input before anything loads: a checkpoint the Translator cannot run."""
+    if not convertible(ref):
+        kind = (read_config(ref) or {}).get("model_type")
         raise InputError(f"CTranslate2 cannot grade this checkpoint as an encoder-decoder model (model_type "
                          f"{kind!r}; supported: {', '.join(SEQ2SEQ_TYPES)}); use --engine torch", model)
 

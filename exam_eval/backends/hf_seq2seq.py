@@ -61,6 +61,13 @@ class Seq2SeqBackend(HFGenerativeBase, PromptBackend):
     def select_class(cls, options: dict[str, Any]) -> type:
         """The class that runs the engine ``options`` ask for (``get_backend`` calls this)."""
         engine = choose_engine(options.get("engine"), options.get("compute_type"), options.get("dtype"))
+        if engine == "ctranslate2" and options.get("engine") in (None, "auto") and not options.get("compute_type"):
+            from .ct2_convert import convertible
+            from .hf_common import check_model_ref
+
+            # auto: an architecture CTranslate2 does not run (LongT5, ...) stays on torch
+            if not convertible(check_model_ref(options.get("model") or cls.default_model)):
+                engine = "torch"
         if engine == "ctranslate2":
             from .ct2_seq2seq import CT2Seq2SeqBackend
 
