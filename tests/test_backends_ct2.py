@@ -304,10 +304,13 @@ def test_kill_resume_cache_and_no_mixing(tiny_t5, tmp_path):
         assert got[k][0] == want[k][0] and got[k][2] == want[k][2]
         assert got[k][1] == pytest.approx(want[k][1], abs=1e-4)
 
-    # the cache answers a rerun of the same engine, and only that engine
+    # the cache answers a rerun of the same engine, and only that engine (a kill between
+    # the output's fsync and the cache commit leaves the one pair in flight uncached:
+    # the output is the record, as with torch)
     again = tmp_path / "again.jsonl"
     r = _grade(*_args(tiny_t5, tmp_path, "-o", again), env=env)
-    assert _summary(r.stderr) == (total, 0, total) and _keyed(again) == got
+    pairs, graded, cached = _summary(r.stderr)
+    assert pairs == total and graded <= 1 and graded + cached == total and _keyed(again) == got
     f32 = tmp_path / "f32.jsonl"
     r = _grade(*_args(tiny_t5, tmp_path, "-o", f32, "--compute-type", "float32"), env=env)
     assert r.returncode == 0 and _summary(r.stderr)[2] == 0
