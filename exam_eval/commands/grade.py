@@ -21,6 +21,9 @@ Examples:
   # self-rate the DL19 pool (top 20 of every run) with FLAN-T5-large
   exam-grade --bank questions.jsonl.gz --prompt question-selfrating \\
       --passages passages.jsonl.gz runs/*.run -o grades.jsonl.gz
+  # FLAN-T5 runs on CTranslate2 (int8 on CPU) where ctranslate2 is installed; float32
+  # gives torch's grades, --engine torch runs transformers on torch
+  exam-grade --compute-type float32 --bank questions.jsonl.gz --prompt question-selfrating ...
   # the same through a vLLM server, 32 requests in flight
   exam-grade --backend endpoint --base-url http://gpu1:8000/v1 --model meta-llama/Llama-3.1-8B-Instruct \\
       --concurrency 32 --bank questions.jsonl --prompt question-selfrating \\
