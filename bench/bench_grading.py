@@ -154,7 +154,17 @@ def build_model(name: str, tokenizer, path: Path) -> Path:
 # -- measurements ---------------------------------------------------------------------------------
 def run_cli(args: list[str]) -> dict:
     """exam-grade as a user runs it; wall time, peak RSS of that process, its summary."""
-    cmd = [sys.executable, "-c", "from exam_eval.commands.grade import main; main()", *args]
+    # peak RSS from the child's own VmHWM at exit: wait4's ru_maxrss starts a forked child
+    # at its parent's high-water mark (Linux copies it through fork and exec), so it would
+    # report this (large) bench process for any smaller exam-grade
+    code = ("import atexit, sys\n"
+            "def hwm():\n"
+            "    for line in open('/proc/self/status'):\n"
+            "        if line.startswith('VmHWM:'):\n"
+            "            sys.stderr.write('BENCH_VMHWM_KB ' + line.split()[1] + '\\n')\n"
+            "atexit.register(hwm)\n"
+            "from exam_eval.commands.grade import main; main()")
+    cmd = [sys.executable, "-c", code, *args]
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(ROOT))
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
@@ -167,7 +177,9 @@ def run_cli(args: list[str]) -> dict:
         raise SystemExit(f"bench: exam-grade failed ({proc.returncode})")
     m = re.search(r"(\d+) pairs: (\d+) graded, (\d+) from cache, (\d+) deduplicated", err)
     pairs, graded, cached, dedup = map(int, m.groups()) if m else (0, 0, 0, 0)
-    return {"wall_s": wall, "peak_rss_mib": usage.ru_maxrss / 1024, "pairs": pairs, "graded": graded,
+    hwm = re.search(r"BENCH_VMHWM_KB (\d+)", err)
+    rss = int(hwm.group(1)) / 1024 if hwm else usage.ru_maxrss / 1024
+    return {"wall_s": wall, "peak_rss_mib": rss, "pairs": pairs, "graded": graded,
             "from_cache": cached, "deduplicated": dedup}
 
 
@@ -280,7 +292,12 @@ def cpu_peak() -> dict:
     if zen4 and lanes == 16:
         lanes = 8  # double-pumped AVX-512
     peak = cores * fma * lanes * 2 * ghz
-    return {"model": field.get("Model name"), "cpu_family": field.get("CPU family"), "cores": cores,
+    # int8 multiply-adds per fp32 lane and instruction: 4 with VNNI (vpdpbusd), else 2
+    # (vpmaddubsw + vpmaddwd). AMX tiles (amx_int8) are not counted: CTranslate2's CPU
+    # kernels are AVX-512/AVX2 (oneDNN, MKL), so this is the peak they can reach.
+    vnni = 4 if {"avx512_vnni", "avx_vnni"} & flags else 2
+    simd = sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c")))
+    return {"int8_per_fp32_lane": vnni, "peak_int8_gops": round(peak * vnni, 1), "simd_flags": simd,"model": field.get("Model name"), "cpu_family": field.get("CPU family"), "cores": cores,
             "simd_fp32_lanes": lanes, "fma_units": fma, "ghz": round(ghz, 3), "clock_source": source,
             "peak_gflops": round(peak, 1)}
 
@@ -288,8 +305,9 @@ def cpu_peak() -> dict:
 # -- the benchmark --------------------------------------------------------------------------------
 def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dict:
     run = str(work / "pool.run")
-    common = ["--backend", "hf-seq2seq", "--model", str(model_dir), "--device", "cpu", "--prompt", PROMPT,
+    inputs = ["--backend", "hf-seq2seq", "--model", str(model_dir), "--device", "cpu", "--prompt", PROMPT,
               "--passages", str(work / "passages.jsonl"), run]
+    common = ["--engine", "torch", *inputs]
     cache = work / f"cache-{name}.sqlite"
     print(f"[{name}] exam-grade, full pool ...", file=sys.stderr, flush=True)
     full = run_cli(["--bank", str(work / "bank.jsonl"), "--cache", str(cache), "-o", str(work / f"{name}-full.jsonl"),
@@ -306,6 +324,7 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dic
         bf16 = run_cli(["--bank", str(work / "bank.jsonl"), "--cache", str(cache16), "--dtype", "bfloat16",
                         "-o", str(work / f"{name}-bf16.jsonl"), *common])
         bf16["grading_s"] = engine_seconds(cache16)
+    ct2 = bench_ct2(name, model_dir, work, inputs) if args.ct2 else None
     requests = sample_requests(pool, args.sample_pairs, args.seed)
     print(f"[{name}] reference loop on {len(requests)} pairs ...", file=sys.stderr, flush=True)
     ref = reference_loop(model_dir, requests, count_flops=True)
@@ -329,6 +348,17 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dic
             "ratio_end_to_end_bf16": bf16["pairs"] / bf16["wall_s"] / ref["pairs_per_s"],
             "ratio_grading_bf16": bf16["pairs"] / bf16["grading_s"] / ref["pairs_per_s"],
         }
+    if ct2 is not None:
+        torch_out = work / f"{name}-full.jsonl"
+        for r in ct2["runs"].values():
+            r["ratio_end_to_end"] = r["pairs_per_s_end_to_end"] / ref["pairs_per_s"]
+            r["ratio_grading"] = r["pairs_per_s_grading"] / ref["pairs_per_s"]
+            r["ratio_end_to_end_vs_torch"] = r["pairs_per_s_end_to_end"] / e2e_pps
+            r["ratio_grading_vs_torch"] = r["pairs_per_s_grading"] / engine_pps
+            # the same useful FLOPs as torch's (same model, same pairs), over CTranslate2's time
+            r["gflops"] = flops_total / r["grading_s"] / 1e9
+        ct2["agreement_ct2_float32_vs_torch"] = agreement(work / f"{name}-ct2-float32.jsonl", torch_out)
+        extra["ctranslate2"] = ct2
     return {
         **extra,
         "pairs": full["pairs"], "units_graded": units, "deduplicated": full["deduplicated"],
@@ -351,6 +381,48 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dic
         "flops_per_pair_scoring": score1["flops_per_pair"],
         "flops_per_pair_reference": ref["flops_per_pair"],
     }
+
+
+def bench_ct2(name: str, model_dir: Path, work: Path, inputs: list[str]) -> dict:
+    """exam-grade --engine ctranslate2 in int8 and float32 on the same pool. The one-time
+    conversion is timed on its own (a user pays it once per checkpoint and compute type);
+    the runs then load the converted model as every later run does."""
+    from exam_eval.backends.ct2_convert import converted_model
+
+    runs = {}
+    for ct in ("int8", "float32"):
+        t0 = time.perf_counter()
+        converted_model(str(model_dir), name, ct)
+        conversion_s = time.perf_counter() - t0
+        print(f"[{name}] exam-grade --engine ctranslate2 --compute-type {ct}, full pool ...", file=sys.stderr, flush=True)
+        cache = work / f"cache-{name}-ct2-{ct}.sqlite"
+        r = run_cli(["--bank", str(work / "bank.jsonl"), "--cache", str(cache), "--engine", "ctranslate2",
+                     "--compute-type", ct, "-o", str(work / f"{name}-ct2-{ct}.jsonl"), *inputs])
+        r["grading_s"] = engine_seconds(cache)
+        runs[ct] = {"conversion_s": conversion_s, "wall_s": r["wall_s"], "grading_s": r["grading_s"],
+                    "pairs": r["pairs"], "pairs_per_s_end_to_end": r["pairs"] / r["wall_s"],
+                    "pairs_per_s_grading": r["pairs"] / r["grading_s"], "peak_rss_mib": r["peak_rss_mib"]}
+    import ctranslate2
+
+    return {"version": ctranslate2.__version__, "runs": runs,
+            "agreement_int8_vs_float32": agreement(work / f"{name}-ct2-int8.jsonl", work / f"{name}-ct2-float32.jsonl")}
+
+
+def agreement(a: Path, b: Path) -> dict:
+    """Same argmax grade on how many of the same pairs; every disagreement counted."""
+    from exam_eval.io.grades import read_grades
+
+    def by_pair(path):
+        return {(g.query_id, g.doc_id, g.item_id): g for g in read_grades(str(path))}
+
+    ga, gb = by_pair(a), by_pair(b)
+    common = sorted(set(ga) & set(gb))
+    differ = [k for k in common if ga[k].grade != gb[k].grade]
+    dprob = max((abs(ga[k].probs[lab] - gb[k].probs[lab]) for k in common if ga[k].probs and gb[k].probs
+                 for lab in ga[k].probs), default=float("nan"))
+    return {"pairs": len(common), "same_grade": len(common) - len(differ), "disagreements": len(differ),
+            "share_same": (len(common) - len(differ)) / len(common) if common else float("nan"),
+            "max_abs_prob_difference": dprob, "examples": [list(k) for k in differ[:10]]}
 
 
 def print_table(results: dict, peak: dict) -> None:
@@ -381,13 +453,47 @@ def print_table(results: dict, peak: dict) -> None:
             ("RATIO bf16 end to end (vs fp32 ref)", lambda r: f"{r['ratio_end_to_end_bf16']:.1f}x"),
             ("ratio bf16, grading only", lambda r: f"{r['ratio_grading_bf16']:.1f}x"),
         ]
+    if all("ctranslate2" in r for r in results.values()):
+        for ct in ("int8", "float32"):
+            peak_ct = peak["peak_int8_gops"] if ct == "int8" else peak["peak_gflops"]
+            rows += [
+                (f"CTranslate2 {ct} pairs/s, end to end", lambda r, c=ct: f"{_c(r, c)['pairs_per_s_end_to_end']:.2f}"),
+                (f"CTranslate2 {ct} pairs/s, grading only", lambda r, c=ct: f"{_c(r, c)['pairs_per_s_grading']:.2f}"),
+                (f"  {ct} RATIO e2e vs reference" + (" (>= 4x)" if ct == "int8" else ""),
+                 lambda r, c=ct: f"{_c(r, c)['ratio_end_to_end']:.1f}x"),
+                (f"  {ct} ratio grading vs reference", lambda r, c=ct: f"{_c(r, c)['ratio_grading']:.1f}x"),
+                (f"  {ct} RATIO e2e vs torch fp32" + (" (>= 1.6x)" if ct == "int8" else ""),
+                 lambda r, c=ct: f"{_c(r, c)['ratio_end_to_end_vs_torch']:.2f}x"),
+                (f"  {ct} ratio grading vs torch fp32", lambda r, c=ct: f"{_c(r, c)['ratio_grading_vs_torch']:.2f}x"),
+                (f"  {ct} peak RSS MiB", lambda r, c=ct: f"{_c(r, c)['peak_rss_mib']:.0f}"),
+                (f"  {ct} G(FL)OP/s, % of {ct} peak {peak_ct:.0f}",
+                 lambda r, c=ct, p=peak_ct: f"{_c(r, c)['gflops']:.0f} = {100 * _c(r, c)['gflops'] / p:.1f}%"),
+                (f"  {ct} one-time conversion s", lambda r, c=ct: f"{_c(r, c)['conversion_s']:.1f}"),
+            ]
+        rows += [
+            ("int8 vs float32: same grade", lambda r: _agree(r["ctranslate2"]["agreement_int8_vs_float32"])),
+            ("  int8 vs float32: disagreements", lambda r: str(r["ctranslate2"]["agreement_int8_vs_float32"]["disagreements"])),
+            ("  int8 vs float32: max |dp|", lambda r: f"{r['ctranslate2']['agreement_int8_vs_float32']['max_abs_prob_difference']:.4f}"),
+            ("CT2 float32 vs torch: same grade", lambda r: _agree(r["ctranslate2"]["agreement_ct2_float32_vs_torch"])),
+            ("  CT2 float32 vs torch: max |dp|", lambda r: f"{r['ctranslate2']['agreement_ct2_float32_vs_torch']['max_abs_prob_difference']:.1e}"),
+        ]
     names = list(results)
     width = max(len(label) for label, _ in rows)
     print(f"{'':<{width}}  " + "  ".join(f"{n:>16}" for n in names))
     for label, fn in rows:
         print(f"{label:<{width}}  " + "  ".join(f"{fn(results[n]):>16}" for n in names))
     print(f"CPU: {peak['model']} (family {peak['cpu_family']}), {peak['cores']} cores, {peak['simd_fp32_lanes']} fp32 lanes x "
-          f"{peak['fma_units']} FMA x 2 x {peak['ghz']} GHz ({peak['clock_source']}) = {peak['peak_gflops']} GFLOP/s peak")
+          f"{peak['fma_units']} FMA x 2 x {peak['ghz']} GHz ({peak['clock_source']}) = {peak['peak_gflops']} GFLOP/s peak; "
+          f"int8: x{peak['int8_per_fp32_lane']} = {peak['peak_int8_gops']} GOP/s")
+    print(f"CPU flags (SIMD): {' '.join(peak['simd_flags'])}")
+
+
+def _c(r: dict, ct: str) -> dict:
+    return r["ctranslate2"]["runs"][ct]
+
+
+def _agree(a: dict) -> str:
+    return f"{a['same_grade']}/{a['pairs']} = {100 * a['share_same']:.1f}%"
 
 
 def main(argv=None) -> int:
@@ -400,6 +506,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-bf16", dest="bf16", action="store_false",
                     help="skip the extra exam-grade run with --dtype bfloat16")
+    ap.add_argument("--no-ct2", dest="ct2", action="store_false",
+                    help="skip the exam-grade --engine ctranslate2 runs (int8, float32)")
     ap.add_argument("--json", type=Path, default=None, help="write every figure to this JSON file")
     ap.add_argument("--out", type=Path, default=None,
                     help="folder for the results: bench_grading.json and bench_grading.txt (the table)")
@@ -411,10 +519,20 @@ def main(argv=None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
 
+    if args.ct2:
+        try:
+            import ctranslate2  # noqa: F401
+        except ImportError:
+            print("bench: ctranslate2 is not installed; skipping its rows (pip install 'exam_eval[models]')",
+                  file=sys.stderr)
+            args.ct2 = False
+
     work = Path(tempfile.mkdtemp(prefix="exam-bench-")) if args.keep is None else args.keep
     work.mkdir(parents=True, exist_ok=True)
+    os.environ["EXAM_EVAL_CT2_CACHE"] = str(work / "ct2-models")  # converted here, removed with the work folder
     try:
         t0 = time.perf_counter()
+        load_before = os.getloadavg()
         pool = build_pool(args.data, work, args.queries, args.per_query, args.seed)
         tok = train_tokenizer(args.data)
         results = {}
@@ -431,6 +549,7 @@ def main(argv=None) -> int:
             (args.out / "bench_grading.txt").write_text(table.getvalue(), encoding="utf-8")
             args.json = args.json or args.out / "bench_grading.json"
         payload = {"results": results, "cpu": peak, "torch_threads": torch.get_num_threads(),
+                   "load_average_before": load_before,
                    "torch": torch.__version__, "load_average_after": os.getloadavg(),
                    "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
                    "bench_peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -71,6 +71,9 @@ class Backend(ABC):
     can_score: ClassVar[bool] = False
     #: How many requests the engine should hand over at once.
     batch_size: int = 8
+    #: What computes the grades when one back end has several engines (recorded in every
+    #: grade line; None: the back end has one way only)
+    engine: str | None = None
 
     #: Prompt that checks an extracted answer against the key (``--verify llm``); None:
     #: lexical matching (answer_check.matches) as in the EXAM paper.
@@ -333,6 +336,8 @@ def get_backend(name: str, **options: Any) -> Backend:
     """Instantiate a back end. Options set to None are left at the back end's default;
     a non-None option the back end does not take is a usage error naming it."""
     cls = backend_class(name)
+    if hasattr(cls, "select_class"):  # one back end, several engines (hf-seq2seq: torch, ctranslate2)
+        cls = cls.select_class(options)
     params = inspect.signature(cls.__init__).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()) and cls.__init__ is Backend.__init__
     given = {k: v for k, v in options.items() if v is not None}

@@ -21,6 +21,9 @@ Examples:
   # self-rate the DL19 pool (top 20 of every run) with FLAN-T5-large
   exam-grade --bank questions.jsonl.gz --prompt question-selfrating \\
       --passages passages.jsonl.gz runs/*.run -o grades.jsonl.gz
+  # FLAN-T5 runs on CTranslate2 (int8 on CPU) where ctranslate2 is installed; float32
+  # gives torch's grades, --engine torch runs transformers on torch
+  exam-grade --compute-type float32 --bank questions.jsonl.gz --prompt question-selfrating ...
   # the same through a vLLM server, 32 requests in flight
   exam-grade --backend endpoint --base-url http://gpu1:8000/v1 --model meta-llama/Llama-3.1-8B-Instruct \\
       --concurrency 32 --bank questions.jsonl --prompt question-selfrating \\
@@ -96,6 +99,11 @@ def _log(msg: str) -> None:
 @click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large].")
 @click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available.")
 @click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="Weights dtype (HF back ends).")
+@click.option("--engine", "engine_name", default=None, type=click.Choice(["auto", "torch", "ctranslate2"]),
+              help="hf-seq2seq: what runs the model; auto = ctranslate2 where installed (torch with --dtype). [auto]")
+@click.option("--compute-type", default=None, metavar="TYPE",
+              help="--engine ctranslate2: int8 (CPU default), int8_float32, float32; CUDA: bfloat16 (default), "
+                   "float16, int8_float16, int8_bfloat16.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise).")
 @click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit.")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="Generation length limit.")
@@ -120,9 +128,9 @@ def _log(msg: str) -> None:
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports, track_spec, report_unit,
         cited_documents, reports_run_out, passages, topics, on_missing, bank,
-        keep_edited_ids, prompt_name, generate_ratings, rating_rule, backend, model, device, dtype, batch_size,
-        max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency, verify, verifier_model,
-        verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, output):
+        keep_edited_ids, prompt_name, generate_ratings, rating_rule, backend, model, device, dtype, engine_name,
+        compute_type, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
+        verify, verifier_model, verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, output):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
     The pool is the top --depth passages of every RUN, the passages of --qrels, the
@@ -150,7 +158,8 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     direct = prompt.target == "direct"
     if not direct and not bank:
         raise UsageError(f"prompt {prompt.id!r} grades {prompt.target}s: give --bank")
-    options = dict(model=model, device=device, dtype=dtype, batch_size=batch_size, max_input_tokens=max_input_tokens,
+    options = dict(model=model, device=device, dtype=dtype, engine=engine_name, compute_type=compute_type,
+                   batch_size=batch_size, max_input_tokens=max_input_tokens,
                    max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
                    concurrency=concurrency)
     extra = _split_backend_options(backend_options)
@@ -186,7 +195,9 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
             cut = repair(output)
             if cut:
                 _log(f"{output}: removed a torn last batch ({cut} bytes) left by an interrupted run")
-        done = existing_keys(output, read_only=dry_run)
+        recorded: dict = {}
+        done = existing_keys(output, read_only=dry_run, engines=recorded)
+        _refuse_other_engine(output, recorded.get((grader.model_id, prompt.id), set()), grader.engine)
     cache_file = cache_path or default_cache_path()
     if no_cache or (dry_run and not os.path.exists(cache_file)):
         cache = NullCache()  # a dry run creates nothing
@@ -275,6 +286,19 @@ def _attach_verifier(grader, backend: str, verifier_model, verifier_backend: str
     elif not isinstance(grader, PromptBackend):
         raise UsageError(f"--verify llm with {backend!r}: give the verifying LLM with --verifier-model")
     grader.verifier = verifier
+
+
+def _refuse_other_engine(output: str, recorded: set, engine: str | None) -> None:
+    """A resume must not mix int8 grades into a float32 file (or the reverse) under one
+    model name. Lines without an engine predate engines and came from torch."""
+    if engine is None or not recorded:
+        return
+    legacy = "torch" if engine.startswith("torch") else None
+    other = sorted(e or "torch (not recorded)" for e in recorded if e != engine and not (e is None and legacy))
+    if other:
+        raise InputError(f"holds grades of this model and prompt computed by {', '.join(other)}; this run uses "
+                         f"{engine}: resume with the same --engine/--compute-type/--dtype, or write to another -o",
+                         output)
 
 
 def _sigterm_as_interrupt(signum, frame):

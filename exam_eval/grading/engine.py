@@ -174,7 +174,7 @@ def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, mode
     return Plan(units_cached, todo, cached, stats)
 
 
-def _grades_for(unit: Unit, result: GradeResult, model: str, prompt) -> list[Grade]:
+def _grades_for(unit: Unit, result: GradeResult, model: str, prompt, engine: str | None = None) -> list[Grade]:
     return [
         Grade(
             query_id=p.query_id, doc_id=p.doc_id,
@@ -182,7 +182,7 @@ def _grades_for(unit: Unit, result: GradeResult, model: str, prompt) -> list[Gra
             kind=None if p.item is None else p.item.kind,
             grade=result.grade if result.parse_ok else None,
             probs=result.probs, answer=result.answer, parse_ok=bool(result.parse_ok and result.grade is not None),
-            model=model, prompt=prompt.id, prompt_hash=prompt.hash,
+            model=model, prompt=prompt.id, prompt_hash=prompt.hash, engine=engine,
             item_hash=None if p.item is None else p.item.text_hash,
         )
         for p in unit.pairs
@@ -211,7 +211,7 @@ def execute(
     stats = plan.stats
     model = backend.model_id
     identity = backend.cache_identity
-    cached_lines = [g for u in plan.units_cached for g in _grades_for(u, plan.cached_results[u.key], model, prompt)]
+    cached_lines = [g for u in plan.units_cached for g in _grades_for(u, plan.cached_results[u.key], model, prompt, backend.engine)]
     stats.unparsed += sum(not g.parse_ok for g in cached_lines)
     out.write_batch(cached_lines)
     size = max(1, batch_size or backend.batch_size)
@@ -231,7 +231,7 @@ def execute(
             stats.graded += 1
             stats.deduplicated += len(unit.pairs) - 1
             graded_pairs += len(unit.pairs)
-            g = _grades_for(unit, result, model, prompt)
+            g = _grades_for(unit, result, model, prompt, backend.engine)
             stats.unparsed += sum(not x.parse_ok for x in g)
             lines.extend(g)
             keep.append((unit.key, result))

@@ -70,8 +70,19 @@ def repair(path: str) -> int:
     return removed
 
 
-def existing_keys(path: str, *, read_only: bool = False) -> set[tuple]:
-    """Resume keys (``Grade.resume_key``) of the grades already in ``path``.
+def _keys(grades, engines: dict | None) -> set[tuple]:
+    if engines is None:
+        return {g.resume_key for _, g in grades}
+    keys = set()
+    for _, g in grades:
+        keys.add(g.resume_key)
+        engines.setdefault((g.model, g.prompt), set()).add(g.engine)
+    return keys
+
+
+def existing_keys(path: str, *, read_only: bool = False, engines: dict | None = None) -> set[tuple]:
+    """Resume keys (``Grade.resume_key``) of the grades already in ``path``; with
+    ``engines``, also collects the engines recorded per (model, prompt) into it.
 
     Normally called after :func:`repair`; with ``read_only`` (``--dry-run``) a torn tail
     is skipped in a private copy instead of being cut from the file.
@@ -90,8 +101,8 @@ def existing_keys(path: str, *, read_only: bool = False) -> set[tuple]:
             with tempfile.NamedTemporaryFile(suffix=".jsonl") as tmp:
                 tmp.write(data[:keep])
                 tmp.flush()
-                return {g.resume_key for _, g in iter_grades(tmp.name)}
-    return {g.resume_key for _, g in iter_grades(path)}
+                return _keys(iter_grades(tmp.name), engines)
+    return _keys(iter_grades(path), engines)
 
 
 def _fsync(fh) -> None:

@@ -50,6 +50,9 @@ class Grade:
     prompt: str
     prompt_hash: str | None = None
     item_hash: str | None = None
+    # the engine that computed it where a back end has several ("ctranslate2/int8",
+    # "torch"): int8 and float32 grades of one model differ on a few % of pairs
+    engine: str | None = None
 
     @property
     def key(self) -> tuple:
@@ -70,7 +73,7 @@ class Grade:
             "kind": self.kind, "grade": self.grade, "probs": self.probs, "answer": self.answer,
             "parse_ok": self.parse_ok, "model": self.model, "prompt": self.prompt,
             "prompt_hash": self.prompt_hash, "item_hash": self.item_hash,
-        }
+        } | ({"engine": self.engine} if self.engine is not None else {})
 
 
 def grade_line(g: Grade) -> str:
@@ -108,7 +111,7 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
         item_id=None if item_id is None else str(item_id), kind=obj.get("kind"),
         grade=grade, probs=probs, answer=obj.get("answer"), parse_ok=parse_ok,
         model=str(obj["model"]), prompt=str(obj["prompt"]), prompt_hash=obj.get("prompt_hash"),
-        item_hash=obj.get("item_hash"),
+        item_hash=obj.get("item_hash"), engine=obj.get("engine"),
     )
 
 

@@ -1,0 +1,201 @@
+"""Converted CTranslate2 models: one conversion per (checkpoint, compute type), ever.
+
+A Hugging Face checkpoint is converted on first use (minutes for flan-t5-large) into
+``$EXAM_EVAL_CT2_CACHE`` (default ``~/.cache/exam_eval/ct2``), in a folder named by a
+hash of
+
+- the checkpoint: a hub id with the commit of its downloaded snapshot, or a local
+  directory's real path with the name, size and modification time of each of its files
+  (editing or replacing a weight file gives a new key, without reading gigabytes);
+- the compute type the weights are quantized to (int8 weights are stored as int8);
+- CTranslate2's major version (its model format).
+
+Conversion writes into a temporary folder next to the final one and renames it into
+place, so a killed conversion never leaves a half model that a later run would load; an
+exclusive lock (``fcntl.flock``) makes concurrent shards wait for one conversion instead
+of each doing their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..errors import InputError
+
+#: What CTranslate2 computes in (``ctranslate2.Translator(compute_type=...)``).
+COMPUTE_TYPES = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
+#: Architectures loaded as a ``ctranslate2.Translator`` (encoder-decoder models).
+SEQ2SEQ_TYPES = ("t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "m2m_100")
+_META = "exam_eval_conversion.json"
+
+
+def cache_root() -> Path:
+    env = os.environ.get("EXAM_EVAL_CT2_CACHE")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "exam_eval" / "ct2"
+
+
+def read_config(ref: str) -> dict | None:
+    """The checkpoint's config.json without loading the model (None: not available
+    offline; the conversion will fetch it)."""
+    path = os.path.join(ref, "config.json")
+    if not os.path.isdir(ref):
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(ref, "config.json")
+        except Exception:  # noqa: BLE001 - an odd hub id: decided at conversion time
+            cached = None
+        if not isinstance(cached, str):
+            return None
+        path = cached
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def convertible(ref: str) -> bool:
+    """False when the checkpoint's config says CTranslate2 cannot run it as an
+    encoder-decoder; True when it can, or when the config is not available offline."""
+    config = read_config(ref)
+    if config is None:
+        return True
+    kind = config.get("model_type")
+    return bool(config.get("is_encoder_decoder", kind in SEQ2SEQ_TYPES)) and kind in SEQ2SEQ_TYPES
+
+
+def check_seq2seq(ref: str, model: str) -> None:
+    """Bad input before anything loads: a checkpoint the Translator cannot run."""
+    if not convertible(ref):
+        kind = (read_config(ref) or {}).get("model_type")
+        raise InputError(f"CTranslate2 cannot grade this checkpoint as an encoder-decoder model (model_type "
+                         f"{kind!r}; supported: {', '.join(SEQ2SEQ_TYPES)}); use --engine torch", model)
+
+
+def check_compute_type(compute_type: str, device: str) -> None:
+    import ctranslate2
+
+    if compute_type not in COMPUTE_TYPES:
+        raise InputError(f"--compute-type {compute_type}: unknown compute type (known: {', '.join(COMPUTE_TYPES)})")
+    supported = ctranslate2.get_supported_compute_types(device)
+    if compute_type not in supported:
+        raise InputError(f"--compute-type {compute_type}: not supported by this {device} "
+                         f"(supported here: {', '.join(sorted(supported))})")
+
+
+def _local_checkpoint(ref: str) -> tuple[str, str]:
+    """(local directory, identity): a hub id is resolved to its downloaded snapshot,
+    whose folder name is the commit hash."""
+    if os.path.isdir(ref):
+        real = os.path.realpath(ref)
+        listing = []
+        for root, dirs, files in os.walk(real):
+            dirs.sort()
+            for f in sorted(files):
+                st = os.stat(os.path.join(root, f))
+                listing.append([os.path.relpath(os.path.join(root, f), real), st.st_size, st.st_mtime_ns])
+        return real, json.dumps(["dir", real, listing])
+    from huggingface_hub import snapshot_download
+
+    # only what the converter reads: not the TF/Flax/ONNX copies of the weights
+    wanted = ["*.json", "*.model", "*.txt", "*.safetensors"]
+    local = snapshot_download(ref, allow_patterns=wanted)
+    if not any(name.endswith(".safetensors") for name in os.listdir(local)):
+        local = snapshot_download(ref, allow_patterns=wanted + ["pytorch_model*.bin"])
+    return local, json.dumps(["hub", ref, os.path.basename(os.path.normpath(local))])
+
+
+def conversion_key(identity: str, compute_type: str) -> str:
+    import ctranslate2
+
+    major = ctranslate2.__version__.split(".")[0]
+    payload = json.dumps([identity, compute_type, major])
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+@contextmanager
+def _locked(path: Path):
+    import fcntl
+
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def is_complete(folder: Path) -> bool:
+    return (folder / _META).is_file() and (folder / "model.bin").is_file()
+
+
+def converted_model(ref: str, model: str, compute_type: str, log=None) -> Path:
+    """The converted model's folder, converting it first when no run has yet."""
+    try:
+        local, identity = _local_checkpoint(ref)
+    except Exception as exc:  # noqa: BLE001 - hub errors have many types; one line is what the user needs
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"cannot fetch the checkpoint for conversion: {first}", model) from None
+    root = cache_root()
+    final = root / conversion_key(identity, compute_type)
+    if is_complete(final):
+        return final
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the conversion cache: {exc.strerror}", str(root)) from None
+    with _locked(root / (final.name + ".lock")):
+        if is_complete(final):  # another process converted it while we waited
+            return final
+        if final.exists():  # not ours to trust (a copy interrupted by hand): redo it
+            shutil.rmtree(final, ignore_errors=True)
+        if log is not None:
+            log(f"converting {model} to CTranslate2 ({compute_type}) into {final} (once)")
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", dir=root))
+        try:
+            _convert(local, tmp / "model", compute_type, model)
+            out = tmp / "model"
+            (out / _META).write_text(json.dumps({"checkpoint": json.loads(identity)[:2], "model": model,
+                                                 "compute_type": compute_type}) + "\n", encoding="utf-8")
+            os.rename(out, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+def _converter(local: str):
+    from ctranslate2.converters import TransformersConverter
+
+    class Converter(TransformersConverter):
+        def load_model(self, model_class, model_name_or_path, **kwargs):
+            model = super().load_model(model_class, model_name_or_path, **kwargs)
+            # transformers 5 always reports T5's embeddings as tied and says whether the
+            # decoder output is scaled by d_model**-0.5 in scale_decoder_outputs (False for
+            # T5 v1.1 / FLAN-T5); CTranslate2 (4.8) decides the scaling from
+            # tie_word_embeddings, which would divide FLAN-T5's logits by sqrt(d_model):
+            # the same argmax, but flattened label probabilities. Tell it what the model does.
+            scaled = getattr(model.config, "scale_decoder_outputs", None)
+            if scaled is not None:
+                model.config.tie_word_embeddings = bool(scaled)
+            return model
+
+    return Converter(local)
+
+
+def _convert(local: str, out: Path, compute_type: str, model: str) -> None:
+    try:
+        # quantized once here, so loading is fast and int8 weights take a quarter of the disk
+        _converter(local).convert(str(out), quantization=compute_type, force=True)
+    except Exception as exc:  # noqa: BLE001 - the converter raises whatever transformers/safetensors raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise InputError(f"CTranslate2 cannot convert this checkpoint: {first}", model) from None

@@ -1,0 +1,322 @@
+"""hf-seq2seq on CTranslate2: the tiny random T5 of tiny_models.py converted by the real
+converter, checked against plain transformers calls (forward pass, greedy generate).
+
+Tolerance: float32 label probabilities agree with torch's to 1e-5 absolute (both engines
+sum the same float32 products in different orders; observed differences are ~1e-7)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("ctranslate2")
+
+from exam_eval.backends import GradeRequest, get_backend  # noqa: E402
+from exam_eval.backends import ct2_convert  # noqa: E402
+from exam_eval.backends.hf_common import label_token_ids  # noqa: E402
+from exam_eval.backends.hf_seq2seq import Seq2SeqBackend  # noqa: E402
+from exam_eval.errors import InputError, UsageError  # noqa: E402
+from exam_eval.grading.prompts import get_prompt  # noqa: E402
+from tiny_models import make_tiny_t5, tiny_qa, tiny_t5  # noqa: E402,F401
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "exam_eval" / "demo_data"
+RATE = get_prompt("question-selfrating")
+EXTRACT = get_prompt("question-extraction")
+PASSAGES = [
+    "Paris is the capital of France.",
+    "The water table will rise during very wet times, and fall in dry times. " * 3,
+    "Yes no answer grade.",
+    "Question: what is the capital of France? Context: relevant passage query nugget",
+]
+QUESTION = "what is the capital of France?"
+
+
+@pytest.fixture(autouse=True)
+def ct2_cache(tmp_path_factory, monkeypatch):
+    # one conversion cache per test module run, never the user's ~/.cache
+    root = tmp_path_factory.getbasetemp() / "ct2-cache"
+    monkeypatch.setenv("EXAM_EVAL_CT2_CACHE", str(root))
+    return root
+
+
+@pytest.fixture(scope="module")
+def flan_t5(tmp_path_factory):
+    """FLAN-T5's shape: untied output layer, decoder output not scaled by d_model**-0.5
+    (config tie_word_embeddings false), which CTranslate2 4.8 misreads under transformers 5."""
+    path = make_tiny_t5(tmp_path_factory.mktemp("flan-t5"))
+    config = json.loads((path / "config.json").read_text())
+    config["tie_word_embeddings"] = False
+    config.pop("scale_decoder_outputs", None)
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+def _reqs(prompt):
+    return [GradeRequest(prompt, "capital of france", QUESTION, p) for p in PASSAGES]
+
+
+def _backend(model, **kw):
+    b = get_backend("hf-seq2seq", model=str(model), device="cpu", max_new_tokens=6, max_input_tokens=400, **kw)
+    b.load()
+    return b
+
+
+def test_auto_engine_is_ctranslate2_and_records_it(tiny_t5):
+    b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu")
+    assert b.engine == "ctranslate2/int8" and b.cache_identity.endswith(":ct2=int8")
+    t = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", engine="torch")
+    assert isinstance(t, Seq2SeqBackend) and t.engine == "torch" and t.cache_identity == f"hf-seq2seq:{tiny_t5}"
+    # an explicit torch dtype means torch; its identity is not float32's
+    bf = get_backend("hf-seq2seq", model=str(tiny_t5), dtype="bfloat16")
+    assert bf.engine == "torch/bfloat16" and bf.cache_identity != t.cache_identity
+    f32 = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type="float32")
+    assert len({b.cache_identity, f32.cache_identity, t.cache_identity}) == 3
+
+
+@pytest.mark.parametrize("checkpoint", ["tiny_t5", "flan_t5"])
+def test_float32_probabilities_equal_torch_forward(checkpoint, request):
+    path = request.getfixturevalue(checkpoint)
+    ct2 = _backend(path, engine="ctranslate2", compute_type="float32")
+    model = Seq2SeqBackend(model=str(path), device="cpu", max_input_tokens=400)
+    model.load()
+    reqs = _reqs(RATE)
+    got = ct2.grade(reqs)
+    ids = label_token_ids(model.tokenizer, RATE.labels)
+    renderings = set()
+    for req, res in zip(reqs, got):
+        text = model.render(req)
+        renderings.add(text)
+        enc = model.tokenizer(text, return_tensors="pt")
+        start = torch.full((1, 1), model.model.config.decoder_start_token_id)
+        with torch.inference_mode():
+            logits = model.model(**enc, decoder_input_ids=start).logits[0, 0].double()
+        expected = torch.softmax(logits[ids], -1).tolist()
+        assert [res.probs[lab] for lab in RATE.labels] == pytest.approx(expected, abs=1e-5)
+        assert res.grade == int(RATE.labels[max(range(len(expected)), key=expected.__getitem__)])
+        assert res.parse_ok
+    assert len(renderings) == len(PASSAGES)  # the passages really reached the model
+    # the torch back end's own grades are the same grades
+    assert [r.grade for r in model.grade(reqs)] == [r.grade for r in got]
+
+
+def test_float32_generation_equals_greedy_generate(tiny_t5):
+    ct2 = _backend(tiny_t5, compute_type="float32")
+    ref = Seq2SeqBackend(model=str(tiny_t5), device="cpu", max_input_tokens=400)
+    ref.load()
+    reqs = _reqs(EXTRACT)
+    for req, res in zip(reqs, ct2.grade(reqs)):
+        enc = ref.tokenizer(ref.render(req), return_tensors="pt")
+        out = ref.model.generate(**enc, max_new_tokens=6, do_sample=False)
+        assert res.answer == ref.tokenizer.decode(out[0], skip_special_tokens=True)
+        assert res.probs is None
+
+
+def test_int8_is_close_to_float32(tiny_t5):
+    f32 = _backend(tiny_t5, compute_type="float32").grade(_reqs(RATE))
+    i8 = _backend(tiny_t5, compute_type="int8").grade(_reqs(RATE))
+    for a, b in zip(f32, i8):
+        assert a.probs != b.probs  # really quantized
+        assert max(abs(a.probs[k] - b.probs[k]) for k in a.probs) < 0.05
+
+
+def test_truncation_keeps_the_question_whole(tiny_t5):
+    b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", max_input_tokens=140)
+    b.load()
+    long_passage = "The water table will rise during very wet times. " * 60
+    req = GradeRequest(RATE, "q", QUESTION, long_passage)
+    tokens = b._tokens([req])[0]
+    assert len(tokens) <= 140 and QUESTION in b.render(req)
+    assert b.grade([req])[0].parse_ok
+
+
+# -- the conversion cache -----------------------------------------------------------------------
+def test_converted_once_per_checkpoint_and_compute_type(tmp_path, monkeypatch, ct2_cache):
+    model = make_tiny_t5(tmp_path / "t5")
+    calls = []
+    real = ct2_convert._convert
+    monkeypatch.setattr(ct2_convert, "_convert", lambda *a: (calls.append(a[2]), real(*a)))
+    first = ct2_convert.converted_model(str(model), "m", "int8")
+    again = ct2_convert.converted_model(str(model), "m", "int8")
+    other = ct2_convert.converted_model(str(model), "m", "float32")
+    assert calls == ["int8", "float32"] and first == again != other
+    assert ct2_convert.is_complete(first) and first.parent == ct2_cache
+    # replacing a weight file is another checkpoint: a new conversion
+    weights = model / "model.safetensors"
+    os.utime(weights, ns=(time.time_ns(), time.time_ns() + 10**9))
+    assert ct2_convert.converted_model(str(model), "m", "int8") != first and calls[-1] == "int8"
+
+
+def test_interrupted_conversion_leaves_nothing_that_loads(tmp_path, monkeypatch):
+    model = make_tiny_t5(tmp_path / "t5")
+
+    def dies(local, out, compute_type, name):
+        out.mkdir(parents=True)
+        (out / "model.bin").write_bytes(b"half a model")
+        raise KeyboardInterrupt
+
+    key = ct2_convert.conversion_key(ct2_convert._local_checkpoint(str(model))[1], "int8")
+    monkeypatch.setattr(ct2_convert, "_convert", dies)
+    with pytest.raises(KeyboardInterrupt):
+        ct2_convert.converted_model(str(model), "m", "int8")
+    root = ct2_convert.cache_root()
+    assert [p.name for p in root.iterdir() if key in p.name] == [key + ".lock"]
+    # a final folder without our marker (a copy cut short by hand) is converted again
+    monkeypatch.undo()
+    monkeypatch.setenv("EXAM_EVAL_CT2_CACHE", str(root))
+    (root / key).mkdir()
+    (root / key / "model.bin").write_bytes(b"junk")
+    folder = ct2_convert.converted_model(str(model), "m", "int8")
+    assert folder == root / key and ct2_convert.is_complete(folder)
+    import ctranslate2
+
+    ctranslate2.Translator(str(folder), device="cpu")  # loads
+
+
+def test_concurrent_conversions_convert_once(tmp_path):
+    model = make_tiny_t5(tmp_path / "t5")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_CT2_CACHE=str(tmp_path / "cc"))
+    code = ("import sys; from exam_eval.backends.ct2_convert import converted_model; "
+            "print(converted_model(sys.argv[1], 'm', 'int8', log=lambda m: print('CONVERTING', flush=True)))")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(model)], stdout=subprocess.PIPE, text=True, env=env)
+             for _ in range(3)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sum(o.count("CONVERTING") for o in outs) == 1
+    assert len({o.splitlines()[-1] for o in outs}) == 1
+
+
+# -- bad input ----------------------------------------------------------------------------------
+def test_bad_compute_types_and_checkpoints(tiny_t5, tiny_qa, tmp_path):
+    with pytest.raises(InputError, match="unknown compute type"):
+        get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type="int4")
+    with pytest.raises(InputError, match="not supported by this cpu"):
+        get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type="float16")
+    with pytest.raises(InputError, match="model_type 'bert'"):
+        get_backend("hf-seq2seq", model=str(tiny_qa), device="cpu", engine="ctranslate2")
+    # auto leaves an architecture CTranslate2 does not run to torch
+    assert get_backend("hf-seq2seq", model=str(tiny_qa), device="cpu").engine == "torch"
+    with pytest.raises(UsageError):
+        get_backend("hf-seq2seq", model=str(tiny_t5), engine="torch", compute_type="int8")
+    with pytest.raises(UsageError):
+        get_backend("hf-seq2seq", model=str(tiny_t5), engine="ctranslate2", dtype="bfloat16")
+    broken = make_tiny_t5(tmp_path / "broken")
+    (broken / "model.safetensors").write_bytes(b"not safetensors")
+    b = get_backend("hf-seq2seq", model=str(broken), device="cpu")
+    with pytest.raises(InputError, match="cannot convert"):
+        b.load()
+
+
+ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0", HF_HUB_OFFLINE="1")
+CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
+
+
+def _args(model, tmp_path, *extra):
+    return ["--model", str(model), "--device", "cpu", "--prompt", "question-selfrating", "--bank",
+            str(DEMO / "questions.jsonl"), "--passages", str(DEMO / "passages.jsonl"), str(DEMO / "good.run"),
+            "--max-input-tokens", "400", "--cache", str(tmp_path / "cache.sqlite"), *map(str, extra)]
+
+
+def _grade(*args, env=None):
+    return subprocess.run(CMD + list(args), capture_output=True, text=True, env=env or ENV, timeout=600)
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--compute-type", "int4"], "unknown compute type"),
+    (["--compute-type", "float16"], "not supported by this cpu"),
+])
+def test_cli_bad_compute_type_is_one_line_exit_2(tiny_t5, tmp_path, extra, needle):
+    out = tmp_path / "g.jsonl"
+    r = _grade(*_args(tiny_t5, tmp_path, "-o", out, *extra))
+    assert r.returncode == 2 and needle in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not out.exists() and not (tmp_path / "cache.sqlite").exists()
+
+
+def test_cli_unconvertible_checkpoint_is_one_line_exit_2(tmp_path):
+    broken = make_tiny_t5(tmp_path / "broken")
+    (broken / "model.safetensors").write_bytes(b"not safetensors")
+    out = tmp_path / "g.jsonl"
+    env = dict(ENV, EXAM_EVAL_CT2_CACHE=str(tmp_path / "ct2"))
+    r = _grade(*_args(broken, tmp_path, "-o", out), env=env)
+    assert r.returncode == 2 and "cannot convert" in r.stderr and "Traceback" not in r.stderr
+    assert [x for x in r.stderr.splitlines() if "converting" not in x] == [r.stderr.strip().splitlines()[-1]]
+    assert not out.exists()
+
+
+# -- kill/resume, cache, engines never mix ----------------------------------------------------------
+def _rows(path):
+    return [json.loads(x) for x in Path(path).read_text().splitlines()]
+
+
+def _keyed(path):
+    return {(r["query_id"], r["doc_id"], r["item_id"]): (r["grade"], r["probs"], r["engine"]) for r in _rows(path)}
+
+
+def _summary(stderr):
+    m = re.search(r"(\d+) pairs: (\d+) graded, (\d+) from cache", stderr)
+    assert m, stderr
+    return tuple(map(int, m.groups()))
+
+
+def test_kill_resume_cache_and_no_mixing(tiny_t5, tmp_path):
+    env = dict(ENV, EXAM_EVAL_CT2_CACHE=str(tmp_path / "ct2"))
+    ref = tmp_path / "ref.jsonl"
+    r = _grade(*_args(tiny_t5, tmp_path, "--no-cache", "-o", ref), env=env)
+    assert r.returncode == 0, r.stderr
+    total = len(_rows(ref))
+    assert total > 100 and {x["engine"] for x in _rows(ref)} == {"ctranslate2/int8"}
+
+    out = tmp_path / "g.jsonl"
+    args = _args(tiny_t5, tmp_path, "--batch-size", "1", "-o", out)
+    proc = subprocess.Popen(CMD + args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 120
+    while (not out.exists() or out.read_bytes().count(b"\n") < 20) and proc.poll() is None \
+            and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = out.read_bytes().count(b"\n")
+    assert 0 < killed_at < total
+    # a resume with another compute type refuses instead of mixing int8 and float32 lines
+    r = _grade(*_args(tiny_t5, tmp_path, "-o", out, "--compute-type", "float32"), env=env)
+    assert r.returncode == 2 and "ctranslate2/int8" in r.stderr and str(out) in r.stderr
+    r = _grade(*_args(tiny_t5, tmp_path, "-o", out, "--engine", "torch"), env=env)
+    assert r.returncode == 2
+    assert out.read_bytes().count(b"\n") == killed_at
+    r = _grade(*args, env=env)
+    assert r.returncode == 0, r.stderr
+    rows = _rows(out)
+    assert len(rows) == total == len({(x["query_id"], x["doc_id"], x["item_id"]) for x in rows})
+    got, want = _keyed(out), _keyed(ref)
+    assert got.keys() == want.keys()
+    for k in want:  # batch 1 against the default batches: the same grades, probabilities to int8 noise
+        assert got[k][0] == want[k][0] and got[k][2] == want[k][2]
+        assert got[k][1] == pytest.approx(want[k][1], abs=1e-4)
+
+    # the cache answers a rerun of the same engine, and only that engine (a kill between
+    # the output's fsync and the cache commit leaves the one pair in flight uncached:
+    # the output is the record, as with torch)
+    again = tmp_path / "again.jsonl"
+    r = _grade(*_args(tiny_t5, tmp_path, "-o", again), env=env)
+    pairs, graded, cached = _summary(r.stderr)
+    assert pairs == total and graded <= 1 and graded + cached == total and _keyed(again) == got
+    f32 = tmp_path / "f32.jsonl"
+    r = _grade(*_args(tiny_t5, tmp_path, "-o", f32, "--compute-type", "float32"), env=env)
+    assert r.returncode == 0 and _summary(r.stderr)[2] == 0
+    assert {x["engine"] for x in _rows(f32)} == {"ctranslate2/float32"}
+    # --dry-run estimates from the engine's own measured rate
+    dry = _grade(*_args(tiny_t5, tmp_path, "--dry-run", "--compute-type", "int8"), env=env)
+    assert "estimated time" in dry.stdout and "measured" in dry.stdout, dry.stdout
+    dry = _grade(*_args(tiny_t5, tmp_path, "--dry-run", "--engine", "torch"), env=env)
+    assert "unknown (no finished run of hf-seq2seq:" in dry.stdout
