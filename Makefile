@@ -26,6 +26,9 @@ install: $(STAMP)
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -c constraints.txt -e '.[all]'
+	# the AutoJudge evaluator's reference code, for the tests that compare our coefficients
+	# with it: its modules we load are self-contained, its dependencies (tira, docker) are not
+	$(PY) -m pip install -q --no-deps 'autojudge-evaluate>=1.1'
 	touch $@
 
 # Debian's chromium renders the HTML report in its test; installed only when missing,
