@@ -117,7 +117,9 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     Direct prompts take no bank. ``queries`` (mapping, request file or autojudge
     Requests) are needed by prompts that show the query; ``passages`` (mapping or file)
     give cited documents' texts for ``cited_documents``. Returns the grades, including
-    those an earlier, interrupted call already wrote to ``output``."""
+    those an earlier, interrupted call already wrote to ``output``; an ``output`` holding
+    grades of the same model and prompt from another engine or compute type (int8 against
+    float32) is refused with an InputError, as is a model that cannot be loaded."""
     from .backends.base import get_backend
     from .grading import engine
     from .grading.prompts import get_prompt

@@ -13,6 +13,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ._base import CONTEXT_SETTINGS, check_appended_output, make_main
+from ._grading import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
 
 EPILOG = """\b
 Examples:
@@ -38,29 +39,6 @@ Examples:
 
 Killed or interrupted? Run the same command again: it resumes where it stopped.
 """
-
-
-def _split_backend_options(values: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for v in values:
-        key, sep, value = v.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--backend-option must be KEY=VALUE, got {v!r}")
-        out[key.strip().replace("-", "_")] = _scalar(value)
-    return out
-
-
-def _scalar(value: str):
-    """``-O batch_size=4`` means the number 4, ``-O logprobs=false`` the boolean."""
-    low = value.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-    return value
 
 
 def _log(msg: str) -> None:
@@ -138,9 +116,9 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     interrupted run resumes where it stopped. Grades are JSONL for exam-qrels and
     exam-cover.
     """
-    from ..backends.base import get_backend
     from ..grading import engine
     from ..grading.prompts import get_prompt
+    from ._grading import make_grader
 
     runs = list(runs_opt) + list(runs_args)
     shard_t = engine.parse_shard(shard)
@@ -160,13 +138,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
                    batch_size=batch_size, max_input_tokens=max_input_tokens,
                    max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
                    concurrency=concurrency)
-    extra = _split_backend_options(backend_options)
-    clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
-    if clash:
-        raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
-    options.update(extra)
-    grader = get_backend(backend, **options)  # validates options and model path; loads nothing
-    grader.check_prompt(prompt)
+    grader = make_grader(backend, options, backend_options, prompt)
     if verify == "llm":
         _attach_verifier(grader, backend, verifier_model, verifier_backend, options)
     elif verifier_model:

@@ -391,14 +391,12 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     back-end options are exam-grade's), and feed exam-nuggets score --support-grades and
     exam-nuggets qrels.
     """
-    from ..backends.base import get_backend
     from ..grading import engine
     from ..grading.cache import unit_key
     from ..grading.prompts import get_prompt
     from ..grading.session import GradingSession
     from ..io.banks import BankItem
-    from ._grading import cache_file, dry_run_report, run_session
-    from .grade import _split_backend_options
+    from ._grading import cache_file, dry_run_report, make_grader, run_session
 
     shard_t = engine.parse_shard(shard)
     prompt = get_prompt(prompt_name)
@@ -407,13 +405,7 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     options = dict(model=model, device=device, dtype=dtype, batch_size=batch_size, max_input_tokens=max_input_tokens,
                    max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
                    concurrency=concurrency)
-    extra = _split_backend_options(backend_options)
-    clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
-    if clash:
-        raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
-    options.update(extra)
-    grader = get_backend(backend, **options)
-    grader.check_prompt(prompt)
+    grader = make_grader(backend, options, backend_options, prompt)
 
     rs = _reports(reports, track_spec)
     texts: dict[str, str] = {}
