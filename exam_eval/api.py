@@ -117,13 +117,14 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     Direct prompts take no bank. ``queries`` (mapping, request file or autojudge
     Requests) are needed by prompts that show the query; ``passages`` (mapping or file)
     give cited documents' texts for ``cited_documents``. Returns the grades, including
-    those an earlier, interrupted call already wrote to ``output``."""
+    those an earlier, interrupted call already wrote to ``output``; an ``output`` holding
+    grades of the same model and prompt from another engine or compute type (int8 against
+    float32) is refused with an InputError, as is a model that cannot be loaded."""
     from .backends.base import get_backend
     from .grading import engine
-    from .grading.cache import GradeCache, NullCache
-    from .grading.output import GradesAppender, existing_keys, repair
     from .grading.prompts import get_prompt
     from .grading.report_units import report_segments
+    from .grading.session import GradingSession
     from .io.grades import read_grades
     from .io.passages import read_passages
 
@@ -161,27 +162,10 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     grader.check_prompt(the_prompt)
     units, npairs = engine.build_units(docs=docs, texts=texts, items=items, queries=qtexts, prompt=the_prompt,
                                        identity=grader.cache_identity)
-    done: set = set()
-    if output and os.path.exists(output):
-        repair(output)
-        done = existing_keys(output)
-    store = GradeCache(cache) if cache else NullCache()
-    sink = GradesAppender(output) if output else _Collect()
-    try:
-        plan = engine.plan_work(units, npairs, done, store, grader.model_id, the_prompt)
-        if plan.units_todo:
-            grader.load()
-        if progress:
-            from .progress import progress_bar
-
-            with progress_bar(sum(len(u.pairs) for u in plan.units_todo), "grading", "pairs") as bar:
-                stats = engine.execute(plan, grader, the_prompt, sink, store, on_batch=bar.advance)
-        else:
-            stats = engine.execute(plan, grader, the_prompt, sink, store)
-    finally:
-        sink.close()
-        grader.close()
-        store.close()
+    with GradingSession(grader, the_prompt, output=output, cache_path=cache or None) as session:
+        session.plan(units, npairs)
+        sink = None if output else _Collect()
+        stats = session.run(sink=sink, progress="grading" if progress else None)
     if stats.failed:
         raise InputError(f"{stats.failed} model calls failed; call again to retry them", grader.model_id or backend)
     if output:

@@ -66,6 +66,32 @@ def test_grade_output_resumes(setup, tmp_path):
     assert len({(json.loads(x)["doc_id"], json.loads(x)["item_id"]) for x in lines}) == len(lines)
 
 
+def test_grade_refuses_to_resume_grades_of_another_engine(setup, tmp_path, monkeypatch):
+    """As exam-grade: torch grades are not resumed by CTranslate2 int8 (nor the reverse)."""
+    pytest.importorskip("torch")
+    from tiny_models import make_tiny_t5
+
+    from exam_eval.errors import InputError
+
+    monkeypatch.setenv("EXAM_EVAL_CT2_CACHE", str(tmp_path / "ct2"))
+    _, objs, bank = setup
+    model = str(make_tiny_t5(tmp_path / "t5"))
+    out = tmp_path / "g.jsonl"
+    kw = dict(bank=str(bank), prompt="nugget-selfrating", backend="hf-seq2seq", model=model, device="cpu",
+              output=str(out))
+    first = api.grade(objs[:1], engine="torch", **kw)
+    before = out.read_bytes()
+    assert first and len(before.splitlines()) == len(first) and {g.engine for g in first} == {"torch"}
+    pytest.importorskip("ctranslate2")
+    with pytest.raises(InputError) as err:
+        api.grade(objs[:1], engine="ctranslate2", compute_type="int8", **kw)
+    assert err.value.path == str(out)
+    assert err.value.reason.startswith("holds grades of this model and prompt computed by torch; "
+                                       "this run uses ctranslate2/int8"), err.value.reason
+    assert out.read_bytes() == before
+    assert api.grade(objs[:1], engine="torch", **kw) == first and out.read_bytes() == before
+
+
 def _by_hand(objs, grades, bank_path):
     """All / Vital / Weighted and strict variants from the grades, written out plainly."""
     items: dict[str, list[tuple[str, str]]] = {}

@@ -245,6 +245,34 @@ def test_support_grading_survives_a_kill(data, tmp_path):
     assert len(keys) == 4 == len(set(keys))
 
 
+def test_support_refuses_to_resume_grades_of_another_engine(data, run_cli, tmp_path):
+    """exam-grade's rule holds for citation support too: an output of torch float32 grades
+    is not resumed by int8 CTranslate2 (the hf-seq2seq default where it is installed)."""
+    pytest.importorskip("torch")
+    from tiny_models import make_tiny_t5
+
+    model = make_tiny_t5(tmp_path / "t5")
+    out = tmp_path / "support.jsonl"
+    args = ["support", "--reports", data / "runs", "--passages", data / "corpus.jsonl", "--backend", "hf-seq2seq",
+            "--model", model, "--device", "cpu", "--no-cache", "-o", out]
+    env = {"EXAM_EVAL_PROGRESS": "0", "EXAM_EVAL_CT2_CACHE": str(tmp_path / "ct2")}
+    first = run_cli("exam-nuggets", *args, "--dtype", "float32", env=env)
+    assert first.returncode == 0, first.stderr
+    before = out.read_bytes()
+    rows = [json.loads(x) for x in before.decode().splitlines()]
+    assert len(rows) == 4 and {r["engine"] for r in rows} == {"torch/float32"}
+    for other in ([], ["--dtype", "bfloat16"]):  # ctranslate2/int8 (torch without ctranslate2), torch/bfloat16
+        r = run_cli("exam-nuggets", *args, *other, env=env)
+        assert r.returncode == 2, r.stderr
+        (line,) = r.stderr.strip().splitlines()
+        assert line.startswith(f"exam-nuggets: {out}: holds grades of this model and prompt computed by "
+                               "torch/float32; this run uses "), line
+        assert out.read_bytes() == before
+    again = run_cli("exam-nuggets", *args, "--dtype", "float32", env=env)
+    assert again.returncode == 0 and "4 already in output" in again.stderr, again.stderr
+    assert out.read_bytes() == before
+
+
 def test_score_with_citation_support(data, run_cli, tmp_path):
     sup = tmp_path / "support.jsonl"
     # rules: d1 fully supports, d2 partially, d3 not at all

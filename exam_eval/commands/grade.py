@@ -8,13 +8,12 @@ grades what neither the output nor the cache already holds (see
 from __future__ import annotations
 
 import os
-import signal
-import sys
 
 import click
 
 from ..errors import InputError, UsageError
 from ._base import CONTEXT_SETTINGS, check_appended_output, make_main
+from ._grading import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
 
 EPILOG = """\b
 Examples:
@@ -40,29 +39,6 @@ Examples:
 
 Killed or interrupted? Run the same command again: it resumes where it stopped.
 """
-
-
-def _split_backend_options(values: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for v in values:
-        key, sep, value = v.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--backend-option must be KEY=VALUE, got {v!r}")
-        out[key.strip().replace("-", "_")] = _scalar(value)
-    return out
-
-
-def _scalar(value: str):
-    """``-O batch_size=4`` means the number 4, ``-O logprobs=false`` the boolean."""
-    low = value.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-    return value
 
 
 def _log(msg: str) -> None:
@@ -140,9 +116,9 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     interrupted run resumes where it stopped. Grades are JSONL for exam-qrels and
     exam-cover.
     """
-    from ..backends.base import get_backend
     from ..grading import engine
     from ..grading.prompts import get_prompt
+    from ._grading import make_grader
 
     runs = list(runs_opt) + list(runs_args)
     shard_t = engine.parse_shard(shard)
@@ -162,13 +138,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
                    batch_size=batch_size, max_input_tokens=max_input_tokens,
                    max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
                    concurrency=concurrency)
-    extra = _split_backend_options(backend_options)
-    clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
-    if clash:
-        raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
-    options.update(extra)
-    grader = get_backend(backend, **options)  # validates options and model path; loads nothing
-    grader.check_prompt(prompt)
+    grader = make_grader(backend, options, backend_options, prompt)
     if verify == "llm":
         _attach_verifier(grader, backend, verifier_model, verifier_backend, options)
     elif verifier_model:
@@ -183,83 +153,27 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     if direct and bank:
         _log(f"prompt {prompt.id!r} grades passages directly; --bank is not used")
 
-    from ..grading.cache import GradeCache, NullCache, default_cache_path
-    from ..grading.output import GradesAppender, existing_keys, repair
+    from ..grading.session import GradingSession
+    from ._grading import cache_file, dry_run_report, run_session
 
     units, npairs = engine.build_units(docs=plan_inputs["docs"], texts=plan_inputs["texts"], items=plan_inputs["items"],
                                        queries=plan_inputs["queries"], prompt=prompt, identity=grader.cache_identity,
                                        shard=shard_t)
-    done: set[tuple] = set()
-    if output and output != "-" and os.path.exists(output):
-        if not dry_run:
-            cut = repair(output)
-            if cut:
-                _log(f"{output}: removed a torn last batch ({cut} bytes) left by an interrupted run")
-        recorded: dict = {}
-        done = existing_keys(output, read_only=dry_run, engines=recorded)
-        _refuse_other_engine(output, recorded.get((grader.model_id, prompt.id), set()), grader.engine)
-    cache_file = cache_path or default_cache_path()
-    if no_cache or (dry_run and not os.path.exists(cache_file)):
-        cache = NullCache()  # a dry run creates nothing
-    else:
-        cache = GradeCache(cache_file)
-    plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt)
-    plan.stats.pool = plan_inputs["pool"]
-    plan.stats.missing = plan_inputs["missing"]
-
-    if dry_run:
-        _dry_run_report(plan, grader, cache, shard)
-        cache.close()
-        return 0
-
-    if responses_run_out:
-        _write_response_runs(plan_inputs["segments"], responses_run_out)
-    if reports_run_out:
-        _write_response_runs(plan_inputs["report_segments"], reports_run_out, option="--reports")
-
-    # ---- the work ---------------------------------------------------------------------------
-    from ..progress import progress_bar
-
-    appender = GradesAppender(output)
-    todo_pairs = sum(len(u.pairs) for u in plan.units_todo)
-    old_term = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)  # SLURM's time limit, `kill`
-    try:
-        if plan.units_todo:
-            for model_backend in (grader, getattr(grader, "verifier_backend", None)):
-                if model_backend is None:
-                    continue
-                try:
-                    model_backend.load()
-                except (OSError, ValueError) as exc:
-                    raise InputError(f"cannot load model: {exc}".splitlines()[0],
-                                     model_backend.model_id or backend) from None
-        with progress_bar(todo_pairs, "grading", "pairs") as bar:
-            stats = engine.execute(plan, grader, prompt, appender, cache, batch_size=batch_size,
-                                   on_batch=bar.advance)
-    except KeyboardInterrupt:
-        appender.close()
-        written = appender.lines
-        hint = "run the same command again to resume" if output and output != "-" else \
-            "use -o FILE to make grading resumable"
-        _log(f"interrupted; {written} grades written; {hint}")
-        sys.exit(130)
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
-        appender.close()
-        grader.close()
-        if getattr(grader, "verifier_backend", None) is not None:
-            grader.verifier_backend.close()
-        cache.close()
-    _log(stats.summary())
-    if stats.missing:
-        _log(f"{stats.missing} pooled passages had no text and were skipped")
-    if stats.failed:
-        detail = getattr(grader, "failure_summary", lambda: None)()
-        if detail:
-            _log(detail)
-        _log(f"{stats.failed} model calls failed and were not recorded; run the same command again to retry them")
-        return 3
-    return 0
+    with GradingSession(grader, prompt, output=output, cache_path=cache_file(cache_path, no_cache),
+                        dry_run=dry_run, log=_log) as session:
+        plan = session.plan(units, npairs)
+        plan.stats.pool = plan_inputs["pool"]
+        plan.stats.missing = plan_inputs["missing"]
+        if dry_run:
+            dry_run_report(plan, grader, session.cache, shard)
+            return 0
+        if responses_run_out:
+            _write_response_runs(plan_inputs["segments"], responses_run_out)
+        if reports_run_out:
+            _write_response_runs(plan_inputs["report_segments"], reports_run_out, option="--reports")
+        missing = plan.stats.missing
+        return run_session(session, log=_log, batch_size=batch_size, progress="grading",
+                           notes=[f"{missing} pooled passages had no text and were skipped"] if missing else [])
 
 
 def _attach_verifier(grader, backend: str, verifier_model, verifier_backend: str, options: dict) -> None:
@@ -286,23 +200,6 @@ def _attach_verifier(grader, backend: str, verifier_model, verifier_backend: str
     elif not isinstance(grader, PromptBackend):
         raise UsageError(f"--verify llm with {backend!r}: give the verifying LLM with --verifier-model")
     grader.verifier = verifier
-
-
-def _refuse_other_engine(output: str, recorded: set, engine: str | None) -> None:
-    """A resume must not mix int8 grades into a float32 file (or the reverse) under one
-    model name. Lines without an engine predate engines and came from torch."""
-    if engine is None or not recorded:
-        return
-    legacy = "torch" if engine.startswith("torch") else None
-    other = sorted(e or "torch (not recorded)" for e in recorded if e != engine and not (e is None and legacy))
-    if other:
-        raise InputError(f"holds grades of this model and prompt computed by {', '.join(other)}; this run uses "
-                         f"{engine}: resume with the same --engine/--compute-type/--dtype, or write to another -o",
-                         output)
-
-
-def _sigterm_as_interrupt(signum, frame):
-    raise KeyboardInterrupt
 
 
 def _list_prompts(ctx, value):
@@ -463,37 +360,6 @@ def _write_response_runs(segments, path: str, option: str = "--responses") -> No
     (run_id, run), = runs.items()
     with atomic_output(path) as out:
         write_run(run, out, run_id)
-
-
-def _dry_run_report(plan, grader, cache, shard) -> None:
-    from ..grading.engine import estimate_seconds
-
-    s = plan.stats
-    todo_pairs = sum(len(u.pairs) for u in plan.units_todo)
-    rate = cache.throughput(grader.cache_identity)
-    est = estimate_seconds(s.units_to_grade, rate)
-    lines = [
-        ("pool (passages with text)", s.pool),
-        ("passages without text", s.missing),
-        ("pairs" + (f" in shard {shard}" if shard else ""), s.pairs),
-        ("already in output", s.in_output),
-        ("from cache", s.from_cache),
-        ("to grade (pairs)", todo_pairs),
-        ("model calls after deduplication", s.units_to_grade),
-    ]
-    for label, value in lines:
-        click.echo(f"{label}\t{value}")
-    if est is None:
-        click.echo(f"estimated time\tunknown (no finished run of {grader.cache_identity} in the cache yet)")
-    else:
-        click.echo(f"estimated time\t{_hms(est)} (at {rate:.2f} calls/s measured on the last run)")
-
-
-def _hms(seconds: float) -> str:
-    seconds = int(round(seconds))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
 main = make_main(cli, "exam-grade")

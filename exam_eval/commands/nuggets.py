@@ -391,17 +391,12 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     back-end options are exam-grade's), and feed exam-nuggets score --support-grades and
     exam-nuggets qrels.
     """
-    import signal
-    import sys
-
-    from ..backends.base import get_backend
     from ..grading import engine
-    from ..grading.cache import GradeCache, NullCache, default_cache_path, unit_key
-    from ..grading.output import GradesAppender, existing_keys, repair
+    from ..grading.cache import unit_key
     from ..grading.prompts import get_prompt
+    from ..grading.session import GradingSession
     from ..io.banks import BankItem
-    from ..progress import progress_bar
-    from .grade import _sigterm_as_interrupt, _split_backend_options
+    from ._grading import cache_file, dry_run_report, make_grader, run_session
 
     shard_t = engine.parse_shard(shard)
     prompt = get_prompt(prompt_name)
@@ -410,13 +405,7 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     options = dict(model=model, device=device, dtype=dtype, batch_size=batch_size, max_input_tokens=max_input_tokens,
                    max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
                    concurrency=concurrency)
-    extra = _split_backend_options(backend_options)
-    clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
-    if clash:
-        raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
-    options.update(extra)
-    grader = get_backend(backend, **options)
-    grader.check_prompt(prompt)
+    grader = make_grader(backend, options, backend_options, prompt)
 
     rs = _reports(reports, track_spec)
     texts: dict[str, str] = {}
@@ -467,51 +456,15 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     if not npairs:
         raise InputError("no report sentence cites a document with text", ", ".join(reports))
 
-    done: set[tuple] = set()
-    if output and output != "-" and os.path.exists(output):
-        if not dry_run:
-            cut = repair(output)
-            if cut:
-                _log(f"{output}: removed a torn last batch ({cut} bytes) left by an interrupted run")
-        done = existing_keys(output, read_only=dry_run)
-    cache_file = cache_path or default_cache_path()
-    cache = NullCache() if no_cache or (dry_run and not os.path.exists(cache_file)) else GradeCache(cache_file)
-    plan = engine.plan_work(units, npairs, done, cache, grader.model_id, prompt)
-    plan.stats.pool = len({p.doc_id for u in units.values() for p in u.pairs})
-    plan.stats.missing = len(missing)
-    if dry_run:
-        from .grade import _dry_run_report
-
-        _dry_run_report(plan, grader, cache, shard)
-        cache.close()
-        return 0
-    appender = GradesAppender(output)
-    todo = sum(len(u.pairs) for u in plan.units_todo)
-    old_term = signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    try:
-        if plan.units_todo:
-            try:
-                grader.load()
-            except (OSError, ValueError) as exc:
-                raise InputError(f"cannot load model: {exc}".splitlines()[0], grader.model_id or backend) from None
-        with progress_bar(todo, "citation support", "pairs") as bar:
-            stats = engine.execute(plan, grader, prompt, appender, cache, batch_size=batch_size, on_batch=bar.advance)
-    except KeyboardInterrupt:
-        appender.close()
-        hint = "run the same command again to resume" if output and output != "-" else \
-            "use -o FILE to make grading resumable"
-        _log(f"interrupted; {appender.lines} grades written; {hint}")
-        sys.exit(130)
-    finally:
-        signal.signal(signal.SIGTERM, old_term)
-        appender.close()
-        grader.close()
-        cache.close()
-    _log(stats.summary())
-    if stats.failed:
-        _log(f"{stats.failed} model calls failed and were not recorded; run the same command again to retry them")
-        return 3
-    return 0
+    with GradingSession(grader, prompt, output=output, cache_path=cache_file(cache_path, no_cache),
+                        dry_run=dry_run, log=_log) as session:
+        plan = session.plan(units, npairs)
+        plan.stats.pool = len({p.doc_id for u in units.values() for p in u.pairs})
+        plan.stats.missing = len(missing)
+        if dry_run:
+            dry_run_report(plan, grader, session.cache, shard)
+            return 0
+        return run_session(session, log=_log, batch_size=batch_size, progress="citation support")
 
 
 main = make_main(cli, PROG)

@@ -1,0 +1,161 @@
+"""One grading run from planned units to a closed output: what exam-grade, exam-nuggets
+support and :func:`exam_eval.api.grade` share, so the three resume, refuse and recover alike.
+
+A session, once its units are built:
+
+1. resumes an existing output: cuts a torn last batch (a dry run only reads around it),
+   collects the grades already there and refuses to append grades of another engine or
+   compute type to grades of the same model and prompt (int8 beside float32);
+2. opens the grade cache (a dry run creates none) and plans the work;
+3. on :meth:`GradingSession.run`, loads the models (a load failure is one
+   :class:`InputError`), grades batch by batch behind a progress bar, and turns an
+   interrupt (Ctrl-C, and SIGTERM where asked) into :class:`Interrupted` once every
+   complete batch is on disk.
+
+What the caller says about it (messages, exit codes) stays with the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from typing import Callable
+
+from ..errors import InputError
+from . import engine
+from .cache import GradeCache, NullCache
+from .output import GradesAppender, existing_keys, repair
+
+
+class Interrupted(KeyboardInterrupt):
+    """Grading stopped by an interrupt after the last complete batch was written;
+    ``written`` lines went to the output in this run. Still a KeyboardInterrupt, so a
+    caller that does not look for it stops as it always did."""
+
+    def __init__(self, written: int):
+        super().__init__(written)
+        self.written = written
+
+
+def refuse_other_engine(output: str, recorded: set, engine_name: str | None) -> None:
+    """A resume must not mix int8 grades into a float32 file (or the reverse) under one
+    model name. Lines without an engine predate engines and came from torch."""
+    if engine_name is None or not recorded:
+        return
+    legacy = "torch" if engine_name.startswith("torch") else None
+    other = sorted(e or "torch (not recorded)" for e in recorded if e != engine_name and not (e is None and legacy))
+    if other:
+        raise InputError(f"holds grades of this model and prompt computed by {', '.join(other)}; this run uses "
+                         f"{engine_name}: resume with the same --engine/--compute-type/--dtype, or write to another -o",
+                         output)
+
+
+def _sigterm_as_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _models(grader) -> list:
+    """The grading model and, where one is attached, the model verifying its answers."""
+    verifier = getattr(grader, "verifier_backend", None)
+    return [grader] if verifier is None else [grader, verifier]
+
+
+class GradingSession:
+    """``with GradingSession(grader, prompt, output=..., cache_path=...) as s:
+    plan = s.plan(units, npairs); stats = s.run()``.
+
+    ``output``: the grades file to resume and append to (None or "-": standard output,
+    nothing to resume). ``cache_path``: the sqlite grade cache (None: no cache).
+    ``dry_run``: plan only; neither the output nor the cache is created or changed.
+    ``log``: where a repaired output is reported (silent when None).
+    """
+
+    def __init__(self, grader, prompt, *, output: str | None = None, cache_path: str | None = None,
+                 dry_run: bool = False, log: Callable[[str], None] | None = None):
+        self.grader = grader
+        self.prompt = prompt
+        self.output = output
+        self.cache_path = cache_path
+        self.dry_run = dry_run
+        self.log = log or (lambda msg: None)
+        self.cache = None
+        self.work: engine.Plan | None = None
+
+    def __enter__(self) -> GradingSession:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.cache is not None:
+            self.cache.close()
+
+    # -- planning -------------------------------------------------------------------------
+    def _resume_keys(self) -> set[tuple]:
+        out = self.output
+        if not out or out == "-" or not os.path.exists(out):
+            return set()
+        if not self.dry_run:
+            cut = repair(out)
+            if cut:
+                self.log(f"{out}: removed a torn last batch ({cut} bytes) left by an interrupted run")
+        recorded: dict = {}
+        done = existing_keys(out, read_only=self.dry_run, engines=recorded)
+        refuse_other_engine(out, recorded.get((self.grader.model_id, self.prompt.id), set()), self.grader.engine)
+        return done
+
+    def _open_cache(self):
+        if self.cache_path is None or (self.dry_run and not os.path.exists(self.cache_path)):
+            return NullCache()
+        return GradeCache(self.cache_path)
+
+    def plan(self, units: dict[str, engine.Unit], npairs: int) -> engine.Plan:
+        """What the output and the cache already hold, and what is left to grade.
+        Everything that can refuse does so here, before a model loads."""
+        done = self._resume_keys()
+        self.cache = self._open_cache()
+        self.work = engine.plan_work(units, npairs, done, self.cache, self.grader.model_id, self.prompt)
+        return self.work
+
+    # -- the work -------------------------------------------------------------------------
+    def _load_models(self) -> None:
+        for model in _models(self.grader):
+            try:
+                model.load()
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot load model: {exc}".splitlines()[0], model.model_id or model.name) from None
+
+    def run(self, *, sink=None, batch_size: int | None = None, progress: str | None = None,
+            sigterm_interrupts: bool = False) -> engine.Stats:
+        """Grade the plan into ``sink`` (default: the output, appended batch by batch).
+        ``progress``: the progress bar's label (None: no bar). ``sigterm_interrupts``:
+        SIGTERM (SLURM's time limit, ``kill``) stops like Ctrl-C; only from the main thread.
+        The models are closed afterwards, whatever happens."""
+        if self.work is None:
+            raise RuntimeError("GradingSession.run before plan")
+        plan = self.work
+        sink = GradesAppender(self.output) if sink is None else sink
+        old_term = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) if sigterm_interrupts else None
+        try:
+            if plan.units_todo:
+                self._load_models()
+            if progress is None:
+                bar = contextlib.nullcontext(None)
+            else:
+                from ..progress import progress_bar
+
+                bar = progress_bar(sum(len(u.pairs) for u in plan.units_todo), progress, "pairs")
+            with bar as b:
+                return engine.execute(plan, self.grader, self.prompt, sink, self.cache, batch_size=batch_size,
+                                      on_batch=None if b is None else b.advance)
+        except KeyboardInterrupt:
+            sink.close()
+            raise Interrupted(sink.lines) from None
+        finally:
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+            sink.close()
+            for model in _models(self.grader):
+                model.close()
