@@ -273,6 +273,29 @@ def test_support_refuses_to_resume_grades_of_another_engine(data, run_cli, tmp_p
     assert out.read_bytes() == before
 
 
+def test_support_takes_exam_grades_engine_flags_and_checks_output_first(data, run_cli, tmp_path):
+    """--engine/--compute-type as in exam-grade (--engine torch resumes the torch file above
+    without the refusal); -o is checked before the reports are read."""
+    r = run_cli("exam-nuggets", "support", "--reports", tmp_path / "no-such-reports", "--backend", "embedding",
+                "-o", tmp_path / "missing-dir" / "support.jsonl")
+    assert r.returncode == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith(f"exam-nuggets: {tmp_path / 'missing-dir' / 'support.jsonl'}: cannot write"), line
+    pytest.importorskip("torch")
+    from tiny_models import make_tiny_t5
+
+    model = make_tiny_t5(tmp_path / "t5")
+    out = tmp_path / "support.jsonl"
+    args = ["support", "--reports", data / "runs", "--passages", data / "corpus.jsonl", "--backend", "hf-seq2seq",
+            "--model", model, "--device", "cpu", "--no-cache", "-o", out]
+    env = {"EXAM_EVAL_PROGRESS": "0", "EXAM_EVAL_CT2_CACHE": str(tmp_path / "ct2")}
+    first = run_cli("exam-nuggets", *args, "--engine", "torch", env=env)
+    assert first.returncode == 0, first.stderr
+    assert {json.loads(x)["engine"] for x in out.read_text().splitlines()} == {"torch"}
+    bad = run_cli("exam-nuggets", *args, "--engine", "torch", "--compute-type", "int8", env=env)
+    assert bad.returncode in (1, 2) and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
 def test_score_with_citation_support(data, run_cli, tmp_path):
     sup = tmp_path / "support.jsonl"
     # rules: d1 fully supports, d2 partially, d3 not at all
