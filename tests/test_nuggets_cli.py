@@ -245,9 +245,8 @@ def test_support_grading_survives_a_kill(data, tmp_path):
     assert len(keys) == 4 == len(set(keys))
 
 
-def test_support_refuses_to_resume_grades_of_another_engine(data, run_cli, tmp_path):
-    """exam-grade's rule holds for citation support too: an output of torch float32 grades
-    is not resumed by int8 CTranslate2 (the hf-seq2seq default where it is installed)."""
+def _tiny_t5_support(data, tmp_path):
+    """exam-nuggets support on the spot-check reports with a tiny random T5, no cache."""
     pytest.importorskip("torch")
     from tiny_models import make_tiny_t5
 
@@ -255,7 +254,13 @@ def test_support_refuses_to_resume_grades_of_another_engine(data, run_cli, tmp_p
     out = tmp_path / "support.jsonl"
     args = ["support", "--reports", data / "runs", "--passages", data / "corpus.jsonl", "--backend", "hf-seq2seq",
             "--model", model, "--device", "cpu", "--no-cache", "-o", out]
-    env = {"EXAM_EVAL_PROGRESS": "0", "EXAM_EVAL_CT2_CACHE": str(tmp_path / "ct2")}
+    return out, args, {"EXAM_EVAL_PROGRESS": "0", "EXAM_EVAL_CT2_CACHE": str(tmp_path / "ct2")}
+
+
+def test_support_refuses_to_resume_grades_of_another_engine(data, run_cli, tmp_path):
+    """exam-grade's rule holds for citation support too: an output of torch float32 grades
+    is not resumed by int8 CTranslate2 (the hf-seq2seq default where it is installed)."""
+    out, args, env = _tiny_t5_support(data, tmp_path)
     first = run_cli("exam-nuggets", *args, "--dtype", "float32", env=env)
     assert first.returncode == 0, first.stderr
     before = out.read_bytes()
@@ -281,14 +286,7 @@ def test_support_takes_exam_grades_engine_flags_and_checks_output_first(data, ru
     assert r.returncode == 2
     (line,) = r.stderr.strip().splitlines()
     assert line.startswith(f"exam-nuggets: {tmp_path / 'missing-dir' / 'support.jsonl'}: cannot write"), line
-    pytest.importorskip("torch")
-    from tiny_models import make_tiny_t5
-
-    model = make_tiny_t5(tmp_path / "t5")
-    out = tmp_path / "support.jsonl"
-    args = ["support", "--reports", data / "runs", "--passages", data / "corpus.jsonl", "--backend", "hf-seq2seq",
-            "--model", model, "--device", "cpu", "--no-cache", "-o", out]
-    env = {"EXAM_EVAL_PROGRESS": "0", "EXAM_EVAL_CT2_CACHE": str(tmp_path / "ct2")}
+    out, args, env = _tiny_t5_support(data, tmp_path)
     first = run_cli("exam-nuggets", *args, "--engine", "torch", env=env)
     assert first.returncode == 0, first.stderr
     assert {json.loads(x)["engine"] for x in out.read_text().splitlines()} == {"torch"}
