@@ -180,6 +180,32 @@ def margins(ref, labels, differ) -> dict:
             "pairs_with_top_probability_above_0.99": int((top > 0.99).sum())}
 
 
+def speed_only(model_dir, work, reqs, labels, pool, args) -> dict:
+    """Rates only, interleaved: each round times every engine once on the same pairs."""
+    import ctranslate2
+
+    step = max(1, len(reqs) // args.speed_only)
+    sub = reqs[::step][:args.speed_only]
+    folders = {}
+    for ct in ("int8", "int16"):
+        folders[ct] = work / f"ct2-{ct}"
+        convert(model_dir, folders[ct], ct)
+    rates = {k: [] for k in ("ct2 int8", "ct2 int16", "torch float32", "reference loop")}
+    ref_sample = bg.sample_requests(pool, max(10, args.speed_only // 6), args.seed)
+    for _ in range(args.rounds):
+        for ct in ("int8", "int16"):
+            rates[f"ct2 {ct}"].append(score_ct2(folders[ct], ct, model_dir, sub, labels)["pairs_per_s"])
+        rates["torch float32"].append(score_torch(model_dir, sub, labels)["pairs_per_s"])
+        rates["reference loop"].append(bg.reference_loop(model_dir, ref_sample)["pairs_per_s"])
+        print(f"[study] round: {rates}", file=sys.stderr, flush=True)
+    best = {k: max(v) for k, v in rates.items()}
+    return {"pairs": len(sub), "reference_pairs": len(ref_sample), "rounds": args.rounds, "rates": rates,
+            "best": best, "ctranslate2": ctranslate2.__version__,
+            "ratios_best": {k: {"vs_reference": best[k] / best["reference loop"],
+                                "vs_torch_float32": best[k] / best["torch float32"]} for k in best},
+            "load_average_after": os.getloadavg()}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=bg.DEFAULT_DATA)
@@ -189,6 +215,10 @@ def main(argv=None) -> int:
     ap.add_argument("--sample-pairs", type=int, default=30, help="pairs timed in the reference loop")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--speed-only", type=int, default=0, metavar="N",
+                    help="only time int8, int16, torch float32 and the reference loop on every k-th of the "
+                         "length-sorted pairs (N of them), interleaved over --rounds rounds so they share the load")
+    ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args(argv)
     if not args.data.is_dir():
         print(f"study: {args.data} not found", file=sys.stderr)
@@ -209,6 +239,13 @@ def main(argv=None) -> int:
         supported = sorted(ctranslate2.get_supported_compute_types("cpu"))
         log(f"{len(reqs)} pairs; CPU compute types: {supported}")
 
+        if args.speed_only:
+            out = speed_only(model_dir, work, reqs, labels, pool, args)
+            text = json.dumps(out, indent=1)
+            print(text)
+            if args.json:
+                args.json.write_text(text + "\n", encoding="utf-8")
+            return 0
         settings = [  # (name, conversion quantization, load compute type, keep projection float)
             ("float32", "float32", "float32", False),
             ("int8 (default: quantized at conversion)", "int8", "int8", False),
