@@ -130,6 +130,24 @@ def test_int8_is_close_to_float32(tiny_t5):
         assert max(abs(a.probs[k] - b.probs[k]) for k in a.probs) < 0.05
 
 
+def test_int16_is_closer_to_float32_than_int8(tiny_t5):
+    """int16 is the CPU compute type recommended where grades should stay near float32's
+    (bench/README.md): really quantized, and nearer float32 than int8 on the same pairs."""
+    f32 = _backend(tiny_t5, compute_type="float32").grade(_reqs(RATE))
+    i16b = _backend(tiny_t5, compute_type="int16")
+    assert i16b.engine == "ctranslate2/int16"
+    i16 = i16b.grade(_reqs(RATE))
+    i8 = _backend(tiny_t5, compute_type="int8").grade(_reqs(RATE))
+
+    def err(xs):
+        return sum(abs(a.probs[k] - b.probs[k]) for a, b in zip(f32, xs) for k in a.probs)
+
+    assert all(a.probs != b.probs for a, b in zip(f32, i16))  # really quantized
+    assert max(abs(a.probs[k] - b.probs[k]) for a, b in zip(f32, i16) for k in a.probs) < 0.01
+    assert err(i16) < err(i8)
+    assert [a.grade for a in f32] == [b.grade for b in i16]
+
+
 def test_truncation_keeps_the_question_whole(tiny_t5):
     b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", max_input_tokens=140)
     b.load()

@@ -78,7 +78,7 @@ def _log(msg: str) -> None:
 @click.option("--engine", "engine_name", default=None, type=click.Choice(["auto", "torch", "ctranslate2"]),
               help="hf-seq2seq: what runs the model; auto = ctranslate2 where installed (torch with --dtype). [auto]")
 @click.option("--compute-type", default=None, metavar="TYPE",
-              help="--engine ctranslate2: int8 (CPU default), int8_float32, float32; CUDA: bfloat16 (default), "
+              help="--engine ctranslate2: int8 (CPU default), int8_float32, int16 (closer to float32), float32; CUDA: bfloat16 (default), "
                    "float16, int8_float16, int8_bfloat16.")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise).")
 @click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit.")
