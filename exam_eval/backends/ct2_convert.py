@@ -36,11 +36,10 @@ _META = "exam_eval_conversion.json"
 
 
 def cache_root() -> Path:
+    from ..grading.cache import user_cache_dir
+
     env = os.environ.get("EXAM_EVAL_CT2_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "exam_eval" / "ct2"
+    return Path(env) if env else user_cache_dir() / "ct2"
 
 
 def read_config(ref: str) -> dict | None:

@@ -394,14 +394,6 @@ def agreement_cmd(human, llm, human_min, llm_min, per_topic, model, prompt, kind
 
 # --------------------------------------------------------------------------- qrels
 
-def _read_truth_qrels(spec: str) -> Qrels:
-    from ..io.irds import irds_qrels, looks_like_irds_id
-
-    if spec != "-" and looks_like_irds_id(spec):
-        return irds_qrels(spec)
-    return read_qrels(spec)
-
-
 @cli.command("qrels", context_settings=CONTEXT_SETTINGS)
 @click.argument("truth", metavar="TRUTH")
 @click.argument("pred", metavar="PRED")
@@ -447,7 +439,7 @@ def qrels_cmd(truth, pred, truth_max, pred_max, truth_min, pred_min, topic_polic
             raise UsageError(f"--{side}-max must be at least 1")
         if not 1 <= lo <= hi:
             raise UsageError(f"--{side}-min must be between 1 and --{side}-max ({hi})")
-    t = _read_truth_qrels(truth)
+    t = _read_human_qrels(truth)  # truth qrels resolve as human judgments do
     p = _read_llm_qrels(pred, model, prompt, kind)
     only_t, only_p = sorted(set(t) - set(p)), sorted(set(p) - set(t))
     for names, where in ((only_t, truth), (only_p, pred)):

@@ -34,12 +34,15 @@ CREATE TABLE IF NOT EXISTS throughput (
 """
 
 
+def user_cache_dir() -> Path:
+    """exam_eval's folder under the user's cache ($XDG_CACHE_HOME or ~/.cache)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "exam_eval"
+
+
 def default_cache_path() -> Path:
     env = os.environ.get("EXAM_EVAL_CACHE")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "exam_eval" / "grades.sqlite"
+    return Path(env) if env else user_cache_dir() / "grades.sqlite"
 
 
 def unit_key(identity: str, prompt_hash: str, query: str | None, item: str | None, passage: str,
