@@ -74,14 +74,17 @@ def _backend(model, **kw):
 
 def test_auto_engine_is_ctranslate2_and_records_it(tiny_t5):
     b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu")
-    assert b.engine == "ctranslate2/int8" and b.cache_identity.endswith(":ct2=int8")
+    assert b.engine == "ctranslate2/int8+float32@0.99" and b.cache_identity.endswith(":ct2=int8:recheck=0.99")
+    pure = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", recheck_margin=0)
+    assert pure.engine == "ctranslate2/int8" and pure.cache_identity.endswith(":ct2=int8")
     t = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", engine="torch")
     assert isinstance(t, Seq2SeqBackend) and t.engine == "torch" and t.cache_identity == f"hf-seq2seq:{tiny_t5}"
     # an explicit torch dtype means torch; its identity is not float32's
     bf = get_backend("hf-seq2seq", model=str(tiny_t5), dtype="bfloat16")
     assert bf.engine == "torch/bfloat16" and bf.cache_identity != t.cache_identity
     f32 = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type="float32")
-    assert len({b.cache_identity, f32.cache_identity, t.cache_identity}) == 3
+    assert f32.engine == "ctranslate2/float32"  # nothing to recheck
+    assert len({b.cache_identity, pure.cache_identity, f32.cache_identity, t.cache_identity}) == 4
 
 
 @pytest.mark.parametrize("checkpoint", ["tiny_t5", "flan_t5"])
@@ -124,7 +127,7 @@ def test_float32_generation_equals_greedy_generate(tiny_t5):
 
 def test_int8_is_close_to_float32(tiny_t5):
     f32 = _backend(tiny_t5, compute_type="float32").grade(_reqs(RATE))
-    i8 = _backend(tiny_t5, compute_type="int8").grade(_reqs(RATE))
+    i8 = _backend(tiny_t5, compute_type="int8", recheck_margin=0).grade(_reqs(RATE))
     for a, b in zip(f32, i8):
         assert a.probs != b.probs  # really quantized
         assert max(abs(a.probs[k] - b.probs[k]) for k in a.probs) < 0.05
@@ -137,7 +140,7 @@ def test_int16_is_closer_to_float32_than_int8(tiny_t5):
     i16b = _backend(tiny_t5, compute_type="int16")
     assert i16b.engine == "ctranslate2/int16"
     i16 = i16b.grade(_reqs(RATE))
-    i8 = _backend(tiny_t5, compute_type="int8").grade(_reqs(RATE))
+    i8 = _backend(tiny_t5, compute_type="int8", recheck_margin=0).grade(_reqs(RATE))
 
     def err(xs):
         return sum(abs(a.probs[k] - b.probs[k]) for a, b in zip(f32, xs) for k in a.probs)
@@ -146,6 +149,58 @@ def test_int16_is_closer_to_float32_than_int8(tiny_t5):
     assert max(abs(a.probs[k] - b.probs[k]) for a, b in zip(f32, i16) for k in a.probs) < 0.01
     assert err(i16) < err(i8)
     assert [a.grade for a in f32] == [b.grade for b in i16]
+
+
+# -- close calls regraded in float32 (--recheck-margin) --------------------------------------------
+def _margin(probs):
+    top = sorted(probs.values(), reverse=True)
+    return top[0] - top[1]
+
+
+def test_recheck_regrades_exactly_the_close_calls_in_float32(tiny_t5):
+    """Pairs whose int8 top-two margin is below M get float32's probabilities, the others
+    keep int8's; the count in the run note is the number of such pairs."""
+    reqs = _reqs(RATE) + [GradeRequest(RATE, "q", f"question {i}?", p) for i, p in enumerate(PASSAGES)]
+    f32 = _backend(tiny_t5, compute_type="float32").grade(reqs)
+    i8 = _backend(tiny_t5, compute_type="int8", recheck_margin=0).grade(reqs)
+    margins = sorted(_margin(r.probs) for r in i8)
+    assert len(set(margins)) == len(margins)
+    cut = (margins[3] + margins[4]) / 2  # four close calls, four clear ones
+    b = _backend(tiny_t5, compute_type="int8", recheck_margin=cut)
+    assert b.engine == f"ctranslate2/int8+float32@{cut:g}"
+    got = b.grade(reqs)
+    for g, a, f in zip(got, i8, f32):
+        if _margin(a.probs) < cut:
+            assert g.probs == pytest.approx(f.probs, abs=1e-5) and g.grade == f.grade
+        else:
+            assert g.probs == pytest.approx(a.probs, abs=1e-6) and g.probs != pytest.approx(f.probs, abs=1e-7)
+    assert (b.scored_pairs, b.rechecked_pairs) == (len(reqs), 4)
+    assert b.run_note().startswith("4 of 8 scored model calls (50.0%) were close calls in int8 (label margin < ")
+    # margin 1: every scored pair is float32's
+    every = _backend(tiny_t5, compute_type="int8", recheck_margin=1).grade(reqs)
+    for g, f in zip(every, f32):
+        assert g.probs == pytest.approx(f.probs, abs=1e-5) and g.grade == f.grade
+
+
+def test_recheck_leaves_generation_alone(tiny_t5):
+    b = _backend(tiny_t5, compute_type="int8", recheck_margin=1)
+    got = b.grade(_reqs(EXTRACT))
+    want = _backend(tiny_t5, compute_type="int8", recheck_margin=0).grade(_reqs(EXTRACT))
+    assert [g.answer for g in got] == [w.answer for w in want]
+    assert b.rechecked_pairs == 0 and b.run_note() is None
+
+
+def test_recheck_margin_options(tiny_t5):
+    for ct, margin in (("int8", 0.99), ("int8_float32", 0.99), ("int16", 0.0), ("float32", 0.0)):
+        assert get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type=ct).margin == margin
+    assert get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type="int16",
+                       recheck_margin=0.5).engine == "ctranslate2/int16+float32@0.5"
+    with pytest.raises(UsageError, match="float32 grades are what a recheck would give"):
+        get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type="float32", recheck_margin=0.5)
+    with pytest.raises(UsageError, match="from 0 .off. to 1"):
+        get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", recheck_margin=1.5)
+    with pytest.raises(UsageError, match="--recheck-margin is for --engine ctranslate2"):
+        get_backend("hf-seq2seq", model=str(tiny_t5), engine="torch", recheck_margin=0.5)
 
 
 def test_truncation_keeps_the_question_whole(tiny_t5):
@@ -261,6 +316,29 @@ def test_cli_bad_compute_type_is_one_line_exit_2(tiny_t5, tmp_path, extra, needl
     assert not out.exists() and not (tmp_path / "cache.sqlite").exists()
 
 
+def test_cli_recheck_note_and_no_resume_across_margins(tiny_t5, tmp_path):
+    env = dict(ENV, EXAM_EVAL_CT2_CACHE=str(tmp_path / "ct2"))
+    out = tmp_path / "g.jsonl"
+    r = _grade(*_args(tiny_t5, tmp_path, "--no-cache", "-o", out, "--recheck-margin", "1"), env=env)
+    assert r.returncode == 0, r.stderr
+    rows = _rows(out)
+    note = [x for x in r.stderr.splitlines() if "close calls" in x]
+    assert note == [f"exam-grade: {len(rows)} of {len(rows)} scored model calls (100.0%) were close calls in int8 "
+                    "(label margin < 1) and regraded in float32"]
+    assert {x["engine"] for x in rows} == {"ctranslate2/int8+float32@1"}
+    before = out.read_bytes()
+    for other in ([], ["--recheck-margin", "0"]):
+        r = _grade(*_args(tiny_t5, tmp_path, "--no-cache", "-o", out, *other), env=env)
+        assert r.returncode == 2 and "ctranslate2/int8+float32@1" in r.stderr and "--recheck-margin" in r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    assert out.read_bytes() == before
+    r = _grade(*_args(tiny_t5, tmp_path, "-o", out, "--engine", "torch", "--recheck-margin", "0.5"), env=env)
+    assert r.returncode == 1 and "--recheck-margin is for --engine ctranslate2" in r.stderr
+    r = _grade(*_args(tiny_t5, tmp_path, "-o", out, "--recheck-margin", "2"), env=env)
+    assert r.returncode == 1 and "--recheck-margin" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert out.read_bytes() == before
+
+
 def test_cli_unconvertible_checkpoint_is_one_line_exit_2(tmp_path):
     broken = make_tiny_t5(tmp_path / "broken")
     (broken / "model.safetensors").write_bytes(b"not safetensors")
@@ -293,7 +371,7 @@ def test_kill_resume_cache_and_no_mixing(tiny_t5, tmp_path):
     r = _grade(*_args(tiny_t5, tmp_path, "--no-cache", "-o", ref), env=env)
     assert r.returncode == 0, r.stderr
     total = len(_rows(ref))
-    assert total > 100 and {x["engine"] for x in _rows(ref)} == {"ctranslate2/int8"}
+    assert total > 100 and {x["engine"] for x in _rows(ref)} == {"ctranslate2/int8+float32@0.99"}
 
     out = tmp_path / "g.jsonl"
     args = _args(tiny_t5, tmp_path, "--batch-size", "1", "-o", out)

@@ -136,6 +136,10 @@ class Backend(ABC):
     def close(self) -> None:
         """Release resources (connections, GPU memory)."""
 
+    def run_note(self) -> str | None:
+        """What the command should say about this run besides its summary (None: nothing)."""
+        return None
+
 
 class PromptBackend(Backend):
     """Shared logic of LLM back ends: render, truncate, score or generate, parse."""

@@ -12,7 +12,8 @@ counts and cuts the passage (the question stays whole), the same label tokens ar
 
 The compute type (int8 on CPU by default) is part of the grader's identity: int8 and
 float32 grades differ on a few % of pairs, so they never share cache entries and every
-grade line names its engine.
+grade line names its engine. By default the int8 types regrade their close calls in
+float32 (:mod:`exam_eval.backends.ct2_recheck`).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Sequence
 from ..errors import UsageError
 from .base import GradeRequest
 from .ct2_convert import check_compute_type, check_seq2seq, converted_model
+from .ct2_recheck import RecheckMixin
 from .hf_common import load_failure
 from .hf_seq2seq import Seq2SeqBackend
 
@@ -51,19 +53,22 @@ def default_compute_type(device: str) -> str:
     return "bfloat16" if "bfloat16" in ctranslate2.get_supported_compute_types(device) else "float32"
 
 
-class CT2Seq2SeqBackend(Seq2SeqBackend):
+class CT2Seq2SeqBackend(RecheckMixin, Seq2SeqBackend):
     name = "hf-seq2seq"
     engine_name = "ctranslate2"
 
     def __init__(self, model: str | None = None, device: str | None = None, batch_size: int | None = None,
                  max_input_tokens: int | None = None, max_new_tokens: int | None = None,
                  num_beams: int | None = None, engine: str | None = None, compute_type: str | None = None,
-                 threads: int | None = None):
+                 recheck_margin: float | None = None, threads: int | None = None):
         super().__init__(model=model, device=device, batch_size=batch_size, max_input_tokens=max_input_tokens,
                          max_new_tokens=max_new_tokens, num_beams=num_beams, engine=engine)
         self._ct2_device, self._ct2_index = ct2_device(self._device_opt)
         self.compute_type = compute_type or default_compute_type(self._ct2_device)
         check_compute_type(self.compute_type, self._ct2_device)
+        self.init_recheck(recheck_margin)
+        if self.margin:
+            check_compute_type("float32", self._ct2_device)
         check_seq2seq(self._ref, self.model_id)
         # all the cores this process may use (CTranslate2's own default is 4 threads,
         # oversubscribing a 2-core machine)
@@ -73,17 +78,18 @@ class CT2Seq2SeqBackend(Seq2SeqBackend):
 
     @property
     def engine(self) -> str:
-        return f"ctranslate2/{self.compute_type}"
+        return f"ctranslate2/{self.compute_type}{self.recheck_suffix}"
 
     @property
     def cache_identity(self) -> str:
-        return super().cache_identity + f":ct2={self.compute_type}"
+        recheck = f":recheck={self.margin:g}" if self.margin else ""
+        return super().cache_identity + f":ct2={self.compute_type}{recheck}"
 
     def load(self) -> None:
         if self.model is not None:
             return
         try:
-            import ctranslate2
+            import ctranslate2  # noqa: F401 - here only to fail with the install hint
             from transformers import AutoTokenizer
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise UsageError(f"--engine ctranslate2 needs ctranslate2 and transformers ({exc}); "
@@ -94,15 +100,22 @@ class CT2Seq2SeqBackend(Seq2SeqBackend):
             self.tokenizer = AutoTokenizer.from_pretrained(self._ref)
         except (OSError, ValueError) as exc:
             raise load_failure(self.model_id, exc) from None
-        folder = converted_model(self._ref, self.model_id, self.compute_type,
-                                 log=lambda msg: print(f"exam_eval: {msg}", file=sys.stderr, flush=True))
-        try:
-            self.model = ctranslate2.Translator(str(folder), device=self._ct2_device, device_index=self._ct2_index,
-                                                compute_type=self.compute_type, intra_threads=self.threads)
-        except (RuntimeError, ValueError) as exc:
-            raise load_failure(self.model_id, exc) from None
+        self.model = self._open(self.compute_type)
+        self.load_recheck()
         self.device = self._ct2_device
         self._ops = TokenizerOps(self.tokenizer)
+
+    def _open(self, compute_type: str):
+        """The checkpoint converted to ``compute_type`` (once, cached), loaded."""
+        import ctranslate2
+
+        folder = converted_model(self._ref, self.model_id, compute_type,
+                                 log=lambda msg: print(f"exam_eval: {msg}", file=sys.stderr, flush=True))
+        try:
+            return ctranslate2.Translator(str(folder), device=self._ct2_device, device_index=self._ct2_index,
+                                          compute_type=compute_type, intra_threads=self.threads)
+        except (RuntimeError, ValueError) as exc:
+            raise load_failure(self.model_id, exc) from None
 
     def _tokens(self, requests: Sequence[GradeRequest]) -> list[list[str]]:
         window = self.context_window
@@ -114,11 +127,11 @@ class CT2Seq2SeqBackend(Seq2SeqBackend):
             out.append(self.tokenizer.convert_ids_to_tokens(ids))
         return out
 
-    def _score(self, requests, labels):
+    def _score_on(self, model, requests, labels):
         import numpy as np
 
         ids = self._labels(labels)
-        results = self.model.translate_batch(self._tokens(requests), beam_size=1, max_decoding_length=1,
+        results = model.translate_batch(self._tokens(requests), beam_size=1, max_decoding_length=1,
                                              min_decoding_length=0, return_logits_vocab=True)
         out = []
         for res in results:
@@ -136,3 +149,4 @@ class CT2Seq2SeqBackend(Seq2SeqBackend):
 
     def close(self) -> None:
         self.model = None
+        self.close_recheck()

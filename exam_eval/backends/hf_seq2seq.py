@@ -68,6 +68,8 @@ class Seq2SeqBackend(HFGenerativeBase, PromptBackend):
             # auto: an architecture CTranslate2 does not run (LongT5, ...) stays on torch
             if not convertible(check_model_ref(options.get("model") or cls.default_model)):
                 engine = "torch"
+        if engine == "torch" and options.get("recheck_margin") is not None:
+            raise UsageError("--recheck-margin is for --engine ctranslate2 (float32 rechecks of int8 close calls)")
         if engine == "ctranslate2":
             from .ct2_seq2seq import CT2Seq2SeqBackend
 

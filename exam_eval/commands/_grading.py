@@ -110,8 +110,9 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
         log(f"interrupted; {exc.written} grades written; {hint}")
         sys.exit(EXIT_INTERRUPTED)
     log(stats.summary())
-    for note in notes:
-        log(note)
+    for note in (*notes, session.grader.run_note()):
+        if note:
+            log(note)
     if stats.failed:
         detail = getattr(session.grader, "failure_summary", lambda: None)()
         if detail:

@@ -20,8 +20,8 @@ Examples:
   # self-rate the DL19 pool (top 20 of every run) with FLAN-T5-large
   exam-grade --bank questions.jsonl.gz --prompt question-selfrating \\
       --passages passages.jsonl.gz runs/*.run -o grades.jsonl.gz
-  # FLAN-T5 runs on CTranslate2 (int8 on CPU) where ctranslate2 is installed; float32
-  # gives torch's grades, --engine torch runs transformers on torch
+  # FLAN-T5 runs on CTranslate2 (int8 on CPU, close calls regraded in float32) where
+  # ctranslate2 is installed; float32 gives torch's grades, --engine torch runs torch
   exam-grade --compute-type float32 --bank questions.jsonl.gz --prompt question-selfrating ...
   # the same through a vLLM server, 32 requests in flight
   exam-grade --backend endpoint --base-url http://gpu1:8000/v1 --model meta-llama/Llama-3.1-8B-Instruct \\
@@ -80,6 +80,9 @@ def _log(msg: str) -> None:
 @click.option("--compute-type", default=None, metavar="TYPE",
               help="--engine ctranslate2: int8 (CPU default), int8_float32, int16 (closer to float32), float32; CUDA: bfloat16 (default), "
                    "float16, int8_float16, int8_bfloat16.")
+@click.option("--recheck-margin", type=click.FloatRange(0, 1), default=None, metavar="M",
+              help="--engine ctranslate2, scoring: regrade in float32 the pairs whose two most likely labels are less "
+                   "than M apart in probability; 0 turns it off. [0.99 for the int8 compute types, else 0]")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise).")
 @click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit.")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="Generation length limit.")
@@ -105,7 +108,7 @@ def _log(msg: str) -> None:
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports, track_spec, report_unit,
         cited_documents, reports_run_out, passages, topics, on_missing, bank,
         keep_edited_ids, prompt_name, generate_ratings, rating_rule, backend, model, device, dtype, engine_name,
-        compute_type, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
+        compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
         verify, verifier_model, verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, output):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
@@ -135,7 +138,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     if not direct and not bank:
         raise UsageError(f"prompt {prompt.id!r} grades {prompt.target}s: give --bank")
     options = dict(model=model, device=device, dtype=dtype, engine=engine_name, compute_type=compute_type,
-                   batch_size=batch_size, max_input_tokens=max_input_tokens,
+                   recheck_margin=recheck_margin, batch_size=batch_size, max_input_tokens=max_input_tokens,
                    max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
                    concurrency=concurrency)
     grader = make_grader(backend, options, backend_options, prompt)

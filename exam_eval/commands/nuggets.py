@@ -353,7 +353,8 @@ Killed or interrupted? Run the same command again: it resumes where it stopped.
 """
 
 # exam-grade's back-end options, shared so both commands take the same flags
-_BACKEND_PARAMS = ("backend", "model", "device", "dtype", "engine_name", "compute_type", "batch_size", "max_input_tokens", "max_new_tokens",
+_BACKEND_PARAMS = ("backend", "model", "device", "dtype", "engine_name", "compute_type", "recheck_margin",
+                   "batch_size", "max_input_tokens", "max_new_tokens",
                    "num_beams", "base_url", "api_key_env", "concurrency", "backend_options", "cache_path", "no_cache",
                    "shard", "dry_run", "output")
 
@@ -379,7 +380,7 @@ def _backend_params(f):
               help="Cited documents without text: skip (and report) or fail.")
 @_backend_params
 def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, backend, model, device, dtype,
-                engine_name, compute_type, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
+                engine_name, compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
                 backend_options, cache_path, no_cache, shard, dry_run, output):
     """Grade whether each cited document supports the sentence citing it.
 
@@ -401,7 +402,7 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     if prompt.target == "direct":
         raise UsageError(f"prompt {prompt.id!r} grades passages against the query, not a statement against a citation")
     options = dict(model=model, device=device, dtype=dtype, engine=engine_name, compute_type=compute_type,
-                   batch_size=batch_size, max_input_tokens=max_input_tokens,
+                   recheck_margin=recheck_margin, batch_size=batch_size, max_input_tokens=max_input_tokens,
                    max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
                    concurrency=concurrency)
     grader = make_grader(backend, options, backend_options, prompt)

@@ -47,7 +47,7 @@ def refuse_other_engine(output: str, recorded: set, engine_name: str | None) -> 
     other = sorted(e or "torch (not recorded)" for e in recorded if e != engine_name and not (e is None and legacy))
     if other:
         raise InputError(f"holds grades of this model and prompt computed by {', '.join(other)}; this run uses "
-                         f"{engine_name}: resume with the same --engine/--compute-type/--dtype, or write to another -o",
+                         f"{engine_name}: resume with the same --engine/--compute-type/--recheck-margin/--dtype, or write to another -o",
                          output)
 
 
