@@ -2,6 +2,7 @@
 """Why CTranslate2 int8 grades differ from float32, and which setting fixes it (issue 10).
 
     .venv/bin/python bench/ct2_int8_study.py --json bench/results-ct2-int8.json
+    .venv/bin/python bench/ct2_int8_study.py --recheck-margins --seed 2 --model-seed 3 --json out.json
 
 The same pool, tokenizer and random-weight flan-t5-base model as ``bench_grading.py``
 (its functions, its seed), graded in scoring mode in-process (no exam-grade subprocess,
@@ -78,7 +79,8 @@ def score_ct2(folder: Path, compute_type: str, model_dir: Path, reqs, labels) ->
 
     from exam_eval.backends.ct2_seq2seq import CT2Seq2SeqBackend
 
-    be = CT2Seq2SeqBackend(model=str(model_dir), device="cpu", engine="ctranslate2", compute_type=compute_type)
+    be = CT2Seq2SeqBackend(model=str(model_dir), device="cpu", engine="ctranslate2", compute_type=compute_type,
+                           recheck_margin=0)  # the compute type alone
     from transformers import AutoTokenizer
 
     from exam_eval.backends.hf_common import TokenizerOps
@@ -181,6 +183,40 @@ def margins(ref, labels, differ) -> dict:
             "pairs_with_top_probability_above_0.99": int((top > 0.99).sum())}
 
 
+RECHECK_MARGINS = (0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
+
+
+def recheck_margins(model_dir, work, reqs, labels, args) -> dict:
+    """int8 and float32 as exam-grade runs them (each from its own conversion); for each
+    margin M, how many pairs an int8 top-two margin below M sends to float32 and how many
+    grades still differ from float32's after that recheck."""
+    import collections
+
+    from exam_eval.backends.ct2_recheck import top_two_margin
+
+    runs = {}
+    for ct in ("int8", "float32"):
+        folder = work / f"ct2-{ct}"
+        convert(model_dir, folder, ct)
+        runs[ct] = score_ct2(folder, ct, model_dir, reqs, labels)
+    i8, f32 = runs["int8"]["probs"], runs["float32"]["probs"]
+    base = compare(i8, f32, labels)
+    table = []
+    for m in RECHECK_MARGINS:
+        sent = [i for i, p in enumerate(i8) if top_two_margin(p) < m]
+        left = [i for i in base["differ_index"] if top_two_margin(i8[i]) >= m]
+        rate = 1 / (1 / runs["int8"]["pairs_per_s"] + len(sent) / len(reqs) / runs["float32"]["pairs_per_s"])
+        table.append({"margin": m, "rechecked": len(sent), "share_rechecked": len(sent) / len(reqs),
+                      "disagreements_left": len(left), "share_same": 1 - len(left) / len(reqs),
+                      "estimated_pairs_per_s": rate})
+    return {"pool_seed": args.seed, "model_seed": args.model_seed, "pairs": len(reqs),
+            "float32_grades": dict(collections.Counter(max(labels, key=p.__getitem__) for p in f32)),
+            "int8_disagreements": base["disagreements"],
+            "int8_margin_of_disagreements": sorted(top_two_margin(i8[i]) for i in base["differ_index"]),
+            "rates": {ct: r["pairs_per_s"] for ct, r in runs.items()}, "margins": table,
+            "load_average_after": os.getloadavg()}
+
+
 def speed_only(model_dir, work, reqs, labels, pool, args) -> dict:
     """Rates only, interleaved: each round times every engine once on the same pairs."""
     import ctranslate2
@@ -220,6 +256,10 @@ def main(argv=None) -> int:
                     help="only time int8, int16, torch float32 and the reference loop on every k-th of the "
                          "length-sorted pairs (N of them), interleaved over --rounds rounds so they share the load")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--recheck-margins", action="store_true",
+                    help="only int8 and float32: pairs sent to float32 and disagreements left for each "
+                         "--recheck-margin (with --seed and --model-seed, to check a margin on other pairs and models)")
+    ap.add_argument("--model-seed", type=int, default=0, help="seed of the random weights")
     args = ap.parse_args(argv)
     if not args.data.is_dir():
         print(f"study: {args.data} not found", file=sys.stderr)
@@ -234,14 +274,17 @@ def main(argv=None) -> int:
         t_start = time.perf_counter()
         pool = bg.build_pool(args.data, work, args.queries, args.per_query, args.seed)
         tok = bg.train_tokenizer(args.data)
-        model_dir = bg.build_model(args.model, tok, work / args.model)
+        model_dir = bg.build_model(args.model, tok, work / args.model, seed=args.model_seed)
         reqs, labels = all_requests(pool)
         log = lambda msg: print(f"[study] {msg}", file=sys.stderr, flush=True)  # noqa: E731
         supported = sorted(ctranslate2.get_supported_compute_types("cpu"))
         log(f"{len(reqs)} pairs; CPU compute types: {supported}")
 
-        if args.speed_only:
-            out = speed_only(model_dir, work, reqs, labels, pool, args)
+        if args.speed_only or args.recheck_margins:
+            if args.recheck_margins:
+                out = recheck_margins(model_dir, work, reqs, labels, args)
+            else:
+                out = speed_only(model_dir, work, reqs, labels, pool, args)
             text = json.dumps(out, indent=1)
             print(text)
             if args.json:
