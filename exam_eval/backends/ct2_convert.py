@@ -32,6 +32,12 @@ from ..errors import InputError
 COMPUTE_TYPES = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
 #: Architectures loaded as a ``ctranslate2.Translator`` (encoder-decoder models).
 SEQ2SEQ_TYPES = ("t5", "mt5", "umt5", "bart", "mbart", "pegasus", "marian", "m2m_100")
+#: Architectures loaded as a ``ctranslate2.Generator`` (decoder-only models): the model
+#: types of CTranslate2 4.8's decoder-only loaders (``converters.transformers._MODEL_LOADERS``;
+#: a test keeps this list within them).
+CAUSAL_TYPES = ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi", "phi3", "gpt2",
+                "gpt_neox", "gpt_bigcode", "gptj", "codegen", "bloom", "falcon", "opt")
+_KINDS = {"seq2seq": (SEQ2SEQ_TYPES, "an encoder-decoder"), "causal": (CAUSAL_TYPES, "a decoder-only")}
 _META = "exam_eval_conversion.json"
 
 
@@ -63,22 +69,26 @@ def read_config(ref: str) -> dict | None:
         return None
 
 
-def convertible(ref: str) -> bool:
-    """False when the checkpoint's config says CTranslate2 cannot run it as an
-    encoder-decoder; True when it can, or when the config is not available offline."""
+def convertible(ref: str, kind: str = "seq2seq") -> bool:
+    """False when the checkpoint's config says CTranslate2 cannot run it as ``kind``
+    ("seq2seq": an encoder-decoder, "causal": a decoder-only model); True when it can, or
+    when the config is not available offline."""
     config = read_config(ref)
     if config is None:
         return True
-    kind = config.get("model_type")
-    return bool(config.get("is_encoder_decoder", kind in SEQ2SEQ_TYPES)) and kind in SEQ2SEQ_TYPES
+    types = _KINDS[kind][0]
+    model_type = config.get("model_type")
+    is_seq2seq = bool(config.get("is_encoder_decoder", model_type in SEQ2SEQ_TYPES))
+    return model_type in types and is_seq2seq == (kind == "seq2seq")
 
 
-def check_seq2seq(ref: str, model: str) -> None:
-    """Bad input before anything loads: a checkpoint the Translator cannot run."""
-    if not convertible(ref):
-        kind = (read_config(ref) or {}).get("model_type")
-        raise InputError(f"CTranslate2 cannot grade this checkpoint as an encoder-decoder model (model_type "
-                         f"{kind!r}; supported: {', '.join(SEQ2SEQ_TYPES)}); use --engine torch", model)
+def check_convertible(ref: str, model: str, kind: str) -> None:
+    """Bad input before anything loads: a checkpoint CTranslate2 cannot run as ``kind``."""
+    if not convertible(ref, kind):
+        types, what = _KINDS[kind]
+        model_type = (read_config(ref) or {}).get("model_type")
+        raise InputError(f"CTranslate2 cannot grade this checkpoint as {what} model (model_type {model_type!r}; "
+                         f"supported: {', '.join(types)}); use --engine torch", model)
 
 
 def check_compute_type(compute_type: str, device: str) -> None:

@@ -5,6 +5,9 @@ appended, so the next token is the start of the assistant's answer; scoring read
 labels' probabilities at that position. Batches are left-padded so every row's last
 position is its real last token. A tokenizer without a chat template gets the prompt's
 plain rendering (base models).
+
+Two engines run the model: torch (the default) and CTranslate2 (``--engine ctranslate2``
+or a ``--compute-type``; see :mod:`exam_eval.backends.ct2_causal`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
+from .ct2_engine import EngineChoice
 from .hf_common import (HFGenerativeBase, TokenizerOps, label_token_ids, load_failure, penalty_processor, pick_device,
                         pick_dtype, sampling_kwargs)
 
@@ -20,9 +24,17 @@ from .hf_common import (HFGenerativeBase, TokenizerOps, label_token_ids, load_fa
 DEFAULT_WINDOW_CAP = 4096
 
 
-class CausalBackend(HFGenerativeBase, PromptBackend):
+class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     name = "hf-causal"
     can_score = True
+
+    ct2_class = "exam_eval.backends.ct2_causal:CT2CausalBackend"
+    ct2_kind = "causal"
+    # --engine auto stays on torch: on a CPU, CTranslate2 as it runs by default (int8,
+    # close calls regraded in float32) was slower than torch float32 for a trained model
+    # whose label probabilities are rarely far apart (SmolLM2-135M: all pairs rechecked),
+    # and float32 only 1.08x as fast (bench/README.md)
+    auto_ct2 = False
 
     def load(self) -> None:
         if self.model is not None:
@@ -46,6 +58,11 @@ class CausalBackend(HFGenerativeBase, PromptBackend):
         self._torch = torch
 
     @property
+    def model_config(self):
+        """The checkpoint's transformers config."""
+        return self.model.config
+
+    @property
     def has_chat_template(self) -> bool:
         return bool(getattr(self.tokenizer, "chat_template", None))
 
@@ -53,7 +70,7 @@ class CausalBackend(HFGenerativeBase, PromptBackend):
     def context_window(self) -> int | None:
         if self._window_opt:
             return self._window_opt
-        n = getattr(self.model.config, "max_position_embeddings", None) if self.model is not None else None
+        n = getattr(self.model_config, "max_position_embeddings", None) if self.model is not None else None
         n = min(n or DEFAULT_WINDOW_CAP, DEFAULT_WINDOW_CAP)
         return n - self.max_new_tokens
 

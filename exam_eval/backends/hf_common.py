@@ -109,16 +109,21 @@ def label_token_ids(tokenizer, labels: Sequence[str], prefix: str | None = None)
 
 
 class HFGenerativeBase:
-    """Options shared by the seq2seq and causal back ends (a mixin before PromptBackend).
+    """Options shared by the seq2seq and causal back ends (a mixin before PromptBackend),
+    and the identity of their torch engine.
 
     ``default_model`` None means the back end has no default and --model is required.
     """
 
     default_model: str | None = None
+    engine_name = "torch"
 
     def __init__(self, model: str | None = None, device: str | None = None, dtype: str | None = None,
                  batch_size: int | None = None, max_input_tokens: int | None = None,
-                 max_new_tokens: int | None = None, num_beams: int | None = None):
+                 max_new_tokens: int | None = None, num_beams: int | None = None, engine: str | None = None):
+        # the engine was chosen by select_class (ct2_engine); constructing a class directly picks it
+        if engine not in (None, "auto", self.engine_name):
+            raise UsageError(f"{type(self).__name__} runs --engine {self.engine_name}, not {engine}")
         if not model and not self.default_model:
             raise UsageError(f"{self.name} needs --model (a hub id or a local directory)")
         self.model_id = model or self.default_model
@@ -135,10 +140,18 @@ class HFGenerativeBase:
         self._label_ids: dict[tuple[str, ...], list[int] | None] = {}
 
     @property
+    def engine(self) -> str:
+        """What computed the grades, recorded in every grade line."""
+        return "torch" + (f"/{self._dtype_opt}" if self._dtype_opt else "")
+
+    @property
     def cache_identity(self) -> str:
-        # beam search changes what is generated, so it is part of the grader's identity
+        # beam search changes what is generated, so it is part of the grader's identity;
+        # float32 keeps the identity grades had before engines existed (old caches stay
+        # valid), an explicit dtype other than that is a different grader
         beams = f":beams={self.num_beams}" if self.num_beams > 1 else ""
-        return super().cache_identity + beams
+        dtype = f":dtype={self._dtype_opt}" if self._dtype_opt and self._dtype_opt != "float32" else ""
+        return super().cache_identity + beams + dtype
 
 
 

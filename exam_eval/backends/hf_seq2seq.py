@@ -6,87 +6,27 @@ parsing. Generation is greedy unless ``num_beams`` is given.
 
 Two engines run the model (``engine``): torch, and CTranslate2 (int8 on CPU; see
 :mod:`exam_eval.backends.ct2_seq2seq`), the default wherever ``ctranslate2`` is
-installed (:func:`choose_engine`).
+installed (:func:`exam_eval.backends.ct2_engine.choose_engine`).
 """
 
 from __future__ import annotations
 
-import importlib.util
-from typing import Any, Sequence
+from typing import Sequence
 
-from ..errors import UsageError
 from .base import GradeRequest, PromptBackend
+from .ct2_engine import EngineChoice
 from .hf_common import HFGenerativeBase, TokenizerOps, label_token_ids, load_failure, pick_device, pick_dtype
 
 DEFAULT_MODEL = "google/flan-t5-large"
-ENGINES = ("auto", "torch", "ctranslate2")
 
 
-def choose_engine(engine: str | None, compute_type: str | None, dtype: str | None) -> str:
-    """The engine "auto" stands for: CTranslate2 where it is installed (3-4x faster in
-    int8 on CPU), torch when it is not or when a torch --dtype is asked for."""
-    engine = engine or "auto"
-    if engine not in ENGINES:
-        raise UsageError(f"--engine {engine}: choose one of {', '.join(ENGINES)}")
-    have_ct2 = importlib.util.find_spec("ctranslate2") is not None
-    if engine == "auto":
-        engine = "torch" if dtype or not have_ct2 else "ctranslate2"
-    if engine == "torch" and compute_type:
-        raise UsageError("--compute-type is for --engine ctranslate2 (the torch engine takes --dtype)")
-    if engine == "ctranslate2":
-        if dtype:
-            raise UsageError("--dtype is for --engine torch (CTranslate2 takes --compute-type)")
-        if not have_ct2:
-            raise UsageError("--engine ctranslate2 needs the ctranslate2 package: pip install 'exam_eval[models]'")
-    return engine
-
-
-class Seq2SeqBackend(HFGenerativeBase, PromptBackend):
+class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     name = "hf-seq2seq"
     can_score = True
 
     default_model = DEFAULT_MODEL
-    engine_name = "torch"
-
-    def __init__(self, model: str | None = None, device: str | None = None, dtype: str | None = None,
-                 batch_size: int | None = None, max_input_tokens: int | None = None,
-                 max_new_tokens: int | None = None, num_beams: int | None = None, engine: str | None = None):
-        # the engine was chosen by select_class; constructing a class directly picks it
-        if engine not in (None, "auto", self.engine_name):
-            raise UsageError(f"{type(self).__name__} runs --engine {self.engine_name}, not {engine}")
-        super().__init__(model=model, device=device, dtype=dtype, batch_size=batch_size,
-                         max_input_tokens=max_input_tokens, max_new_tokens=max_new_tokens, num_beams=num_beams)
-
-    @classmethod
-    def select_class(cls, options: dict[str, Any]) -> type:
-        """The class that runs the engine ``options`` ask for (``get_backend`` calls this)."""
-        engine = choose_engine(options.get("engine"), options.get("compute_type"), options.get("dtype"))
-        if engine == "ctranslate2" and options.get("engine") in (None, "auto") and not options.get("compute_type"):
-            from .ct2_convert import convertible
-            from .hf_common import check_model_ref
-
-            # auto: an architecture CTranslate2 does not run (LongT5, ...) stays on torch
-            if not convertible(check_model_ref(options.get("model") or cls.default_model)):
-                engine = "torch"
-        if engine == "torch" and options.get("recheck_margin") is not None:
-            raise UsageError("--recheck-margin is for --engine ctranslate2 (float32 rechecks of int8 close calls)")
-        if engine == "ctranslate2":
-            from .ct2_seq2seq import CT2Seq2SeqBackend
-
-            return CT2Seq2SeqBackend
-        return Seq2SeqBackend
-
-    @property
-    def engine(self) -> str:
-        """What computed the grades, recorded in every grade line."""
-        return "torch" + (f"/{self._dtype_opt}" if self._dtype_opt else "")
-
-    @property
-    def cache_identity(self) -> str:
-        # float32 keeps the identity grades had before engines existed (old caches stay
-        # valid); an explicit dtype other than that is a different grader
-        dtype = f":dtype={self._dtype_opt}" if self._dtype_opt and self._dtype_opt != "float32" else ""
-        return super().cache_identity + dtype
+    ct2_class = "exam_eval.backends.ct2_seq2seq:CT2Seq2SeqBackend"
+    ct2_kind = "seq2seq"
 
     def load(self) -> None:
         if self.model is not None:

@@ -76,7 +76,8 @@ def _log(msg: str) -> None:
 @click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available.")
 @click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="Weights dtype (HF back ends).")
 @click.option("--engine", "engine_name", default=None, type=click.Choice(["auto", "torch", "ctranslate2"]),
-              help="hf-seq2seq: what runs the model; auto = ctranslate2 where installed (torch with --dtype). [auto]")
+              help="hf-seq2seq, hf-causal: what runs the model; auto = ctranslate2 where installed for hf-seq2seq, "
+                   "torch for hf-causal (torch with --dtype, ctranslate2 with --compute-type). [auto]")
 @click.option("--compute-type", default=None, metavar="TYPE",
               help="--engine ctranslate2: int8 (CPU default), int8_float32, int16 (closer to float32), float32; CUDA: bfloat16 (default), "
                    "float16, int8_float16, int8_bfloat16.")

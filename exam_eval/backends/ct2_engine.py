@@ -1,0 +1,190 @@
+"""The two engines of the Hugging Face generative back ends, and what their CTranslate2
+engines share.
+
+hf-seq2seq and hf-causal each run on torch (transformers) or on CTranslate2
+(``--engine auto|torch|ctranslate2``). :class:`EngineChoice` picks the class when the back
+end is built (``get_backend`` calls ``select_class``); :class:`CT2Engine` is the part of a
+CTranslate2 engine that does not depend on the architecture: device, compute type and its
+checks, the converted model (``ct2_convert``), the float32 rechecks of int8 close calls
+(``ct2_recheck``) and the identity that keeps the grades of the engines apart.
+
+Only ``importlib`` is needed to choose; ctranslate2 is imported where a model is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from typing import Any, ClassVar
+
+from ..errors import UsageError
+from .ct2_convert import check_compute_type, check_convertible, converted_model, convertible
+from .ct2_recheck import RecheckMixin
+
+ENGINES = ("auto", "torch", "ctranslate2")
+
+
+def choose_engine(engine: str | None, compute_type: str | None, dtype: str | None, auto_ct2: bool = True) -> str:
+    """The engine the options ask for. "auto" stands for CTranslate2 where it is installed
+    and the back end prefers it (``auto_ct2``; hf-seq2seq: 3-4x faster in int8 on CPU) or a
+    --compute-type says so; torch when it is not installed or a torch --dtype is asked for."""
+    engine = engine or "auto"
+    if engine not in ENGINES:
+        raise UsageError(f"--engine {engine}: choose one of {', '.join(ENGINES)}")
+    have_ct2 = importlib.util.find_spec("ctranslate2") is not None
+    if engine == "auto":
+        engine = "ctranslate2" if have_ct2 and not dtype and (auto_ct2 or compute_type) else "torch"
+    if engine == "torch" and compute_type:
+        raise UsageError("--compute-type is for --engine ctranslate2 (the torch engine takes --dtype)")
+    if engine == "ctranslate2":
+        if dtype:
+            raise UsageError("--dtype is for --engine torch (CTranslate2 takes --compute-type)")
+        if not have_ct2:
+            raise UsageError("--engine ctranslate2 needs the ctranslate2 package: pip install 'exam_eval[models]'")
+    return engine
+
+
+class EngineChoice:
+    """A torch back end with a CTranslate2 engine (a mixin before it)."""
+
+    #: "module:Class" of the CTranslate2 engine
+    ct2_class: ClassVar[str]
+    #: what the CTranslate2 engine runs: "seq2seq" (a Translator) or "causal" (a Generator)
+    ct2_kind: ClassVar[str]
+    #: whether --engine auto picks CTranslate2 (where installed and the architecture converts)
+    auto_ct2: ClassVar[bool] = True
+    default_model: ClassVar[str | None]
+
+    @classmethod
+    def select_class(cls, options: dict[str, Any]) -> type:
+        """The class that runs the engine ``options`` ask for (``get_backend`` calls this)."""
+        engine = choose_engine(options.get("engine"), options.get("compute_type"), options.get("dtype"), cls.auto_ct2)
+        if engine == "ctranslate2" and options.get("engine") in (None, "auto") and not options.get("compute_type"):
+            from .hf_common import check_model_ref
+
+            # auto: an architecture CTranslate2 does not run (LongT5, ...) stays on torch
+            model = options.get("model") or cls.default_model
+            if model and not convertible(check_model_ref(model), cls.ct2_kind):
+                engine = "torch"
+        if engine == "torch" and options.get("recheck_margin") is not None:
+            raise UsageError("--recheck-margin is for --engine ctranslate2 (float32 rechecks of int8 close calls)")
+        if engine == "ctranslate2":
+            module, _, name = cls.ct2_class.partition(":")
+            return getattr(importlib.import_module(module), name)
+        return cls
+
+
+def ct2_device(device: str | None) -> tuple[str, int]:
+    """('cpu'|'cuda', index) from --device; default: CUDA when CTranslate2 sees a GPU."""
+    import ctranslate2
+
+    if not device:
+        return ("cuda", 0) if ctranslate2.get_cuda_device_count() > 0 else ("cpu", 0)
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()):
+        raise UsageError(f"--device {device}: CTranslate2 runs on cpu or cuda[:N]")
+    if kind == "cuda" and ctranslate2.get_cuda_device_count() <= int(index or 0):
+        raise UsageError(f"--device {device}: CTranslate2 sees no such CUDA device")
+    return kind, int(index or 0)
+
+
+def default_compute_type(device: str) -> str:
+    import ctranslate2
+
+    if device == "cpu":
+        return "int8"  # int8 weights, float32 activations: the CPU's fast path
+    # T5 activations overflow float16; bfloat16 where the GPU has it
+    return "bfloat16" if "bfloat16" in ctranslate2.get_supported_compute_types(device) else "float32"
+
+
+def cpu_threads() -> int:
+    # all the cores this process may use (CTranslate2's own default is 4 threads,
+    # oversubscribing a 2-core machine)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+
+
+class CT2Engine(RecheckMixin):
+    """A CTranslate2 engine (a mixin before the torch back end it replaces).
+
+    The back end calls :meth:`init_ct2` at the end of ``__init__`` (after the torch base
+    class set the model reference and options) and :meth:`load_ct2` in ``load``; it
+    provides ``_score_on(model, requests, labels)`` for the rechecks.
+    """
+
+    engine_name = "ctranslate2"
+    #: ``ctranslate2.Translator`` (encoder-decoder) or ``ctranslate2.Generator`` (decoder-only)
+    ct2_model_class: ClassVar[str]
+    ct2_kind: ClassVar[str]
+    #: batch size on a GPU when --batch-size is not given
+    cuda_batch_size: ClassVar[int] = 32
+
+    def init_ct2(self, compute_type: str | None, recheck_margin: float | None, threads: int | None) -> None:
+        self._ct2_device, self._ct2_index = ct2_device(self._device_opt)
+        self.compute_type = compute_type or default_compute_type(self._ct2_device)
+        check_compute_type(self.compute_type, self._ct2_device)
+        self.init_recheck(recheck_margin)
+        if self.margin:
+            check_compute_type("float32", self._ct2_device)
+        check_convertible(self._ref, self.model_id, self.ct2_kind)
+        self.threads = threads or cpu_threads()
+        if self._batch_opt is None and self._ct2_device == "cuda":
+            self.batch_size = self.cuda_batch_size
+
+    @property
+    def engine(self) -> str:
+        return f"ctranslate2/{self.compute_type}{self.recheck_suffix}"
+
+    @property
+    def cache_identity(self) -> str:
+        recheck = f":recheck={self.margin:g}" if self.margin else ""
+        return super().cache_identity + f":ct2={self.compute_type}{recheck}"
+
+    def load_ct2(self, **tokenizer_kwargs) -> None:
+        """The Hugging Face tokenizer, the converted model (and its float32 twin for rechecks)."""
+        try:
+            import ctranslate2  # noqa: F401 - here only to fail with the install hint
+            from transformers import AutoTokenizer
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise UsageError(f"--engine ctranslate2 needs ctranslate2 and transformers ({exc}); "
+                             "pip install 'exam_eval[models]'") from None
+        from .hf_common import TokenizerOps, load_failure
+
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(self._ref, **tokenizer_kwargs)
+        except (OSError, ValueError) as exc:
+            raise load_failure(self.model_id, exc) from None
+        self.model = self._open(self.compute_type)
+        self.load_recheck()
+        self.device = self._ct2_device
+        self._ops = TokenizerOps(self.tokenizer)
+
+    def _open(self, compute_type: str):
+        """The checkpoint converted to ``compute_type`` (once, cached), loaded."""
+        import ctranslate2
+
+        from .hf_common import load_failure
+
+        folder = converted_model(self._ref, self.model_id, compute_type,
+                                 log=lambda msg: print(f"exam_eval: {msg}", file=sys.stderr, flush=True))
+        try:
+            return getattr(ctranslate2, self.ct2_model_class)(
+                str(folder), device=self._ct2_device, device_index=self._ct2_index, compute_type=compute_type,
+                intra_threads=self.threads)
+        except (RuntimeError, ValueError) as exc:
+            raise load_failure(self.model_id, exc) from None
+
+    def close(self) -> None:
+        self.model = None
+        self.close_recheck()
+
+
+def label_softmax(logits, ids) -> list[float]:
+    """p(label) / sum p(labels) from the logits over the vocabulary: the softmax over the
+    labels' logits, as the torch engines compute it (in float64 here)."""
+    import numpy as np
+
+    x = np.asarray(logits, dtype=np.float64)[ids]
+    w = np.exp(x - x.max())
+    return (w / w.sum()).tolist()
