@@ -88,14 +88,15 @@ def score_ct2(folder: Path, compute_type: str, model_dir: Path, reqs, labels) ->
     be.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     be._ops = TokenizerOps(be.tokenizer)
     be.model = ctranslate2.Translator(str(folder), device="cpu", compute_type=compute_type, intra_threads=be.threads)
-    be._score(reqs[:1], labels)  # warm-up
+    be._score_on(be.model, reqs[:1], labels)  # warm-up
     t0 = time.perf_counter()
-    probs = []
+    scores = []
     for b in range(0, len(reqs), BATCH):
-        probs += be._score(reqs[b:b + BATCH], labels)
+        scores += be._score_on(be.model, reqs[b:b + BATCH], labels)
     secs = time.perf_counter() - t0
     be.close()
-    return {"probs": probs, "seconds": secs, "pairs_per_s": len(reqs) / secs}
+    return {"probs": [s.probs for s in scores], "gaps": [s.gap for s in scores], "seconds": secs,
+            "pairs_per_s": len(reqs) / secs}
 
 
 def score_torch(model_dir: Path, reqs, labels) -> dict:
@@ -183,36 +184,43 @@ def margins(ref, labels, differ) -> dict:
             "pairs_with_top_probability_above_0.99": int((top > 0.99).sum())}
 
 
-RECHECK_MARGINS = (0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
+RECHECK_MARGINS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
 
 
 def recheck_margins(model_dir, work, reqs, labels, args) -> dict:
     """int8 and float32 as exam-grade runs them (each from its own conversion); for each
-    margin M, how many pairs an int8 top-two margin below M sends to float32 and how many
-    grades still differ from float32's after that recheck."""
+    --recheck-margin M (the gap of the two best label logits in standard deviations of
+    the vocabulary logits), how many pairs int8 sends to float32 and how many grades still
+    differ from float32's after that recheck. The probability margin of the same pairs is
+    reported beside it (the criterion tried first)."""
     import collections
-
-    from exam_eval.backends.ct2_recheck import top_two_margin
 
     runs = {}
     for ct in ("int8", "float32"):
         folder = work / f"ct2-{ct}"
         convert(model_dir, folder, ct)
         runs[ct] = score_ct2(folder, ct, model_dir, reqs, labels)
-    i8, f32 = runs["int8"]["probs"], runs["float32"]["probs"]
+    i8, f32, gaps = runs["int8"]["probs"], runs["float32"]["probs"], runs["int8"]["gaps"]
     base = compare(i8, f32, labels)
     table = []
     for m in RECHECK_MARGINS:
-        sent = [i for i, p in enumerate(i8) if top_two_margin(p) < m]
-        left = [i for i in base["differ_index"] if top_two_margin(i8[i]) >= m]
+        sent = [i for i, g in enumerate(gaps) if g < m]
+        left = [i for i in base["differ_index"] if gaps[i] >= m]
         rate = 1 / (1 / runs["int8"]["pairs_per_s"] + len(sent) / len(reqs) / runs["float32"]["pairs_per_s"])
         table.append({"margin": m, "rechecked": len(sent), "share_rechecked": len(sent) / len(reqs),
                       "disagreements_left": len(left), "share_same": 1 - len(left) / len(reqs),
                       "estimated_pairs_per_s": rate})
+
+    def prob_margin(p):
+        top = sorted(p.values(), reverse=True)
+        return top[0] - top[1]
+
     return {"pool_seed": args.seed, "model_seed": args.model_seed, "pairs": len(reqs),
             "float32_grades": dict(collections.Counter(max(labels, key=p.__getitem__) for p in f32)),
             "int8_disagreements": base["disagreements"],
-            "int8_margin_of_disagreements": sorted(top_two_margin(i8[i]) for i in base["differ_index"]),
+            "int8_gap_of_disagreements": sorted(gaps[i] for i in base["differ_index"]),
+            "int8_probability_margin_of_disagreements": sorted(prob_margin(i8[i]) for i in base["differ_index"]),
+            "pairs_with_int8_probability_margin_below_0.99": sum(prob_margin(p) < 0.99 for p in i8),
             "rates": {ct: r["pairs_per_s"] for ct, r in runs.items()}, "margins": table,
             "load_average_after": os.getloadavg()}
 
