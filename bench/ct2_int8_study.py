@@ -16,6 +16,11 @@ per CTranslate2 setting, in one run so the speed ratios share the machine's load
   attempt: CTranslate2 has no option for it, and this model grades wrongly, see bench/README.md);
 - the torch float32 back end and the reference loop (beam 5, batch 1) for the ratios.
 
+``--recheck-margins`` measures the float32 rechecks of close calls instead (the default of
+the int8 types): per --recheck-margin, the pairs sent to float32 and the grades still
+different from float32's, on any pool seed, random-model seed, or the trained SmolLM2
+(``--smollm2 PROMPT``).
+
 For every setting: agreement of the argmax grade with CTranslate2 float32 (which equals
 torch float32), the largest label-probability difference, pairs/s. For the disagreements:
 the float32 margin between the top two label probabilities against the agreeing pairs'.
