@@ -51,7 +51,12 @@ def test_only_our_bar_then_no_bar_when_all_comes_from_the_cache(common, tmp_path
     assert first.returncode == 0, first.stderr
     assert "Loading weights" not in first.stderr and not TQDM_BAR.search(first.stderr), first.stderr
     assert re.search(r"^grading\b.*\b12/12\b", first.stderr, re.M), first.stderr  # our bar is still there
-    assert SUMMARY.search(first.stderr.splitlines()[-1]).groups() == ("12", "0")
+    lines = first.stderr.splitlines()
+    # CTranslate2's int8 may add one line after the summary: how many close calls it regraded
+    if re.fullmatch(r"exam-grade: \d+ of 12 scored model calls .* regraded in float32", lines[-1]):
+        assert engine == "ctranslate2"
+        lines = lines[:-1]
+    assert SUMMARY.search(lines[-1]).groups() == ("12", "0")
 
     second = grade(*common, "-o", tmp_path / "b.jsonl")  # a fresh output: all 12 from the cache
     assert second.returncode == 0, second.stderr
