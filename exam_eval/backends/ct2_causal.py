@@ -74,8 +74,9 @@ class CT2CausalBackend(CT2Engine, CausalBackend):
     ct2_model_class = "Generator"
     cuda_batch_size = 16
     # int8 changed a quarter of a trained model's grades on one prompt (SmolLM2-135M,
-    # thomas: 74.5% agreement), and its float32 rechecks of close calls covered every pair,
-    # slower than float32 alone (bench/README.md); --compute-type int8 remains available
+    # thomas: 74.5% agreement with float32), and its float32 rechecks of close calls would
+    # cover 99-100% of the pairs, slower than float32 alone (bench/README.md);
+    # --compute-type int8 remains available
     cpu_compute_type = "float32"
 
     def __init__(self, model: str | None = None, device: str | None = None, batch_size: int | None = None,

@@ -31,10 +31,9 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
 
     ct2_class = "exam_eval.backends.ct2_causal:CT2CausalBackend"
     ct2_kind = "causal"
-    # --engine auto stays on torch: on a CPU, CTranslate2 as it runs by default (int8,
-    # close calls regraded in float32) was slower than torch float32 for a trained model
-    # whose label probabilities are rarely far apart (SmolLM2-135M: all pairs rechecked),
-    # and float32 only 1.08x as fast (bench/README.md)
+    # --engine auto stays on torch: on a CPU, for a trained model (SmolLM2-135M), CTranslate2
+    # float32 gives torch's grades at 0.92-0.94x torch's speed, and int8 (2.9x) changes 0.7%
+    # to 25% of them depending on the prompt (bench/README.md)
     auto_ct2 = False
 
     def load(self) -> None:
