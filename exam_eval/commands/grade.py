@@ -81,9 +81,10 @@ def _log(msg: str) -> None:
 @click.option("--compute-type", default=None, metavar="TYPE",
               help="--engine ctranslate2: int8 (CPU default; hf-causal: float32), int8_float32, int16 (closer to float32), float32; CUDA: bfloat16 (default), "
                    "float16, int8_float16, int8_bfloat16.")
-@click.option("--recheck-margin", type=click.FloatRange(0, 1), default=None, metavar="M",
-              help="--engine ctranslate2, scoring: regrade in float32 the pairs whose two most likely labels are less "
-                   "than M apart in probability; 0 turns it off. [0.99 for the int8 compute types, else 0]")
+@click.option("--recheck-margin", type=click.FloatRange(min=0), default=None, metavar="M",
+              help="--engine ctranslate2, scoring: regrade in float32 the pairs whose two best label logits are less "
+                   "than M standard deviations (of the logits over the vocabulary) apart; 0 turns it off. "
+                   "[0.2 for the int8 compute types, else 0]")
 @click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise).")
 @click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit.")
 @click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="Generation length limit.")
