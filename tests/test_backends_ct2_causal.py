@@ -80,9 +80,12 @@ def test_engine_choice_and_identity(tiny_llama):
     # a compute type asks for CTranslate2
     f32 = get_backend("hf-causal", model=str(tiny_llama), device="cpu", compute_type="float32")
     assert isinstance(f32, CT2CausalBackend) and f32.engine == "ctranslate2/float32"
-    i8 = get_backend("hf-causal", model=str(tiny_llama), device="cpu", engine="ctranslate2")
-    assert i8.compute_type == "int8" and i8.engine.startswith("ctranslate2/int8")
-    pure = get_backend("hf-causal", model=str(tiny_llama), device="cpu", engine="ctranslate2", recheck_margin=0)
+    # float32 is the CPU default of causal models (int8 changes too many grades: bench/README.md)
+    default = get_backend("hf-causal", model=str(tiny_llama), device="cpu", engine="ctranslate2")
+    assert default.compute_type == "float32" and default.cache_identity == f32.cache_identity
+    i8 = get_backend("hf-causal", model=str(tiny_llama), device="cpu", compute_type="int8")
+    assert i8.engine == "ctranslate2/int8+float32@0.2"  # int8's close calls regraded, as for hf-seq2seq
+    pure = get_backend("hf-causal", model=str(tiny_llama), device="cpu", compute_type="int8", recheck_margin=0)
     assert pure.engine == "ctranslate2/int8"
     bf16 = get_backend("hf-causal", model=str(tiny_llama), dtype="bfloat16")
     assert bf16.engine == "torch/bfloat16"
@@ -188,6 +191,27 @@ def test_int8_is_quantized_and_close_to_float32(tiny_llama):
     for a, b in zip(f32, i8):
         assert a.probs != b.probs  # really quantized
         assert max(abs(a.probs[k] - b.probs[k]) for k in a.probs) < 0.05
+
+
+def test_int8_close_calls_regraded_in_float32(tiny_llama):
+    reqs = _reqs(RATE)
+    f32 = _ct2(tiny_llama, compute_type="float32").grade(reqs)
+    pure = _ct2(tiny_llama, compute_type="int8", recheck_margin=0)
+    i8 = pure.grade(reqs)
+    # the gap of the two best label logits in sd of the vocabulary logits, computed here from torch-free numpy
+    gaps = []
+    for toks in pure._tokens(pure._texts(reqs)):
+        vocab = np.asarray(pure.model.generate_batch([toks], max_length=1, include_prompt_in_result=False,
+                                                     return_logits_vocab=True)[0].logits[0][0], dtype=np.float64)
+        top = np.sort(vocab[pure._labels(RATE.labels, pure._texts(reqs)[0])])[::-1]
+        gaps.append((top[0] - top[1]) / vocab.std())
+    ordered = sorted(gaps)
+    cut = round((ordered[1] + ordered[2]) / 2, 6)  # the two closest calls
+    b = _ct2(tiny_llama, compute_type="int8", recheck_margin=cut)
+    got = b.grade(reqs)
+    for res, a, q, g in zip(got, f32, i8, gaps):
+        assert res.probs == pytest.approx(a.probs if g < cut else q.probs, abs=1e-6)
+    assert (b.scored_pairs, b.rechecked_pairs) == (len(reqs), 2) and b.run_note().startswith("2 of 4")
 
 
 # -- decoding: what maps and what is refused --------------------------------------------------------

@@ -90,11 +90,11 @@ def ct2_device(device: str | None) -> tuple[str, int]:
     return kind, int(index or 0)
 
 
-def default_compute_type(device: str) -> str:
+def default_compute_type(device: str, cpu: str = "int8") -> str:
     import ctranslate2
 
     if device == "cpu":
-        return "int8"  # int8 weights, float32 activations: the CPU's fast path
+        return cpu  # int8: int8 weights, float32 activations, the CPU's fast path
     # T5 activations overflow float16; bfloat16 where the GPU has it
     return "bfloat16" if "bfloat16" in ctranslate2.get_supported_compute_types(device) else "float32"
 
@@ -119,10 +119,12 @@ class CT2Engine(RecheckMixin):
     ct2_kind: ClassVar[str]
     #: batch size on a GPU when --batch-size is not given
     cuda_batch_size: ClassVar[int] = 32
+    #: compute type on a CPU when --compute-type is not given
+    cpu_compute_type: ClassVar[str] = "int8"
 
     def init_ct2(self, compute_type: str | None, recheck_margin: float | None, threads: int | None) -> None:
         self._ct2_device, self._ct2_index = ct2_device(self._device_opt)
-        self.compute_type = compute_type or default_compute_type(self._ct2_device)
+        self.compute_type = compute_type or default_compute_type(self._ct2_device, self.cpu_compute_type)
         check_compute_type(self.compute_type, self._ct2_device)
         self.init_recheck(recheck_margin)
         if self.margin:

@@ -12,6 +12,7 @@ or a ``--compute-type``; see :mod:`exam_eval.backends.ct2_causal`).
 
 from __future__ import annotations
 
+import inspect
 from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
@@ -30,10 +31,9 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
 
     ct2_class = "exam_eval.backends.ct2_causal:CT2CausalBackend"
     ct2_kind = "causal"
-    # --engine auto stays on torch: on a CPU, CTranslate2 as it runs by default (int8,
-    # close calls regraded in float32) was slower than torch float32 for a trained model
-    # whose label probabilities are rarely far apart (SmolLM2-135M: all pairs rechecked),
-    # and float32 only 1.08x as fast (bench/README.md)
+    # --engine auto stays on torch: on a CPU, for a trained model (SmolLM2-135M), CTranslate2
+    # float32 gives torch's grades at 0.92-0.94x torch's speed, and int8 (2.9x) changes 0.7%
+    # to 25% of them depending on the prompt (bench/README.md)
     auto_ct2 = False
 
     def load(self) -> None:
@@ -56,6 +56,10 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         if self._batch_opt is None and self.device.startswith("cuda"):
             self.batch_size = 16
         self._torch = torch
+        # the output layer at the last position only: the others' logits are never read
+        # (a [batch, length, vocabulary] tensor; about 15% of a scoring call on SmolLM2-135M)
+        self._last_only = ({"logits_to_keep": 1}
+                           if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {})
 
     @property
     def model_config(self):
@@ -128,7 +132,7 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         ids = self._labels(labels, texts[0])
         enc = self._encode(texts)
         with torch.inference_mode():
-            logits = self.model(**enc).logits[:, -1, :].float()
+            logits = self.model(**enc, **self._last_only).logits[:, -1, :].float()
         # normalising over the label logits directly equals p(label) / sum p(labels), and
         # cannot underflow to all zeros when the model puts its mass on another token
         probs = torch.softmax(logits[:, ids], dim=-1).cpu().tolist()

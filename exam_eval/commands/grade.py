@@ -79,7 +79,7 @@ def _log(msg: str) -> None:
               help="hf-seq2seq, hf-causal: what runs the model; auto = ctranslate2 where installed for hf-seq2seq, "
                    "torch for hf-causal (torch with --dtype, ctranslate2 with --compute-type). [auto]")
 @click.option("--compute-type", default=None, metavar="TYPE",
-              help="--engine ctranslate2: int8 (CPU default), int8_float32, int16 (closer to float32), float32; CUDA: bfloat16 (default), "
+              help="--engine ctranslate2: int8 (CPU default; hf-causal: float32), int8_float32, int16 (closer to float32), float32; CUDA: bfloat16 (default), "
                    "float16, int8_float16, int8_bfloat16.")
 @click.option("--recheck-margin", type=click.FloatRange(min=0), default=None, metavar="M",
               help="--engine ctranslate2, scoring: regrade in float32 the pairs whose two best label logits are less "
