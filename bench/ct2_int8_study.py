@@ -80,6 +80,18 @@ def convert(model_dir: Path, out: Path, quantization: str, keep_projection_float
     return time.perf_counter() - t0
 
 
+def timed_scores(be, reqs, labels) -> dict:
+    """The loaded back end's own model calls on every pair, batches of BATCH, timed."""
+    t0 = time.perf_counter()
+    scores = []
+    for b in range(0, len(reqs), BATCH):
+        scores += be._score_on(be.model, reqs[b:b + BATCH], labels)
+    secs = time.perf_counter() - t0
+    be.close()
+    return {"probs": [s.probs for s in scores], "gaps": [s.gap for s in scores], "seconds": secs,
+            "pairs_per_s": len(reqs) / secs}
+
+
 def score_ct2(folder: Path, compute_type: str, model_dir: Path, reqs, labels) -> dict:
     import ctranslate2
 
@@ -95,14 +107,7 @@ def score_ct2(folder: Path, compute_type: str, model_dir: Path, reqs, labels) ->
     be._ops = TokenizerOps(be.tokenizer)
     be.model = ctranslate2.Translator(str(folder), device="cpu", compute_type=compute_type, intra_threads=be.threads)
     be._score_on(be.model, reqs[:1], labels)  # warm-up
-    t0 = time.perf_counter()
-    scores = []
-    for b in range(0, len(reqs), BATCH):
-        scores += be._score_on(be.model, reqs[b:b + BATCH], labels)
-    secs = time.perf_counter() - t0
-    be.close()
-    return {"probs": [s.probs for s in scores], "gaps": [s.gap for s in scores], "seconds": secs,
-            "pairs_per_s": len(reqs) / secs}
+    return timed_scores(be, reqs, labels)
 
 
 def score_torch(model_dir: Path, reqs, labels) -> dict:
@@ -201,14 +206,7 @@ def score_causal(model_dir: Path, compute_type: str, reqs, labels) -> dict:
                      compute_type=compute_type, recheck_margin=0)
     be.load()
     be._score_on(be.model, reqs[-1:], labels)  # warm-up
-    t0 = time.perf_counter()
-    scores = []
-    for b in range(0, len(reqs), BATCH):
-        scores += be._score_on(be.model, reqs[b:b + BATCH], labels)
-    secs = time.perf_counter() - t0
-    be.close()
-    return {"probs": [s.probs for s in scores], "gaps": [s.gap for s in scores], "seconds": secs,
-            "pairs_per_s": len(reqs) / secs}
+    return timed_scores(be, reqs, labels)
 
 
 def recheck_margins(model_dir, work, reqs, labels, args) -> dict:

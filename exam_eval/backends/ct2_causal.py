@@ -75,9 +75,9 @@ class CT2CausalBackend(CT2Engine, CausalBackend):
     ct2_model_class = "Generator"
     cuda_batch_size = 16
     # float32 gives torch's grades; int8 changed a quarter of a trained model's grades on
-    # one prompt (SmolLM2-135M, thomas: 74.5% agreement with float32), and the float32
-    # rechecks of its close calls by label probability covered 99-100% of the pairs,
-    # slower than float32 alone (bench/README.md); --compute-type int8 remains available
+    # one prompt (SmolLM2-135M, thomas: 74.5% agreement with float32), and its float32
+    # rechecks then regraded 83% of the pairs, slower than float32 alone (bench/README.md);
+    # --compute-type int8 (with rechecks) remains available
     cpu_compute_type = "float32"
 
     def __init__(self, model: str | None = None, device: str | None = None, batch_size: int | None = None,
