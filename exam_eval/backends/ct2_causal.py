@@ -80,16 +80,10 @@ class CT2CausalBackend(CT2Engine, CausalBackend):
     # --compute-type int8 (with rechecks) remains available
     cpu_compute_type = "float32"
 
-    def __init__(self, model: str | None = None, device: str | None = None, batch_size: int | None = None,
-                 max_input_tokens: int | None = None, max_new_tokens: int | None = None,
-                 num_beams: int | None = None, engine: str | None = None, compute_type: str | None = None,
-                 recheck_margin: float | None = None, threads: int | None = None):
-        super().__init__(model=model, device=device, batch_size=batch_size, max_input_tokens=max_input_tokens,
-                         max_new_tokens=max_new_tokens, num_beams=num_beams, engine=engine)
-        self.init_ct2(compute_type, recheck_margin, threads)
-        self._model_config = None
-        self._end_token: list[int] | None = None
-        self._top_k = 50
+    # read from the checkpoint's configs in load()
+    _model_config = None
+    _end_token: list[int] | None = None
+    _top_k = 50
 
     def check_prompt(self, prompt) -> None:
         refused = refused_penalties(dict(prompt.decoding))

@@ -108,9 +108,9 @@ def cpu_threads() -> int:
 class CT2Engine(RecheckMixin):
     """A CTranslate2 engine (a mixin before the torch back end it replaces).
 
-    The back end calls :meth:`init_ct2` at the end of ``__init__`` (after the torch base
-    class set the model reference and options) and :meth:`load_ct2` in ``load``; it
-    provides ``_score_on(model, requests, labels)`` for the rechecks.
+    Its ``__init__`` takes the torch back end's options (less --dtype) and the engine's own;
+    the back end calls :meth:`load_ct2` in ``load`` and provides
+    ``_score_on(model, requests, labels)`` for the rechecks.
     """
 
     engine_name = "ctranslate2"
@@ -121,6 +121,15 @@ class CT2Engine(RecheckMixin):
     cuda_batch_size: ClassVar[int] = 32
     #: compute type on a CPU when --compute-type is not given
     cpu_compute_type: ClassVar[str] = "int8"
+
+    def __init__(self, model: str | None = None, device: str | None = None, batch_size: int | None = None,
+                 max_input_tokens: int | None = None, max_new_tokens: int | None = None,
+                 num_beams: int | None = None, engine: str | None = None, compute_type: str | None = None,
+                 recheck_margin: float | None = None, threads: int | None = None):
+        # the torch back end's options, minus --dtype; the signature is what get_backend checks flags against
+        super().__init__(model=model, device=device, batch_size=batch_size, max_input_tokens=max_input_tokens,
+                         max_new_tokens=max_new_tokens, num_beams=num_beams, engine=engine)
+        self.init_ct2(compute_type, recheck_margin, threads)
 
     def init_ct2(self, compute_type: str | None, recheck_margin: float | None, threads: int | None) -> None:
         self._ct2_device, self._ct2_index = ct2_device(self._device_opt)

@@ -30,14 +30,6 @@ class CT2Seq2SeqBackend(CT2Engine, Seq2SeqBackend):
     name = "hf-seq2seq"
     ct2_model_class = "Translator"
 
-    def __init__(self, model: str | None = None, device: str | None = None, batch_size: int | None = None,
-                 max_input_tokens: int | None = None, max_new_tokens: int | None = None,
-                 num_beams: int | None = None, engine: str | None = None, compute_type: str | None = None,
-                 recheck_margin: float | None = None, threads: int | None = None):
-        super().__init__(model=model, device=device, batch_size=batch_size, max_input_tokens=max_input_tokens,
-                         max_new_tokens=max_new_tokens, num_beams=num_beams, engine=engine)
-        self.init_ct2(compute_type, recheck_margin, threads)
-
     def load(self) -> None:
         if self.model is None:
             self.load_ct2()
