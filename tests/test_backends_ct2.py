@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -27,6 +26,8 @@ from exam_eval.backends.hf_common import label_token_ids  # noqa: E402
 from exam_eval.backends.hf_seq2seq import Seq2SeqBackend  # noqa: E402
 from exam_eval.errors import InputError, UsageError  # noqa: E402
 from exam_eval.grading.prompts import get_prompt  # noqa: E402
+from ct2_helpers import CMD, ENV, ct2_cache  # noqa: E402,F401 (ct2_cache: autouse fixture)
+from ct2_helpers import grade as _grade, keyed as _keyed, rows as _rows, summary as _summary  # noqa: E402
 from tiny_models import make_tiny_t5, tiny_qa, tiny_t5  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,14 +41,6 @@ PASSAGES = [
     "Question: what is the capital of France? Context: relevant passage query nugget",
 ]
 QUESTION = "what is the capital of France?"
-
-
-@pytest.fixture(autouse=True)
-def ct2_cache(tmp_path_factory, monkeypatch):
-    # one conversion cache per test module run, never the user's ~/.cache
-    root = tmp_path_factory.getbasetemp() / "ct2-cache"
-    monkeypatch.setenv("EXAM_EVAL_CT2_CACHE", str(root))
-    return root
 
 
 @pytest.fixture(scope="module")
@@ -319,18 +312,10 @@ def test_bad_compute_types_and_checkpoints(tiny_t5, tiny_qa, tmp_path):
         b.load()
 
 
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0", HF_HUB_OFFLINE="1")
-CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
-
-
 def _args(model, tmp_path, *extra):
     return ["--model", str(model), "--device", "cpu", "--prompt", "question-selfrating", "--bank",
             str(DEMO / "questions.jsonl"), "--passages", str(DEMO / "passages.jsonl"), str(DEMO / "good.run"),
             "--max-input-tokens", "400", "--cache", str(tmp_path / "cache.sqlite"), *map(str, extra)]
-
-
-def _grade(*args, env=None):
-    return subprocess.run(CMD + list(args), capture_output=True, text=True, env=env or ENV, timeout=600)
 
 
 @pytest.mark.parametrize("extra,needle", [
@@ -380,20 +365,6 @@ def test_cli_unconvertible_checkpoint_is_one_line_exit_2(tmp_path):
 
 
 # -- kill/resume, cache, engines never mix ----------------------------------------------------------
-def _rows(path):
-    return [json.loads(x) for x in Path(path).read_text().splitlines()]
-
-
-def _keyed(path):
-    return {(r["query_id"], r["doc_id"], r["item_id"]): (r["grade"], r["probs"], r["engine"]) for r in _rows(path)}
-
-
-def _summary(stderr):
-    m = re.search(r"(\d+) pairs: (\d+) graded, (\d+) from cache", stderr)
-    assert m, stderr
-    return tuple(map(int, m.groups()))
-
-
 def test_kill_resume_cache_and_no_mixing(tiny_t5, tmp_path):
     env = dict(ENV, EXAM_EVAL_CT2_CACHE=str(tmp_path / "ct2"))
     ref = tmp_path / "ref.jsonl"

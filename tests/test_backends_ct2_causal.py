@@ -9,11 +9,8 @@ differences are ~1e-8 for the probabilities, ~1e-6 for the logits)."""
 from __future__ import annotations
 
 import json
-import os
-import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -31,6 +28,8 @@ from exam_eval.backends.hf_causal import CausalBackend  # noqa: E402
 from exam_eval.backends.hf_common import label_token_ids  # noqa: E402
 from exam_eval.errors import InputError, UsageError  # noqa: E402
 from exam_eval.grading.prompts import get_prompt  # noqa: E402
+from ct2_helpers import CMD, ENV, ct2_cache  # noqa: E402,F401 (ct2_cache: autouse fixture)
+from ct2_helpers import grade as _grade, keyed as _keyed, rows as _rows, summary as _summary  # noqa: E402
 from tiny_models import make_tiny_llama, tiny_llama, tiny_llama_base, tiny_qa, tiny_t5  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,14 +44,6 @@ PASSAGES = [
     "Question: what is the capital of France? Context: relevant passage query nugget",
 ]
 QUESTION = "what is the capital of France?"
-
-
-@pytest.fixture(autouse=True)
-def ct2_cache(tmp_path_factory, monkeypatch):
-    # one conversion cache per test run, never the user's ~/.cache
-    root = tmp_path_factory.getbasetemp() / "ct2-cache"
-    monkeypatch.setenv("EXAM_EVAL_CT2_CACHE", str(root))
-    return root
 
 
 def _reqs(prompt):
@@ -277,19 +268,11 @@ def test_bad_compute_types_and_checkpoints(tiny_llama, tiny_t5, tiny_qa, tmp_pat
         b.load()
 
 
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0", HF_HUB_OFFLINE="1")
-CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
-
-
 def _args(model, tmp_path, *extra):
     return ["--backend", "hf-causal", "--model", str(model), "--device", "cpu", "--prompt", "question-selfrating",
             "--bank", str(DEMO / "questions.jsonl"), "--passages", str(DEMO / "passages.jsonl"),
             str(DEMO / "good.run"), "--max-input-tokens", "300", "--cache", str(tmp_path / "cache.sqlite"),
             *map(str, extra)]
-
-
-def _grade(*args, env):
-    return subprocess.run(CMD + list(args), capture_output=True, text=True, env=env, timeout=600)
 
 
 @pytest.mark.parametrize("extra,needle", [
@@ -322,20 +305,6 @@ def test_cli_bad_input_is_one_line_before_grading(tiny_llama, tiny_t5, tmp_path,
 
 
 # -- end to end: kill/resume, cache, engines never mix --------------------------------------------------
-def _rows(path):
-    return [json.loads(x) for x in Path(path).read_text().splitlines()]
-
-
-def _keyed(path):
-    return {(r["query_id"], r["doc_id"], r["item_id"]): (r["grade"], r["probs"], r["engine"]) for r in _rows(path)}
-
-
-def _summary(stderr):
-    m = re.search(r"(\d+) pairs: (\d+) graded, (\d+) from cache", stderr)
-    assert m, stderr
-    return tuple(map(int, m.groups()))
-
-
 def test_cli_kill_resume_cache_and_no_mixing(tiny_llama, tmp_path):
     env = dict(ENV, EXAM_EVAL_CT2_CACHE=str(tmp_path / "ct2"))
     ct2 = ("--engine", "ctranslate2", "--compute-type", "float32")

@@ -1,0 +1,43 @@
+"""What the CTranslate2 engine tests share: a conversion cache of their own, and
+exam-grade run as a user runs it with readers for its output and summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0", HF_HUB_OFFLINE="1")
+CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
+
+
+@pytest.fixture(autouse=True)
+def ct2_cache(tmp_path_factory, monkeypatch):
+    # one conversion cache per test run, never the user's ~/.cache
+    root = tmp_path_factory.getbasetemp() / "ct2-cache"
+    monkeypatch.setenv("EXAM_EVAL_CT2_CACHE", str(root))
+    return root
+
+
+def grade(*args, env=None):
+    return subprocess.run(CMD + [str(a) for a in args], capture_output=True, text=True, env=env or ENV, timeout=600)
+
+
+def rows(path):
+    return [json.loads(x) for x in Path(path).read_text().splitlines()]
+
+
+def keyed(path):
+    return {(r["query_id"], r["doc_id"], r["item_id"]): (r["grade"], r["probs"], r["engine"]) for r in rows(path)}
+
+
+def summary(stderr):
+    m = re.search(r"(\d+) pairs: (\d+) graded, (\d+) from cache", stderr)
+    assert m, stderr
+    return tuple(map(int, m.groups()))
