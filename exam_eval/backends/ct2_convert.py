@@ -98,7 +98,11 @@ def check_compute_type(compute_type: str, device: str) -> None:
         raise InputError(f"--compute-type {compute_type}: unknown compute type (known: {', '.join(COMPUTE_TYPES)})")
     supported = ctranslate2.get_supported_compute_types(device)
     if compute_type not in supported:
-        raise InputError(f"--compute-type {compute_type}: not supported by this {device} "
+        # int16 exists only in CTranslate2's Intel MKL kernels, which its wheels use on
+        # Intel CPUs only: say so, or an AMD user reads it as a broken install
+        why = " (int16 needs Intel MKL, which CTranslate2 uses on Intel CPUs only)" \
+            if compute_type == "int16" and device == "cpu" else ""
+        raise InputError(f"--compute-type {compute_type}: not supported by this {device}{why} "
                          f"(supported here: {', '.join(sorted(supported))})")
 
 

@@ -94,7 +94,9 @@ def default_compute_type(device: str, cpu: str = "int8") -> str:
     import ctranslate2
 
     if device == "cpu":
-        return cpu  # int8: int8 weights, float32 activations, the CPU's fast path
+        # int8: int8 weights, float32 activations, the CPU's fast path; float32 is the one
+        # type every CPU build offers, for a CPU whose CTranslate2 lacks the default
+        return cpu if cpu in ctranslate2.get_supported_compute_types("cpu") else "float32"
     # T5 activations overflow float16; bfloat16 where the GPU has it
     return "bfloat16" if "bfloat16" in ctranslate2.get_supported_compute_types(device) else "float32"
 
