@@ -258,13 +258,15 @@ def speed_only(model_dir, work, reqs, labels, pool, args) -> dict:
     step = max(1, len(reqs) // args.speed_only)
     sub = reqs[::step][:args.speed_only]
     folders = {}
-    for ct in ("int8", "int16"):
+    # int16 exists only with Intel MKL (Intel CPUs)
+    types = [ct for ct in ("int8", "int16") if ct in ctranslate2.get_supported_compute_types("cpu")]
+    for ct in types:
         folders[ct] = work / f"ct2-{ct}"
         convert(model_dir, folders[ct], ct)
-    rates = {k: [] for k in ("ct2 int8", "ct2 int16", "torch float32", "reference loop")}
+    rates = {k: [] for k in (*(f"ct2 {ct}" for ct in types), "torch float32", "reference loop")}
     ref_sample = bg.sample_requests(pool, max(10, args.speed_only // 6), args.seed)
     for _ in range(args.rounds):
-        for ct in ("int8", "int16"):
+        for ct in types:
             rates[f"ct2 {ct}"].append(score_ct2(folders[ct], ct, model_dir, sub, labels)["pairs_per_s"])
         rates["torch float32"].append(score_torch(model_dir, sub, labels)["pairs_per_s"])
         rates["reference loop"].append(bg.reference_loop(model_dir, ref_sample)["pairs_per_s"])
@@ -349,6 +351,9 @@ def main(argv=None) -> int:
         wanted_unsupported = [ct for ct in ("bfloat16", "int8_bfloat16", "float16", "int8_float16") if ct not in supported]
         folders, runs = {}, {}
         for name, quant, ct, keep in settings:
+            if ct not in supported:
+                log(f"CTranslate2 {name}: not on this CPU, skipped")
+                continue
             key = (quant, keep)
             if quant is None:
                 folder = folders[("float32", False)]
