@@ -172,11 +172,27 @@ def test_single_value_measures_with_parameters(tmp_path, run_cli, spec, name):
     assert got[(name, "all")] == "%6.4f" % ((direct["1"][root] + direct["2"][root]) / 2)
 
 
-def test_per_level_gains_are_refused_in_one_line(tmp_path, run_cli):
+@pytest.mark.parametrize("root", ["ndcg", "ndcg_rel", "Rndcg", "G"])
+def test_per_level_gains_equal_relabelled_qrels(tmp_path, run_cli, root):
+    # level=gain pairs give those levels those gains: the same as the labels rewritten to
+    # the gains, which pytrec_eval scores with its default (label = gain)
     qp, rp = write_case(tmp_path, QRELS, RUN)
-    res = run_cli("exam-qrels", "-m", "ndcg.1=4,2=8", qp, rp)
+    res = run_cli("exam-qrels", "-q", "-m", f"{root}.1=4,2=8", qp, rp)
+    assert res.returncode == 0, res.stderr
+    relabelled = {q: {d: {1: 4, 2: 8}.get(lab, lab) for d, lab in docs.items()} for q, docs in QRELS.items()}
+    direct = pytrec_eval.RelevanceEvaluator(relabelled, {root}).evaluate(RUN)
+    got = parse_output(res.stdout)
+    for q in ("1", "2"):
+        assert got[(f"{root}_1=4,2=8", q)] == "%6.4f" % direct[q][root]
+
+
+@pytest.mark.parametrize("gains", ["1=4,2", "1=4,,2=3", "1=2=3", ",1=3"])
+def test_malformed_gain_pairs_are_refused_in_one_line(tmp_path, run_cli, gains):
+    # trec_eval: "malformed pair parameters"; pytrec_eval's C code would crash on them
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    res = run_cli("exam-qrels", "-m", f"ndcg.{gains}", qp, rp)
     assert res.returncode == 1 and res.stdout == "" and len(res.stderr.splitlines()) == 1
-    assert "gains" in res.stderr and "Traceback" not in res.stderr
+    assert "malformed pair parameters" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_max_docs_zero_scores_an_empty_ranking(tmp_path, run_cli):

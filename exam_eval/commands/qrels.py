@@ -12,6 +12,7 @@ from ..io.trec import write_qrels
 from ..measures.exam_qrels import LABEL_MODES
 from ..measures.registry import parse_measures
 from ..measures.trec_eval import evaluate, require_overlap, write_trec_eval
+from ..measures.zscores import read_zscores
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
 from ._runs import read_runs
 
@@ -48,6 +49,8 @@ See man exam-qrels.
 @click.option("-n", "no_summary", is_flag=True, help="No summary ('all') lines.")
 @click.option("-J", "judged_only", is_flag=True,
               help="Drop unjudged documents (no qrels line with label >= 0) from the run before scoring.")
+@click.option("-Z", "zscores_file", default=None, metavar="FILE",
+              help="Print z-scores against FILE's 'qid measure mean stddev' lines (trec_eval -Z).")
 @click.option("-M", "max_docs", type=int, default=None, metavar="N", help="Evaluate only the top N documents per query.")
 @click.option("--label", "label_mode", type=click.Choice(LABEL_MODES), default="max", show_default=True,
               help="From grades: max grade, count of items with grade >= --min-grade, or binary.")
@@ -58,7 +61,7 @@ See man exam-qrels.
                    "of deleted items and of edited items' old text).")
 @grader_options
 @output_option
-def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_only, max_docs,
+def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_only, zscores_file, max_docs,
         label_mode, min_grade, bank, model, prompt, kind, output):
     """Write EXAM-Qrels from LABELS, or score RUNs with them exactly as trec_eval would.
 
@@ -78,6 +81,8 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
                         kind=kind, bank_items=bank_items, log=log)
     loaded = read_runs(runs)
     options = dict(level=level, judged_only=judged_only, max_docs=max_docs, complete=complete)
+    if zscores_file is not None:
+        options["zscores"] = read_zscores(zscores_file)
     if not loaded:
         with atomic_output(output) as out:
             write_qrels(qrels, out)

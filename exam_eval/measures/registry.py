@@ -7,6 +7,7 @@ pytrec_eval computes is one ``register(...)`` line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
@@ -22,7 +23,7 @@ class TrecMeasure:
     value: str = "float"      # float | long | string | relstring: how trec_eval prints it
     agg: str = "mean"         # mean | sum | gm (geometric, log values per query) | num_q | runid | none
     # None | "long" / "float": cutoffs, one value each | "values": parameters of one value |
-    # "gains": trec_eval's level=gain pairs (not implemented: refused)
+    # "gains": trec_eval's level=gain pairs (ndcg.1=3,2=9: the value is named ndcg_1=3,2=9)
     params: str | None = None
     defaults: tuple = ()
     gain: bool = False        # uses raw labels as gains, so unaffected by -l
@@ -62,7 +63,7 @@ register(TrecMeasure("Rprec_mult", params="float", defaults=_RPREC_MULTS))
 register(TrecMeasure("utility", params="values", defaults=(1.0, -1.0, 0.0, 0.0), source="ours"))
 register(TrecMeasure("11pt_avg", params="values", defaults=_RECALL_LEVELS))
 register(TrecMeasure("binG"))
-register(TrecMeasure("G", gain=True))
+register(TrecMeasure("G", gain=True, params="gains"))
 register(TrecMeasure("ndcg", gain=True, params="gains"))
 register(TrecMeasure("ndcg_rel", gain=True, params="gains"))
 register(TrecMeasure("Rndcg", gain=True, params="gains"))
@@ -115,9 +116,9 @@ class Request:
     @property
     def names(self) -> list[str]:
         """The value names trec_eval prints (P_5, iprec_at_recall_0.10, map, utility_1,-1,0,0)."""
-        if self.measure.params in (None, "gains"):
+        if self.measure.params is None:
             return [self.measure.name]
-        if self.measure.params == "values":
+        if self.measure.params in ("values", "gains"):
             return [self.measure.name if self.raw is None else f"{self.measure.name}_{self.raw}"]
         if self.measure.params == "long":
             return [f"{self.measure.name}_{c}" for c in self.cutoffs]
@@ -132,24 +133,47 @@ class Request:
 
     @property
     def pytrec_spec(self) -> str:
-        if self.measure.params in (None, "gains"):
+        if self.measure.params is None:
             return self.measure.name
-        if self.measure.params == "values":
+        if self.measure.params in ("values", "gains"):
             return self.measure.name if self.raw is None else f"{self.measure.name}.{self.raw}"
         if self.measure.params == "long":
             return self.measure.name + "." + ",".join(str(c) for c in self.cutoffs)
         return self.measure.name + "." + ",".join(repr(c) for c in self.cutoffs)
 
 
+# C's atol and atof, which trec_eval's meas_init.c reads parameters with: the longest
+# numeric prefix after leading blanks, 0 when there is none (P.23.4 is P_23, P.x is P_0).
+_ATOL = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+_ATOF = re.compile(r"[ \t\n\v\f\r]*([+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan))", re.I)
+
+
+def c_atol(text: str) -> int:
+    m = _ATOL.match(text)
+    return int(m.group(1)) if m else 0
+
+
+def c_atof(text: str) -> float:
+    m = _ATOF.match(text)
+    return float(m.group(1)) if m else 0.0
+
+
+def _check_gain_pairs(text: str, spec: str) -> None:
+    # trec_eval's get_param_pairs: every comma-separated part holds exactly one '='
+    if any(part.count("=") != 1 for part in text.split(",")):
+        raise UsageError(f"measure {spec!r}: gains must be level=gain pairs separated by commas "
+                         f"(trec_eval: malformed pair parameters in '{text}')")
+
+
 def _parse_cutoffs(m: TrecMeasure, text: str, spec: str) -> tuple:
+    if m.params == "gains":
+        _check_gain_pairs(text, spec)
+        return ()
     parts = text.split(",")
-    try:
-        if m.params == "long":
-            values = [int(p) for p in parts]
-        else:
-            values = [float(p) for p in parts]
-    except ValueError:
-        raise UsageError(f"measure {spec!r}: parameters must be comma-separated {'integers' if m.params == 'long' else 'numbers'}") from None
+    if m.params == "long":
+        values = [c_atol(p) for p in parts]
+    else:
+        values = [c_atof(p) for p in parts]
     if m.params == "values":
         # ordered parameters, not cutoffs (trec_eval: get_double_params)
         if m.name == "utility" and len(values) != 4:
@@ -194,16 +218,14 @@ def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Reques
             raise UsageError(f"unknown measure {spec!r} (trec_eval: illegal measure); known: {known}")
         if param and not m.params:
             raise UsageError(f"measure {root!r} takes no parameters (got {spec!r})")
-        if param and m.params == "gains":
-            raise UsageError(f"measure {spec!r}: trec_eval's per-level gains (level=gain,...) are not "
-                             f"implemented; {root} uses the labels as gains")
         marked.add(root)
         if param:
             cutoffs = _parse_cutoffs(m, param, spec)
             if root not in params:
                 params[root] = cutoffs
                 raws[root] = param
-            elif cutoffs != params[root] and warn:
+            elif (cutoffs, param if m.params == "gains" else None) != \
+                    (params[root], raws[root] if m.params == "gains" else None) and warn:
                 warn(f"-m {spec}: trec_eval uses the first parameters given for {root}; ignoring these")
     refused = [REGISTRY[n] for n in REGISTRY if n in marked and REGISTRY[n].refused]
     if refused:
