@@ -29,8 +29,10 @@ class TrecMeasure:
     gain: bool = False        # uses raw labels as gains, so unaffected by -l
     per_query: bool = True    # trec_eval prints nothing per query for num_q, runid, gm_*
     summary: bool = True      # trec_eval prints no 'all' line for relstring
-    source: str = "pytrec"    # pytrec (pytrec_eval computes it) | ours (computed in trec_eval.py)
-    refused: str | None = None  # trec_eval 9.0.8 has it, but not for qrels/trec_results input
+    source: str = "pytrec"    # pytrec (pytrec_eval computes it) | ours (computed in trec_eval.py) |
+                              # qrels_jg, prefs (computed in qrels_jg.py, prefs.py)
+    # the judgment formats (trec_eval -R) it computes from; None: any (runid, num_q)
+    formats: tuple[str, ...] | None = ("qrels",)
 
 
 REGISTRY: dict[str, TrecMeasure] = {}
@@ -42,8 +44,8 @@ def register(m: TrecMeasure) -> TrecMeasure:
 
 
 # trec_eval 9.0.8's te_trec_measures[] table, in its order.
-register(TrecMeasure("runid", value="string", agg="runid", per_query=False, source="ours"))
-register(TrecMeasure("num_q", value="long", agg="num_q", per_query=False, source="ours"))
+register(TrecMeasure("runid", value="string", agg="runid", per_query=False, source="ours", formats=None))
+register(TrecMeasure("num_q", value="long", agg="num_q", per_query=False, source="ours", formats=None))
 register(TrecMeasure("num_ret", value="long", agg="sum"))
 register(TrecMeasure("num_rel", value="long", agg="sum"))
 register(TrecMeasure("num_rel_ret", value="long", agg="sum"))
@@ -79,15 +81,19 @@ register(TrecMeasure("set_F", params="values", defaults=(1.0,)))
 register(TrecMeasure("num_nonrel_judged_ret", value="long", agg="sum"))
 
 # The rest of the 9.0.8 table reads other judgment formats (trec_eval -R prefs /
-# qrels_prefs / qrels_jg); on ordinary qrels trec_eval stops with "Can't calculate".
-_PREFS = ("prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret", "prefs_simp",
-          "prefs_pair", "prefs_avgjg", "prefs_avgjg_Rnonrel", "prefs_simp_ret", "prefs_pair_ret",
-          "prefs_avgjg_ret", "prefs_avgjg_Rnonrel_ret", "prefs_simp_imp", "prefs_pair_imp",
-          "prefs_avgjg_imp")
+# qrels_prefs / qrels_jg); on other judgments trec_eval stops with "Can't calculate",
+# as the measures above do on these.
+_PREFS_COUNTS = ("prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret")
+_PREFS = _PREFS_COUNTS + (
+    "prefs_simp", "prefs_pair", "prefs_avgjg", "prefs_avgjg_Rnonrel", "prefs_simp_ret", "prefs_pair_ret",
+    "prefs_avgjg_ret", "prefs_avgjg_Rnonrel_ret", "prefs_simp_imp", "prefs_pair_imp", "prefs_avgjg_imp")
 for _name in _PREFS:
-    register(TrecMeasure(_name, refused="preference judgments (trec_eval -R prefs or -R qrels_prefs)"))
-for _name in ("map_avgjg", "P_avgjg", "Rprec_mult_avgjg"):
-    register(TrecMeasure(_name, refused="judgment-group qrels (trec_eval -R qrels_jg)"))
+    register(TrecMeasure(_name, source="prefs", formats=("prefs", "qrels_prefs"),
+                         **(dict(value="long", agg="sum") if _name in _PREFS_COUNTS else {})))
+register(TrecMeasure("map_avgjg", source="qrels_jg", formats=("qrels_jg",)))
+register(TrecMeasure("P_avgjg", params="long", defaults=_CUTS, source="qrels_jg", formats=("qrels_jg",)))
+register(TrecMeasure("Rprec_mult_avgjg", params="float", defaults=_RPREC_MULTS, source="qrels_jg",
+                     formats=("qrels_jg",)))
 
 _OFFICIAL = ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
              "recip_rank", "iprec_at_recall", "P")
@@ -227,10 +233,15 @@ def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Reques
             elif (cutoffs, param if m.params == "gains" else None) != \
                     (params[root], raws[root] if m.params == "gains" else None) and warn:
                 warn(f"-m {spec}: trec_eval uses the first parameters given for {root}; ignoring these")
-    refused = [REGISTRY[n] for n in REGISTRY if n in marked and REGISTRY[n].refused]
-    if refused:
-        m = refused[0]
-        raise UsageError(f"measure {m.name!r} needs {m.refused}, which exam-qrels does not read "
-                         f"(trec_eval on qrels: Can't calculate measure '{m.name}')")
     return [Request(m, params.get(name, m.defaults), raws.get(name)) for name, m in REGISTRY.items()
             if name in marked]
+
+
+def first_unavailable(requests: list[Request], rel_format: str) -> TrecMeasure | None:
+    """The first requested measure (in table order, as trec_eval computes them) that
+    cannot be computed from judgments of ``rel_format``: trec_eval stops on it with
+    "Can't calculate measure" once a query has both results and judgments."""
+    for r in requests:
+        if r.measure.formats is not None and rel_format not in r.measure.formats:
+            return r.measure
+    return None
