@@ -149,11 +149,19 @@ def test_later_query_with_only_negative_labels_scores_as_no_relevant_document(tm
 
 
 def test_measures_for_other_judgment_formats_are_refused(tmp_path, run_cli):
+    # trec_eval exits 4 ("Can't calculate measure") on the first scored query: a refusal
+    # of this input, exit 2 here; with no query to score it says "No queries" instead
     qp, rp = write_case(tmp_path, QRELS, RUN)
-    for spec in ("prefs_simp", "all_prefs", "P_avgjg"):
-        res = run_cli("exam-qrels", "-m", spec, qp, rp)
-        assert res.returncode == 1 and len(res.stderr.splitlines()) == 1 and res.stdout == ""
-        assert "Can't calculate measure" in res.stderr
+    for flags, first in ((["-m", "prefs_simp"], "prefs_simp"), (["-m", "all_prefs"], "prefs_num_prefs_poss"),
+                         (["-m", "P_avgjg", "-m", "P.5"], "P_avgjg"),
+                         (["-R", "qrels_jg", "-m", "qrels_jg", "-m", "map"], "map")):
+        res = run_cli("exam-qrels", *flags, qp, rp)
+        assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and res.stdout == ""
+        assert f"Can't calculate measure '{first}'" in res.stderr
+    other = tmp_path / "other.run"
+    other.write_text("77 Q0 a 1 1 t\n")
+    res = run_cli("exam-qrels", "-m", "prefs_simp", qp, other)
+    assert res.returncode == 2 and "No queries with both results and relevance info" in res.stderr
 
 
 @pytest.mark.parametrize("spec, name", [("set_F.0.5", "set_F_0.5"), ("11pt_avg.0.2,0.5,0.8", "11pt_avg_0.2,0.5,0.8")])
