@@ -126,7 +126,7 @@ class Layout:
         return text[: -len(end)] if self.no_final_newline else text
 
 
-def judgments(rnd: random.Random, qids: list[str], groups: bool) -> dict[str, dict[str, dict[str, int]]]:
+def judgments(rnd: random.Random, qids: list[str], groups: bool, negatives: bool = True) -> dict[str, dict[str, dict[str, int]]]:
     """qid -> judgment group -> docno -> label (one group "0" for plain qrels)."""
     out = {}
     for qid in qids:
@@ -135,7 +135,8 @@ def judgments(rnd: random.Random, qids: list[str], groups: bool) -> dict[str, di
             for jg in (rnd.sample(["0", "1", "u2", "10"], rnd.randint(1, 3)) if groups else ["0"]):
                 docs = {docno(rnd) for _ in range(rnd.randint(1, 16))}
                 negative_only = rnd.random() < 0.08
-                out[qid][jg] = {d: rnd.choice([-2, -1] if negative_only else [-2, -1, 0, 0, 0, 1, 1, 2, 3, 4, 7])
+                pick = [-2, -1] if negative_only else [-2, -1, 0, 0, 0, 1, 1, 2, 3, 4, 7]
+                out[qid][jg] = {d: rnd.choice(pick if negatives else pick[2:] if not negative_only else [0])
                                 for d in docs}
     return out
 
@@ -177,12 +178,29 @@ def zscores_file(rnd: random.Random, qids: list[str], layout: Layout) -> str:
 def random_case(rnd: random.Random) -> dict:
     qids = rnd.sample(QIDS, rnd.randint(1, 5))
     kind = rnd.random()
-    rel_format = "qrels" if kind < 0.85 else "qrels_jg"  # PREFS-TODO
+    rel_format = "qrels" if kind < 0.8 else "qrels_jg" if kind < 0.88 else rnd.choice(["prefs", "qrels_prefs"])
+    flags = []
+    for flag in ("-q", "-c", "-n", "-J"):
+        if rnd.random() < 0.3:
+            flags.append(flag)
+    if rnd.random() < 0.25:
+        flags += ["-M", str(rnd.choice([0, 1, 3, 5, 10]))]
+    measures = rnd.choice({"qrels": MEASURE_SETS, "qrels_jg": JG_MEASURE_SETS}.get(rel_format, PREFS_MEASURE_SETS))
+    if rnd.random() < 0.25:
+        # known departure (man exam-qrels): Rndcg under -l 0 on a query judged only 0
+        levels = [2, 3, 4] if any("Rndcg" in m or m == "all_trec" for m in measures) else [0, 2, 3, 4]
+        flags += ["-l", str(rnd.choice(levels))]
+    if rel_format != "qrels":
+        flags += ["-R", rel_format]
+    flags += measures
+    # negative preference levels send prefs_avgjg_Rnonrel* outside trec_eval's arrays: refused
+    # (man exam-qrels), so the cases that compare bytes keep levels >= 0
+    negatives = not any("Rnonrel" in m or m == "all_prefs" for m in measures)
     layout = Layout(rnd)
     if rel_format == "prefs":
-        qrels_text = prefs_file(rnd, qids, layout)
+        qrels_text = prefs_file(rnd, qids, layout, negatives)
     else:
-        judged = judgments(rnd, qids, groups=rel_format == "qrels_jg")
+        judged = judgments(rnd, qids, groups=rel_format == "qrels_jg", negatives=negatives)
         lines = [layout.line([qid, jg if rel_format == "qrels_jg" else rnd.choice(["0", "1", "Q0"]), d, label(rnd, lab)])
                  for qid, groups in judged.items() for jg, docs in groups.items() for d, lab in docs.items()]
         if not lines:
@@ -193,24 +211,13 @@ def random_case(rnd: random.Random) -> dict:
         qrels_text = layout.file(lines)
     run_layout = Layout(rnd)
     run_text = run_layout.file(run_lines(rnd, qids, run_layout))
-    flags = []
-    for flag in ("-q", "-c", "-n", "-J"):
-        if rnd.random() < 0.3:
-            flags.append(flag)
-    if rnd.random() < 0.25:
-        flags += ["-M", str(rnd.choice([0, 1, 3, 5, 10]))]
-    if rnd.random() < 0.25:
-        flags += ["-l", str(rnd.choice([0, 2, 3, 4]))]
-    if rel_format != "qrels":
-        flags += ["-R", rel_format]
-    flags += rnd.choice({"qrels": MEASURE_SETS, "qrels_jg": JG_MEASURE_SETS}.get(rel_format, PREFS_MEASURE_SETS))
     case = {"flags": flags, "qrels": qrels_text, "run": run_text}
     if rnd.random() < 0.12:
         case["zscores"] = zscores_file(rnd, qids, Layout(rnd))
     return case
 
 
-def prefs_file(rnd: random.Random, qids: list[str], layout: Layout) -> str:
+def prefs_file(rnd: random.Random, qids: list[str], layout: Layout, negatives: bool) -> str:
     """-R prefs judgments: ``qid ujg ujsg docno rel_level`` (get_prefs.c)."""
     lines = []
     for qid in qids:
@@ -218,7 +225,7 @@ def prefs_file(rnd: random.Random, qids: list[str], layout: Layout) -> str:
             for jg in rnd.sample(["1", "2", "A"], rnd.randint(1, 2)):
                 for jsg in rnd.sample(["0", "1", "s2"], rnd.randint(1, 2)):
                     for d in {docno(rnd) for _ in range(rnd.randint(1, 8))}:
-                        level = rnd.choice(["0", "1", "2", "3", "0.5", "-1", "10"])
+                        level = rnd.choice(["0", "1", "2", "3", "0.5", "10"] + (["-1", "-0.5"] if negatives else []))
                         lines.append(layout.line([qid, jg, jsg, d, level]))
     if not lines:
         lines.append(layout.line([qids[0], "1", "0", docno(rnd), "1"]))
@@ -254,7 +261,7 @@ def test_random_inputs_never_crash_exam_qrels(fresh_cases):
     exits = {g["exit"] for _, g in fresh_cases}
     assert exits == {0, 2}
     succeeded = [c["flags"] for c, g in fresh_cases if g["exit"] == 0]
-    for flag in ("qrels_jg", "-Z", "-q", "-c", "-J", "-M", "-l", "-mndcg_cut.10,3,23.4"):
+    for flag in ("qrels_jg", "prefs", "qrels_prefs", "-Z", "-q", "-c", "-J", "-M", "-l", "-mndcg_cut.10,3,23.4"):
         assert any(flag in f for f in succeeded), flag
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
-from ..measures.registry import c_atol
+from .c_numbers import c_atol
 from .openers import display_name, iter_lines
 
 QrelsJG = dict[str, dict[str, dict[str, int]]]    # qid -> judgment group -> docno -> label

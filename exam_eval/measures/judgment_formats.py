@@ -38,7 +38,8 @@ def read_judgments(rel_format: str, path: str):
     if rel_format == "qrels_jg":
         from ..io.qrels_jg import read_qrels_jg
         return read_qrels_jg(path)
-    raise UsageError(f"-R {rel_format}: preference judgments are not read yet")
+    from ..io.prefs import read_prefs, read_qrels_prefs
+    return read_prefs(path) if rel_format == "prefs" else read_qrels_prefs(path)
 
 
 def _calculator(rel_format: str):
@@ -59,8 +60,8 @@ def evaluate_judgments(rel_format: str, judgments: dict, run: Run, requests: lis
     check_measures(requests, rel_format, evaluated, qrels_name)
     calc = _calculator(rel_format)
     own = [r for r in requests if r.measure.formats is not None]
-    per_query = {q: calc(judgments, run[q], own, level=level, judged_only=judged_only, max_docs=max_docs, qid=q)
-                 for q in evaluated}
+    per_query = {q: calc(judgments, run[q], own, level=level, judged_only=judged_only, max_docs=max_docs, qid=q,
+                         qrels_name=qrels_name) for q in evaluated}
     if zscores is not None:
         from .zscores import apply_zscores
         apply_zscores(per_query, requests, zscores)

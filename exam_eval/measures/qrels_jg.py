@@ -9,11 +9,10 @@ than one group is the mean over the groups.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..io.qrels_jg import QrelsJG
-from ..io.trec import ranked
+from ..io.c_numbers import c_div, trec_ranked
 from .registry import Request
 
 RELVALUE_NONPOOL = -1    # retrieved, not in this group's judgments
@@ -29,15 +28,6 @@ class GroupRels:
     @property
     def num_ret(self) -> int:
         return len(self.rel_list)
-
-
-def c_div(a: float, b: float) -> float:
-    """a / b with IEEE results where C divides by zero (x86's 0/0 is a negative NaN)."""
-    if b:
-        return a / b
-    if a == 0 or math.isnan(a):
-        return -math.nan
-    return math.copysign(math.inf, a)
 
 
 def group_rels(groups: dict[str, dict[str, int]], order: list[str], level: int, judged_only: bool) -> list[GroupRels]:
@@ -109,8 +99,9 @@ def _rprec_mult(groups: list[GroupRels], level: int, percents: tuple) -> list[fl
 
 
 def per_query_values(judgments: QrelsJG, docs: dict[str, float], requests: list[Request], *,
-                     level: int, judged_only: bool, max_docs: int | None, qid: str) -> dict[str, float]:
-    order = ranked(docs)
+                     level: int, judged_only: bool, max_docs: int | None, qid: str,
+                     qrels_name: str | None = None) -> dict[str, float]:
+    order = trec_ranked(docs)
     if max_docs is not None:
         order = order[:max_docs]
     groups = group_rels(judgments[qid], order, level, judged_only)

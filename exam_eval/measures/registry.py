@@ -7,10 +7,10 @@ pytrec_eval computes is one ``register(...)`` line.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..io.c_numbers import c_atof, c_atol
 
 _CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 _RECALL_LEVELS = tuple(i / 10 for i in range(11))
@@ -106,7 +106,7 @@ NICKNAMES = {
                              "Rndcg", "binG", "G", "set_P", "set_recall", "set_relative_P", "set_map",
                              "set_F", "num_nonrel_judged_ret"),
     "all_prefs": ("runid", "num_q") + _PREFS,
-    "prefs": ("runid", "num_q") + _PREFS[:8],
+    "prefs": ("runid", "num_q") + _PREFS[:6],
     "qrels_jg": ("runid", "num_q", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg"),
 }
 
@@ -146,22 +146,6 @@ class Request:
         if self.measure.params == "long":
             return self.measure.name + "." + ",".join(str(c) for c in self.cutoffs)
         return self.measure.name + "." + ",".join(repr(c) for c in self.cutoffs)
-
-
-# C's atol and atof, which trec_eval's meas_init.c reads parameters with: the longest
-# numeric prefix after leading blanks, 0 when there is none (P.23.4 is P_23, P.x is P_0).
-_ATOL = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
-_ATOF = re.compile(r"[ \t\n\v\f\r]*([+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan))", re.I)
-
-
-def c_atol(text: str) -> int:
-    m = _ATOL.match(text)
-    return int(m.group(1)) if m else 0
-
-
-def c_atof(text: str) -> float:
-    m = _ATOF.match(text)
-    return float(m.group(1)) if m else 0.0
 
 
 def _check_gain_pairs(text: str, spec: str) -> None:

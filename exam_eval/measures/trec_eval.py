@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import IO
 
 from ..errors import InputError, UsageError
-from ..io.trec import Qrels, Run, ranked
+from ..io.c_numbers import trec_ranked
+from ..io.trec import Qrels, Run
 from .registry import Request
 
 MIN_GEO_MEAN = 0.00001
@@ -62,7 +63,7 @@ def _truncate(run: Run, max_docs: int | None) -> Run:
     out = {}
     for qid, docs in run.items():
         if len(docs) > max_docs:
-            keep = ranked(docs)[:max_docs]
+            keep = trec_ranked(docs)[:max_docs]
             out[qid] = {d: docs[d] for d in keep}
         else:
             out[qid] = docs
@@ -163,7 +164,7 @@ def _with_placeholder(qrels: Qrels, queries: set[str]) -> Qrels:
 
 
 def _relstring(qrels_q: dict[str, int], docs: dict[str, float], length: float, judged_only: bool) -> str:
-    order = ranked(docs)
+    order = trec_ranked(docs)
     if judged_only:
         order = [d for d in order if qrels_q.get(d, -1) >= 0]
     chars = []

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 from ..io.openers import display_name, iter_lines
-from .registry import Request, c_atof
+from ..io.c_numbers import c_atof
+from .registry import Request
 
 MISSING_ZSCORE_VALUE = -1000000.0
 
