@@ -234,3 +234,30 @@ def test_run_fields_after_the_sixth_are_ignored(tmp_path, run_cli):
     short.write_text("1 Q0 a 1 3\n")
     res = run_cli("exam-qrels", qp, short)
     assert res.returncode == 2 and f"{short}:1: expected 6 fields" in res.stderr
+
+
+@pytest.mark.parametrize("text", ["23.4", " 7", "-3x", "+2", "x", "", ".5", "1e3", "-0", "1E-2z",
+                                  "  +.25e+1", "inf", "-Infinity", "nan", "9" * 20, "007", "\t12abc", "5.", "e5"])
+def test_parameters_and_levels_are_read_as_libc_reads_them(text):
+    # trec_eval reads -m parameters, labels and levels with atol / atof
+    from exam_eval.io.c_numbers import c_atof, c_atol
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.atof.restype = ctypes.c_double
+    libc.atol.restype = ctypes.c_long
+    raw = text.encode()      # (hexadecimal floats, which atof also reads, are not spelled in TREC files)
+    expected = libc.atof(raw)
+    got = c_atof(text)
+    assert got == expected or (math.isnan(got) and math.isnan(expected))
+    if len(text.strip()) < 19:        # beyond a long, atol's result is undefined
+        assert c_atol(text) == libc.atol(raw)
+
+
+def test_rndcg_below_level_one_on_a_query_judged_zero_is_refused(tmp_path, run_cli):
+    # trec_eval counts label-0 documents as relevant under -l 0 (Rndcg's R), which the
+    # level-1 pytrec_eval run cannot reproduce: a named departure, refused in one line
+    qp, rp = write_case(tmp_path, {"1": {"a": 0, "b": -1}, "2": {"c": 1}}, {"1": {"a": 1.0}, "2": {"c": 1.0}})
+    res = run_cli("exam-qrels", "-l", "0", "-m", "Rndcg", qp, rp)
+    assert res.returncode == 2 and res.stdout == "" and len(res.stderr.splitlines()) == 1
+    assert "Rndcg with -l 0 on query 1" in res.stderr
+    assert run_cli("exam-qrels", "-l", "0", "-m", "ndcg", qp, rp).returncode == 0

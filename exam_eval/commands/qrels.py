@@ -100,7 +100,7 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     evaluations = []
     for (name, run, tag), path in zip(loaded, runs):
         if rel_format == "qrels":
-            check_measures(requests, rel_format, sorted(set(run) & set(qrels)), labels, qrels)
+            check_measures(requests, rel_format, sorted(set(run) & set(qrels)), labels, qrels, level)
             ev = evaluate(qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
         else:
             ev = evaluate_judgments(rel_format, qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
