@@ -69,3 +69,17 @@ def test_exam_qrels_prints_the_expected_bytes(quicktest, index):
     assert ours["signal"] is None and ours["exit"] == 0, (args, ours["stderr"])
     assert ours["stdout"] == expected, args
     assert ours["stdout"] == binary.stdout
+
+
+@pytest.mark.parametrize("flags", [["-q", "-R", "qrels_prefs", "-m", "all_prefs"],
+                                   ["-q", "-c", "-M", "100", "-R", "qrels_jg", "-m", "qrels_jg"]])
+def test_a_dl19_run_in_the_other_judgment_formats(trec_eval_binary, shared_data, flags):
+    # TREC-sized inputs (43 queries, 1,000 documents each, graded 0-3 qrels) read as
+    # preferences and as judgment groups
+    qrels, run = shared_data / "dl19" / "qrels.txt", shared_data / "dl19" / "runs" / "ICT-BERT2.run"
+    binary = subprocess.run([str(trec_eval_binary), *flags, str(qrels), str(run)], capture_output=True, text=True,
+                            timeout=120)
+    assert binary.returncode == 0 and binary.stdout.count("\t") > 80, binary.stderr
+    ours = run_batch([flags + [str(qrels), str(run)]])[0]
+    assert ours["exit"] == 0, ours["stderr"]
+    assert ours["stdout"] == binary.stdout

@@ -1,4 +1,7 @@
-"""Numbers as trec_eval's C code reads, stores and divides them.
+"""Lines and numbers as trec_eval's C code reads, stores and divides them.
+
+Its readers of qrels_jg, prefs and z-score files take exactly the fields of their format
+on every line (a blank line is malformed, unlike in a run).
 
 trec_eval reads parameters, labels and levels with atol / atof (the longest numeric
 prefix, 0 when there is none), keeps run scores and preference levels in C floats
@@ -9,11 +12,28 @@ IEEE infinities and NaNs (0/0 is a negative NaN on x86, printed "-nan").
 from __future__ import annotations
 
 import math
+import os
 import re
-from typing import Mapping
+from typing import Iterator, Mapping
+
+from ..errors import InputError
+from .openers import display_name, iter_lines
 
 _ATOL = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
 _ATOF = re.compile(r"[ \t\n\v\f\r]*([+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan))", re.I)
+
+
+def exact_fields(path: str | os.PathLike, shape: str, reader: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each line, which must hold the fields of ``shape``
+    ("qid jg docno label"); ``reader`` names trec_eval's function, for its message."""
+    name = display_name(path)
+    width = len(shape.split())
+    for lineno, line in iter_lines(path):
+        fields = line.split()
+        if len(fields) != width:
+            raise InputError(f"expected {width} fields '{shape}', found {len(fields)} "
+                             f"(trec_eval.{reader}: Malformed line)", name, lineno)
+        yield lineno, fields
 
 
 def c_atol(text: str) -> int:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
-from .c_numbers import c_atof, c_float
-from .openers import display_name, iter_lines
+from .c_numbers import c_atof, c_float, exact_fields
+from .openers import display_name
 
 Pref = tuple[str, str, float, str]        # (jg, jsg, rel_level, docno)
 Prefs = dict[str, list[Pref]]             # qid -> its preference lines
@@ -24,13 +24,8 @@ Prefs = dict[str, list[Pref]]             # qid -> its preference lines
 def _read(path: str | os.PathLike, with_jsg: bool) -> Prefs:
     name = display_name(path)
     shape = "qid jg jsg docno rel_level" if with_jsg else "qid jg docno rel_level"
-    width = 5 if with_jsg else 4
     out: Prefs = {}
-    for lineno, line in iter_lines(path):
-        fields = line.split()
-        if len(fields) != width:
-            raise InputError(f"expected {width} fields '{shape}', found {len(fields)} (trec_eval: Malformed line)",
-                             name, lineno)
+    for lineno, fields in exact_fields(path, shape, "get_prefs" if with_jsg else "get_qrels_prefs"):
         if with_jsg:
             qid, jg, jsg, docno, level = fields
         else:

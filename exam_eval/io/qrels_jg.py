@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
-from .c_numbers import c_atol
-from .openers import display_name, iter_lines
+from .c_numbers import c_atol, exact_fields
+from .openers import display_name
 
 QrelsJG = dict[str, dict[str, dict[str, int]]]    # qid -> judgment group -> docno -> label
 
@@ -21,12 +21,7 @@ def read_qrels_jg(path: str | os.PathLike) -> QrelsJG:
     name = display_name(path)
     out: QrelsJG = {}
     where: dict[tuple[str, str, str], int] = {}
-    for lineno, line in iter_lines(path):
-        fields = line.split()
-        if len(fields) != 4:
-            raise InputError(f"expected 4 fields 'qid jg docno label', found {len(fields)} "
-                             "(trec_eval.get_qrels_jg: Malformed line)", name, lineno)
-        qid, jg, docno, label = fields
+    for lineno, (qid, jg, docno, label) in exact_fields(path, "qid jg docno label", "get_qrels_jg"):
         key = (qid, jg, docno)
         if key in where:
             raise InputError(f"duplicate judgment of {docno} for query {qid} by group {jg} "

@@ -19,8 +19,8 @@ import os
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..io.openers import display_name, iter_lines
-from ..io.c_numbers import c_atof
+from ..io.c_numbers import c_atof, exact_fields
+from ..io.openers import display_name
 from .registry import Request
 
 MISSING_ZSCORE_VALUE = -1000000.0
@@ -71,13 +71,7 @@ class ZScores:
 def read_zscores(path: str | os.PathLike) -> ZScores:
     name = display_name(path)
     entries = []
-    for lineno, line in iter_lines(path):
-        fields = line.split()
-        # unlike a run or qrels, trec_eval takes no blank line here ("Malformed line")
-        if len(fields) != 4:
-            raise InputError(f"expected 4 fields 'qid measure mean stddev', found {len(fields)} "
-                             "(trec_eval.get_zscores: Malformed line)", name, lineno)
-        qid, measure, mean, stddev = fields
+    for _, (qid, measure, mean, stddev) in exact_fields(path, "qid measure mean stddev", "get_zscores"):
         entries.append((qid, measure, c_atof(mean), c_atof(stddev)))
     if not entries:
         raise InputError("z-scores file is empty (trec_eval: Cannot read zscores file)", name)
