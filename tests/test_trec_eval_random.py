@@ -42,7 +42,7 @@ MEASURE_SETS = [[], ["-m", "official"], ["-m", "all_trec"], ["-m", "set"], ["-m"
                 ["-m", "Rndcg", "-m", "infAP", "-m", "bpref", "-m", "gm_map", "-m", "gm_bpref"],
                 ["-m", "relative_P.5", "-m", "num_nonrel_judged_ret", "-m", "binG", "-m", "G"],
                 ["-m", "set_F", "-m", "set_P", "-m", "ndcg_rel", "-m", "Rprec_mult", "-m", "11pt_avg"],
-                ["-m", "recall.3", "-m", "success.1,5", "-m", "map_cut.10"], ["-m", "relstring", "-m", "utility"],
+                ["-m", "recall.3", "-m", "success.1,5", "-m", "map_cut.10", "-m", "yaap"], ["-m", "relstring", "-m", "utility"],
                 # parameters as trec_eval's quicktest gives them, and level=gain pairs
                 ["-m", "ndcg.1=3,2=9,4=4.5"], ["-m", "ndcg_rel.0=1,1=2,3=0.5", "-m", "Rndcg.2=1"],
                 ["-m", "G.1=2,2=5,7=1", "-m", "ndcg.2=0"], ["-mndcg_cut.10,3,23.4", "-mP.5,7,3"],

@@ -94,6 +94,8 @@ register(TrecMeasure("map_avgjg", source="qrels_jg", formats=("qrels_jg",)))
 register(TrecMeasure("P_avgjg", params="long", defaults=_CUTS, source="qrels_jg", formats=("qrels_jg",)))
 register(TrecMeasure("Rprec_mult_avgjg", params="float", defaults=_RPREC_MULTS, source="qrels_jg",
                      formats=("qrels_jg",)))
+# last in the 9.0.8 table and in no nickname; from qrels (pytrec_eval's C code has it too)
+register(TrecMeasure("yaap"))
 
 _OFFICIAL = ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
              "recip_rank", "iprec_at_recall", "P")
