@@ -4,6 +4,7 @@ cleanly on a machine without ``../shared/data`` (a user's checkout)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+SHARED_TOOLS = ROOT.parent / "shared" / "tools"
 
 
 @pytest.fixture(scope="session")
@@ -19,6 +21,26 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip("../shared/data is not present")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def trec_eval_binary(tmp_path_factory) -> Path:
+    """A real trec_eval 9.0.8: $EXAM_EVAL_TREC_EVAL, or built once per test run from
+    ../shared/tools (its source, with trec_eval's own test/ folder beside the binary).
+    Skips on a machine without that folder or a C compiler (a user's checkout)."""
+    given = os.environ.get("EXAM_EVAL_TREC_EVAL")
+    if given:
+        assert os.access(given, os.X_OK), f"EXAM_EVAL_TREC_EVAL={given} is not an executable"
+        return Path(given)
+    script = SHARED_TOOLS / "build-trec-eval"
+    if not script.is_file():
+        pytest.skip("../shared/tools/build-trec-eval is not present")
+    if not (shutil.which("cc") and shutil.which("make")):
+        pytest.skip("no C compiler (cc) and make to build trec_eval")
+    res = subprocess.run(["sh", str(script), str(tmp_path_factory.mktemp("trec_eval_build"))],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, f"building trec_eval failed: {res.stderr}"
+    return Path(res.stdout.strip())
 
 
 @pytest.fixture

@@ -63,8 +63,9 @@ def verdict(trec_exit: int, trec_stdout: str, trec_stderr: str, ours: dict) -> s
     """None when ``ours`` answers as the parity rules ask, else what is wrong.
 
     trec_eval exit 0: same bytes. Refused (4, 7): exit 2, no stdout, one stderr line that
-    carries trec_eval's message. Crashed (a signal, recorded as a negative exit): exit 0
-    or 2. Never a signal or a traceback.
+    carries trec_eval's message (its last line). Stopped on its input or command line
+    (any other exit status): exit 1 or 2, no stdout, one stderr line. Crashed (a signal,
+    recorded as a negative exit): exit 0 or 2. Never a signal or a traceback.
     """
     if ours["signal"] is not None:
         return f"killed by signal {ours['signal']}"
@@ -76,9 +77,14 @@ def verdict(trec_exit: int, trec_stdout: str, trec_stderr: str, ours: dict) -> s
         return None if ours["stdout"] == trec_stdout else "stdout differs"
     if trec_exit in (4, 7):
         lines = ours["stderr"].splitlines()
-        said = trec_stderr.strip().split(": ", 1)[-1]
+        said = (trec_stderr.strip().splitlines() or [""])[-1].split(": ", 1)[-1]
         if ours["exit"] != 2 or ours["stdout"] or len(lines) != 1 or said not in lines[0]:
             return f"refusal differs: exit {ours['exit']}, stderr {ours['stderr']!r}, trec_eval said {said!r}"
+        return None
+    if trec_exit > 0:
+        if ours["exit"] not in (1, 2) or ours["stdout"] or len(ours["stderr"].splitlines()) != 1:
+            return f"trec_eval stopped (exit {trec_exit}: {trec_stderr.strip()!r}); we gave exit {ours['exit']}, " \
+                   f"stderr {ours['stderr']!r}"
         return None
     if ours["exit"] not in (0, 2) or (ours["exit"] == 2 and len(ours["stderr"].splitlines()) != 1):
         return f"exit {ours['exit']} where trec_eval crashed"

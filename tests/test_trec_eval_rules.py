@@ -149,11 +149,19 @@ def test_later_query_with_only_negative_labels_scores_as_no_relevant_document(tm
 
 
 def test_measures_for_other_judgment_formats_are_refused(tmp_path, run_cli):
+    # trec_eval exits 4 ("Can't calculate measure") on the first scored query: a refusal
+    # of this input, exit 2 here; with no query to score it says "No queries" instead
     qp, rp = write_case(tmp_path, QRELS, RUN)
-    for spec in ("prefs_simp", "all_prefs", "P_avgjg"):
-        res = run_cli("exam-qrels", "-m", spec, qp, rp)
-        assert res.returncode == 1 and len(res.stderr.splitlines()) == 1 and res.stdout == ""
-        assert "Can't calculate measure" in res.stderr
+    for flags, first in ((["-m", "prefs_simp"], "prefs_simp"), (["-m", "all_prefs"], "prefs_num_prefs_poss"),
+                         (["-m", "P_avgjg", "-m", "P.5"], "P_avgjg"),
+                         (["-R", "qrels_jg", "-m", "qrels_jg", "-m", "map"], "map")):
+        res = run_cli("exam-qrels", *flags, qp, rp)
+        assert res.returncode == 2 and len(res.stderr.splitlines()) == 1 and res.stdout == ""
+        assert f"Can't calculate measure '{first}'" in res.stderr
+    other = tmp_path / "other.run"
+    other.write_text("77 Q0 a 1 1 t\n")
+    res = run_cli("exam-qrels", "-m", "prefs_simp", qp, other)
+    assert res.returncode == 2 and "No queries with both results and relevance info" in res.stderr
 
 
 @pytest.mark.parametrize("spec, name", [("set_F.0.5", "set_F_0.5"), ("11pt_avg.0.2,0.5,0.8", "11pt_avg_0.2,0.5,0.8")])
@@ -172,11 +180,27 @@ def test_single_value_measures_with_parameters(tmp_path, run_cli, spec, name):
     assert got[(name, "all")] == "%6.4f" % ((direct["1"][root] + direct["2"][root]) / 2)
 
 
-def test_per_level_gains_are_refused_in_one_line(tmp_path, run_cli):
+@pytest.mark.parametrize("root", ["ndcg", "ndcg_rel", "Rndcg", "G"])
+def test_per_level_gains_equal_relabelled_qrels(tmp_path, run_cli, root):
+    # level=gain pairs give those levels those gains: the same as the labels rewritten to
+    # the gains, which pytrec_eval scores with its default (label = gain)
     qp, rp = write_case(tmp_path, QRELS, RUN)
-    res = run_cli("exam-qrels", "-m", "ndcg.1=4,2=8", qp, rp)
+    res = run_cli("exam-qrels", "-q", "-m", f"{root}.1=4,2=8", qp, rp)
+    assert res.returncode == 0, res.stderr
+    relabelled = {q: {d: {1: 4, 2: 8}.get(lab, lab) for d, lab in docs.items()} for q, docs in QRELS.items()}
+    direct = pytrec_eval.RelevanceEvaluator(relabelled, {root}).evaluate(RUN)
+    got = parse_output(res.stdout)
+    for q in ("1", "2"):
+        assert got[(f"{root}_1=4,2=8", q)] == "%6.4f" % direct[q][root]
+
+
+@pytest.mark.parametrize("gains", ["1=4,2", "1=4,,2=3", "1=2=3", ",1=3"])
+def test_malformed_gain_pairs_are_refused_in_one_line(tmp_path, run_cli, gains):
+    # trec_eval: "malformed pair parameters"; pytrec_eval's C code would crash on them
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    res = run_cli("exam-qrels", "-m", f"ndcg.{gains}", qp, rp)
     assert res.returncode == 1 and res.stdout == "" and len(res.stderr.splitlines()) == 1
-    assert "gains" in res.stderr and "Traceback" not in res.stderr
+    assert "malformed pair parameters" in res.stderr and "Traceback" not in res.stderr
 
 
 def test_max_docs_zero_scores_an_empty_ranking(tmp_path, run_cli):
@@ -194,3 +218,46 @@ def test_max_docs_zero_scores_an_empty_ranking(tmp_path, run_cli):
         assert got[("num_rel", q)] == str(sum(lab >= 1 for lab in QRELS[q].values()))
         assert got[("relstring", q)] == "''"
         assert got[("iprec_at_recall_0.00", q)] == "  -nan"
+
+
+def test_run_fields_after_the_sixth_are_ignored(tmp_path, run_cli):
+    # trec_eval's parse_results_line reads six fields and skips the rest of the line
+    # (its own test/results.trunc has "STANDARD more junk at end of lines.")
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    extra = tmp_path / "extra.run"
+    extra.write_text("".join(f"{line}\tmore junk\t at end \r\n" for line in rp.read_text().splitlines()))
+    plain = run_cli("exam-qrels", "-q", "-m", "all_trec", qp, rp)
+    junk = run_cli("exam-qrels", "-q", "-m", "all_trec", qp, extra)
+    assert junk.returncode == 0, junk.stderr
+    assert junk.stdout == plain.stdout and "runid                 \tall\ttag\n" in junk.stdout
+    short = tmp_path / "short.run"
+    short.write_text("1 Q0 a 1 3\n")
+    res = run_cli("exam-qrels", qp, short)
+    assert res.returncode == 2 and f"{short}:1: expected 6 fields" in res.stderr
+
+
+@pytest.mark.parametrize("text", ["23.4", " 7", "-3x", "+2", "x", "", ".5", "1e3", "-0", "1E-2z",
+                                  "  +.25e+1", "inf", "-Infinity", "nan", "9" * 20, "007", "\t12abc", "5.", "e5"])
+def test_parameters_and_levels_are_read_as_libc_reads_them(text):
+    # trec_eval reads -m parameters, labels and levels with atol / atof
+    from exam_eval.io.c_numbers import c_atof, c_atol
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.atof.restype = ctypes.c_double
+    libc.atol.restype = ctypes.c_long
+    raw = text.encode()      # (hexadecimal floats, which atof also reads, are not spelled in TREC files)
+    expected = libc.atof(raw)
+    got = c_atof(text)
+    assert got == expected or (math.isnan(got) and math.isnan(expected))
+    if len(text.strip()) < 19:        # beyond a long, atol's result is undefined
+        assert c_atol(text) == libc.atol(raw)
+
+
+def test_rndcg_below_level_one_on_a_query_judged_zero_is_refused(tmp_path, run_cli):
+    # trec_eval counts label-0 documents as relevant under -l 0 (Rndcg's R), which the
+    # level-1 pytrec_eval run cannot reproduce: a named departure, refused in one line
+    qp, rp = write_case(tmp_path, {"1": {"a": 0, "b": -1}, "2": {"c": 1}}, {"1": {"a": 1.0}, "2": {"c": 1.0}})
+    res = run_cli("exam-qrels", "-l", "0", "-m", "Rndcg", qp, rp)
+    assert res.returncode == 2 and res.stdout == "" and len(res.stderr.splitlines()) == 1
+    assert "Rndcg with -l 0 on query 1" in res.stderr
+    assert run_cli("exam-qrels", "-l", "0", "-m", "ndcg", qp, rp).returncode == 0

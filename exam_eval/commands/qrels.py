@@ -11,7 +11,9 @@ from ..io.openers import atomic_output
 from ..io.trec import write_qrels
 from ..measures.exam_qrels import LABEL_MODES
 from ..measures.registry import parse_measures
+from ..measures.judgment_formats import REL_FORMATS, check_measures, evaluate_judgments, read_judgments
 from ..measures.trec_eval import evaluate, require_overlap, write_trec_eval
+from ..measures.zscores import read_zscores
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
 from ._runs import read_runs
 
@@ -48,6 +50,11 @@ See man exam-qrels.
 @click.option("-n", "no_summary", is_flag=True, help="No summary ('all') lines.")
 @click.option("-J", "judged_only", is_flag=True,
               help="Drop unjudged documents (no qrels line with label >= 0) from the run before scoring.")
+@click.option("-R", "rel_format", type=click.Choice(REL_FORMATS), default="qrels", show_default=True,
+              help="Judgments format of LABELS (trec_eval -R): qrels_jg (qid jg docno label), prefs, "
+                   "qrels_prefs; each feeds its own measures (-m qrels_jg, -m all_prefs).")
+@click.option("-Z", "zscores_file", default=None, metavar="FILE",
+              help="Print z-scores against FILE's 'qid measure mean stddev' lines (trec_eval -Z).")
 @click.option("-M", "max_docs", type=int, default=None, metavar="N", help="Evaluate only the top N documents per query.")
 @click.option("--label", "label_mode", type=click.Choice(LABEL_MODES), default="max", show_default=True,
               help="From grades: max grade, count of items with grade >= --min-grade, or binary.")
@@ -58,7 +65,8 @@ See man exam-qrels.
                    "of deleted items and of edited items' old text).")
 @grader_options
 @output_option
-def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_only, max_docs,
+def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_only, rel_format, zscores_file,
+        max_docs,
         label_mode, min_grade, bank, model, prompt, kind, output):
     """Write EXAM-Qrels from LABELS, or score RUNs with them exactly as trec_eval would.
 
@@ -74,17 +82,28 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     if per_query and len(runs) > 1:
         raise click.UsageError("-q prints per-query values for one run; give a single RUN")
     bank_items = read_bank(bank, keep_edited_ids=True) if bank is not None else None  # see bank_filter
-    qrels = load_labels(labels, label=label_mode, min_grade=min_grade, model=model, prompt=prompt,
-                        kind=kind, bank_items=bank_items, log=log)
+    if rel_format == "qrels":
+        qrels = load_labels(labels, label=label_mode, min_grade=min_grade, model=model, prompt=prompt,
+                            kind=kind, bank_items=bank_items, log=log)
+    else:
+        if not runs:
+            raise click.UsageError(f"-R {rel_format}: give a RUN to score (only qrels are written out)")
+        qrels = read_judgments(rel_format, labels)
     loaded = read_runs(runs)
     options = dict(level=level, judged_only=judged_only, max_docs=max_docs, complete=complete)
+    if zscores_file is not None:
+        options["zscores"] = read_zscores(zscores_file)
     if not loaded:
         with atomic_output(output) as out:
             write_qrels(qrels, out)
         return 0
     evaluations = []
     for (name, run, tag), path in zip(loaded, runs):
-        ev = evaluate(qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
+        if rel_format == "qrels":
+            check_measures(requests, rel_format, sorted(set(run) & set(qrels)), labels, qrels, level)
+            ev = evaluate(qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
+        else:
+            ev = evaluate_judgments(rel_format, qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
         require_overlap(ev, path, labels)
         evaluations.append((name, ev))
     with atomic_output(output) as out:

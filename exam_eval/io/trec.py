@@ -1,8 +1,9 @@
 """TREC run and qrels files, read as strictly as trec_eval and with better locations.
 
-Run:   ``qid Q0 docno rank score tag`` (rank ignored; order = score desc, docno desc).
+Run:   ``qid Q0 docno rank score tag`` (rank ignored; order = score desc, docno desc);
+       fields after the sixth are ignored, as trec_eval 9.0.8 ignores them.
 Qrels: ``qid iter docno label`` (integer label; negative = judged but unjudged-like,
-       as in trec_eval).
+       as in trec_eval); no blank lines, which trec_eval refuses in qrels.
 """
 
 from __future__ import annotations
@@ -42,9 +43,9 @@ def read_run_tagged(path: str | os.PathLike, *, allow_empty: bool = False) -> tu
         fields = line.split()
         if not fields:
             continue
-        if len(fields) != 6:
+        if len(fields) < 6:
             raise InputError(f"expected 6 fields 'qid Q0 docno rank score tag', found {len(fields)}", name, lineno)
-        qid, _, docno, _, score_s, line_tag = fields
+        qid, _, docno, _, score_s, line_tag = fields[:6]
         tag = line_tag
         try:
             score = float(score_s)
@@ -69,7 +70,8 @@ def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
     for lineno, line in iter_lines(path):
         fields = line.split()
         if not fields:
-            continue
+            # trec_eval skips blank lines in a run, not in qrels (get_qrels.c: Malformed line)
+            raise InputError("blank line (trec_eval reads every qrels line as 'qid iter docno label')", name, lineno)
         if len(fields) != 4:
             raise InputError(f"expected 4 fields 'qid iter docno label', found {len(fields)}", name, lineno)
         qid, _, docno, label_s = fields

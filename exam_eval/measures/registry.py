@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import UsageError
+from ..io.c_numbers import c_atof, c_atol
 
 _CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 _RECALL_LEVELS = tuple(i / 10 for i in range(11))
@@ -22,14 +23,16 @@ class TrecMeasure:
     value: str = "float"      # float | long | string | relstring: how trec_eval prints it
     agg: str = "mean"         # mean | sum | gm (geometric, log values per query) | num_q | runid | none
     # None | "long" / "float": cutoffs, one value each | "values": parameters of one value |
-    # "gains": trec_eval's level=gain pairs (not implemented: refused)
+    # "gains": trec_eval's level=gain pairs (ndcg.1=3,2=9: the value is named ndcg_1=3,2=9)
     params: str | None = None
     defaults: tuple = ()
     gain: bool = False        # uses raw labels as gains, so unaffected by -l
     per_query: bool = True    # trec_eval prints nothing per query for num_q, runid, gm_*
     summary: bool = True      # trec_eval prints no 'all' line for relstring
-    source: str = "pytrec"    # pytrec (pytrec_eval computes it) | ours (computed in trec_eval.py)
-    refused: str | None = None  # trec_eval 9.0.8 has it, but not for qrels/trec_results input
+    source: str = "pytrec"    # pytrec (pytrec_eval computes it) | ours (computed in trec_eval.py) |
+                              # qrels_jg, prefs (computed in qrels_jg.py, prefs.py)
+    # the judgment formats (trec_eval -R) it computes from; None: any (runid, num_q)
+    formats: tuple[str, ...] | None = ("qrels",)
 
 
 REGISTRY: dict[str, TrecMeasure] = {}
@@ -41,8 +44,8 @@ def register(m: TrecMeasure) -> TrecMeasure:
 
 
 # trec_eval 9.0.8's te_trec_measures[] table, in its order.
-register(TrecMeasure("runid", value="string", agg="runid", per_query=False, source="ours"))
-register(TrecMeasure("num_q", value="long", agg="num_q", per_query=False, source="ours"))
+register(TrecMeasure("runid", value="string", agg="runid", per_query=False, source="ours", formats=None))
+register(TrecMeasure("num_q", value="long", agg="num_q", per_query=False, source="ours", formats=None))
 register(TrecMeasure("num_ret", value="long", agg="sum"))
 register(TrecMeasure("num_rel", value="long", agg="sum"))
 register(TrecMeasure("num_rel_ret", value="long", agg="sum"))
@@ -62,7 +65,7 @@ register(TrecMeasure("Rprec_mult", params="float", defaults=_RPREC_MULTS))
 register(TrecMeasure("utility", params="values", defaults=(1.0, -1.0, 0.0, 0.0), source="ours"))
 register(TrecMeasure("11pt_avg", params="values", defaults=_RECALL_LEVELS))
 register(TrecMeasure("binG"))
-register(TrecMeasure("G", gain=True))
+register(TrecMeasure("G", gain=True, params="gains"))
 register(TrecMeasure("ndcg", gain=True, params="gains"))
 register(TrecMeasure("ndcg_rel", gain=True, params="gains"))
 register(TrecMeasure("Rndcg", gain=True, params="gains"))
@@ -78,15 +81,21 @@ register(TrecMeasure("set_F", params="values", defaults=(1.0,)))
 register(TrecMeasure("num_nonrel_judged_ret", value="long", agg="sum"))
 
 # The rest of the 9.0.8 table reads other judgment formats (trec_eval -R prefs /
-# qrels_prefs / qrels_jg); on ordinary qrels trec_eval stops with "Can't calculate".
-_PREFS = ("prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret", "prefs_simp",
-          "prefs_pair", "prefs_avgjg", "prefs_avgjg_Rnonrel", "prefs_simp_ret", "prefs_pair_ret",
-          "prefs_avgjg_ret", "prefs_avgjg_Rnonrel_ret", "prefs_simp_imp", "prefs_pair_imp",
-          "prefs_avgjg_imp")
+# qrels_prefs / qrels_jg); on other judgments trec_eval stops with "Can't calculate",
+# as the measures above do on these.
+_PREFS_COUNTS = ("prefs_num_prefs_poss", "prefs_num_prefs_ful", "prefs_num_prefs_ful_ret")
+_PREFS = _PREFS_COUNTS + (
+    "prefs_simp", "prefs_pair", "prefs_avgjg", "prefs_avgjg_Rnonrel", "prefs_simp_ret", "prefs_pair_ret",
+    "prefs_avgjg_ret", "prefs_avgjg_Rnonrel_ret", "prefs_simp_imp", "prefs_pair_imp", "prefs_avgjg_imp")
 for _name in _PREFS:
-    register(TrecMeasure(_name, refused="preference judgments (trec_eval -R prefs or -R qrels_prefs)"))
-for _name in ("map_avgjg", "P_avgjg", "Rprec_mult_avgjg"):
-    register(TrecMeasure(_name, refused="judgment-group qrels (trec_eval -R qrels_jg)"))
+    register(TrecMeasure(_name, source="prefs", formats=("prefs", "qrels_prefs"),
+                         **(dict(value="long", agg="sum") if _name in _PREFS_COUNTS else {})))
+register(TrecMeasure("map_avgjg", source="qrels_jg", formats=("qrels_jg",)))
+register(TrecMeasure("P_avgjg", params="long", defaults=_CUTS, source="qrels_jg", formats=("qrels_jg",)))
+register(TrecMeasure("Rprec_mult_avgjg", params="float", defaults=_RPREC_MULTS, source="qrels_jg",
+                     formats=("qrels_jg",)))
+# last in the 9.0.8 table and in no nickname; from qrels (pytrec_eval's C code has it too)
+register(TrecMeasure("yaap"))
 
 _OFFICIAL = ("runid", "num_q", "num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref",
              "recip_rank", "iprec_at_recall", "P")
@@ -99,7 +108,7 @@ NICKNAMES = {
                              "Rndcg", "binG", "G", "set_P", "set_recall", "set_relative_P", "set_map",
                              "set_F", "num_nonrel_judged_ret"),
     "all_prefs": ("runid", "num_q") + _PREFS,
-    "prefs": ("runid", "num_q") + _PREFS[:8],
+    "prefs": ("runid", "num_q") + _PREFS[:6],
     "qrels_jg": ("runid", "num_q", "map_avgjg", "P_avgjg", "Rprec_mult_avgjg"),
 }
 
@@ -115,9 +124,9 @@ class Request:
     @property
     def names(self) -> list[str]:
         """The value names trec_eval prints (P_5, iprec_at_recall_0.10, map, utility_1,-1,0,0)."""
-        if self.measure.params in (None, "gains"):
+        if self.measure.params is None:
             return [self.measure.name]
-        if self.measure.params == "values":
+        if self.measure.params in ("values", "gains"):
             return [self.measure.name if self.raw is None else f"{self.measure.name}_{self.raw}"]
         if self.measure.params == "long":
             return [f"{self.measure.name}_{c}" for c in self.cutoffs]
@@ -132,24 +141,31 @@ class Request:
 
     @property
     def pytrec_spec(self) -> str:
-        if self.measure.params in (None, "gains"):
+        if self.measure.params is None:
             return self.measure.name
-        if self.measure.params == "values":
+        if self.measure.params in ("values", "gains"):
             return self.measure.name if self.raw is None else f"{self.measure.name}.{self.raw}"
         if self.measure.params == "long":
             return self.measure.name + "." + ",".join(str(c) for c in self.cutoffs)
         return self.measure.name + "." + ",".join(repr(c) for c in self.cutoffs)
 
 
+def _check_gain_pairs(text: str, spec: str) -> None:
+    # trec_eval's get_param_pairs: every comma-separated part holds exactly one '='
+    if any(part.count("=") != 1 for part in text.split(",")):
+        raise UsageError(f"measure {spec!r}: gains must be level=gain pairs separated by commas "
+                         f"(trec_eval: malformed pair parameters in '{text}')")
+
+
 def _parse_cutoffs(m: TrecMeasure, text: str, spec: str) -> tuple:
+    if m.params == "gains":
+        _check_gain_pairs(text, spec)
+        return ()
     parts = text.split(",")
-    try:
-        if m.params == "long":
-            values = [int(p) for p in parts]
-        else:
-            values = [float(p) for p in parts]
-    except ValueError:
-        raise UsageError(f"measure {spec!r}: parameters must be comma-separated {'integers' if m.params == 'long' else 'numbers'}") from None
+    if m.params == "long":
+        values = [c_atol(p) for p in parts]
+    else:
+        values = [c_atof(p) for p in parts]
     if m.params == "values":
         # ordered parameters, not cutoffs (trec_eval: get_double_params)
         if m.name == "utility" and len(values) != 4:
@@ -194,21 +210,24 @@ def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Reques
             raise UsageError(f"unknown measure {spec!r} (trec_eval: illegal measure); known: {known}")
         if param and not m.params:
             raise UsageError(f"measure {root!r} takes no parameters (got {spec!r})")
-        if param and m.params == "gains":
-            raise UsageError(f"measure {spec!r}: trec_eval's per-level gains (level=gain,...) are not "
-                             f"implemented; {root} uses the labels as gains")
         marked.add(root)
         if param:
             cutoffs = _parse_cutoffs(m, param, spec)
             if root not in params:
                 params[root] = cutoffs
                 raws[root] = param
-            elif cutoffs != params[root] and warn:
+            elif (cutoffs, param if m.params == "gains" else None) != \
+                    (params[root], raws[root] if m.params == "gains" else None) and warn:
                 warn(f"-m {spec}: trec_eval uses the first parameters given for {root}; ignoring these")
-    refused = [REGISTRY[n] for n in REGISTRY if n in marked and REGISTRY[n].refused]
-    if refused:
-        m = refused[0]
-        raise UsageError(f"measure {m.name!r} needs {m.refused}, which exam-qrels does not read "
-                         f"(trec_eval on qrels: Can't calculate measure '{m.name}')")
     return [Request(m, params.get(name, m.defaults), raws.get(name)) for name, m in REGISTRY.items()
             if name in marked]
+
+
+def first_unavailable(requests: list[Request], rel_format: str) -> TrecMeasure | None:
+    """The first requested measure (in table order, as trec_eval computes them) that
+    cannot be computed from judgments of ``rel_format``: trec_eval stops on it with
+    "Can't calculate measure" once a query has both results and judgments."""
+    for r in requests:
+        if r.measure.formats is not None and rel_format not in r.measure.formats:
+            return r.measure
+    return None

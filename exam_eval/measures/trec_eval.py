@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import IO
 
 from ..errors import InputError, UsageError
-from ..io.trec import Qrels, Run, ranked
+from ..io.c_numbers import trec_ranked
+from ..io.trec import Qrels, Run
 from .registry import Request
 
 MIN_GEO_MEAN = 0.00001
@@ -45,6 +46,7 @@ class Evaluation:
     per_query: dict[str, dict[str, float]]   # evaluated qid -> value name -> value
     summary: dict[str, float | int | str]     # value name -> aggregate
     run_tag: str
+    zscored: bool = False                     # -Z: values are z-scores, printed "Z<name>" as floats
 
     def value_names(self, per_query: bool = False) -> list[str]:
         names = []
@@ -61,7 +63,7 @@ def _truncate(run: Run, max_docs: int | None) -> Run:
     out = {}
     for qid, docs in run.items():
         if len(docs) > max_docs:
-            keep = ranked(docs)[:max_docs]
+            keep = trec_ranked(docs)[:max_docs]
             out[qid] = {d: docs[d] for d in keep}
         else:
             out[qid] = docs
@@ -82,15 +84,14 @@ _EVALUATORS: dict[tuple, tuple[object, object]] = {}
 
 
 def _pytrec(qrels: Qrels, run: Run, specs: set[str], level: int, judged_only: bool) -> dict:
-    import pytrec_eval  # light C extension, but only needed here
+    from .pytrec_specs import TrecSpecEvaluator  # light C extension, but only needed here
 
     key = (id(qrels), frozenset(specs), level, judged_only)
     hit = _EVALUATORS.get(key)
     if hit is None or hit[0] is not qrels:
         if len(_EVALUATORS) >= 8:
             _EVALUATORS.clear()
-        evaluator = pytrec_eval.RelevanceEvaluator(qrels, specs, relevance_level=level,
-                                                   judged_docs_only_flag=judged_only)
+        evaluator = TrecSpecEvaluator(qrels, specs, relevance_level=level, judged_docs_only_flag=judged_only)
         hit = _EVALUATORS[key] = (qrels, evaluator)
     return hit[1].evaluate(run)
 
@@ -163,7 +164,7 @@ def _with_placeholder(qrels: Qrels, queries: set[str]) -> Qrels:
 
 
 def _relstring(qrels_q: dict[str, int], docs: dict[str, float], length: float, judged_only: bool) -> str:
-    order = ranked(docs)
+    order = trec_ranked(docs)
     if judged_only:
         order = [d for d in order if qrels_q.get(d, -1) >= 0]
     chars = []
@@ -189,7 +190,7 @@ def _utility(coef: tuple, values: dict[str, float]) -> float:
 
 def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
              judged_only: bool = False, max_docs: int | None = None, complete: bool = False,
-             run_tag: str = "", qrels_name: str | None = None) -> Evaluation:
+             run_tag: str = "", qrels_name: str | None = None, zscores=None) -> Evaluation:
     if max_docs is not None and max_docs < 0:
         raise UsageError("-M must be a non-negative number of documents")
     run = _truncate(run, max_docs)
@@ -234,6 +235,9 @@ def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
         if r.measure.name == "relstring":
             for qid in evaluated:
                 per_query[qid][r.names[0]] = _relstring(qrels[qid], run[qid], r.cutoffs[0], judged_only)
+    if zscores is not None:
+        from .zscores import apply_zscores
+        apply_zscores(per_query, requests, zscores)
     n_eval = len(evaluated)
     n_div = len(qrels) if complete else n_eval
     summary: dict[str, float | int | str] = {}
@@ -250,7 +254,8 @@ def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
                 if name == "num_rel" and complete:
                     summary[name] = _facts(qrels).n_relevant
                 else:
-                    summary[name] = int(sum(per_query[q][name] for q in evaluated))
+                    total = sum(per_query[q][name] for q in evaluated)
+                    summary[name] = total if zscores is not None else int(total)
             elif agg == "gm":
                 total = 0.0
                 for q in evaluated:
@@ -262,7 +267,7 @@ def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
                 for q in evaluated:  # same order as trec_eval's accumulation (NaN sign included)
                     total += per_query[q][name]
                 summary[name] = total / n_div if n_div else 0.0
-    return Evaluation(requests, per_query, summary, run_tag)
+    return Evaluation(requests, per_query, summary, run_tag, zscores is not None)
 
 
 def _float(value: float) -> str:
@@ -272,7 +277,9 @@ def _float(value: float) -> str:
     return "%6.4f" % value
 
 
-def _line(name: str, qid: str, value, kind: str) -> str:
+def _line(name: str, qid: str, value, kind: str, zscored: bool = False) -> str:
+    if zscored and kind in ("long", "float"):
+        return "Z%-22s\t%s\t%s\n" % (name, qid, _float(value))
     if kind == "long":
         return "%-22s\t%s\t%d\n" % (name, qid, int(value))
     if kind == "string":
@@ -290,13 +297,13 @@ def write_trec_eval(ev: Evaluation, out: IO[str], *, per_query: bool = False, su
                 if not r.measure.per_query:
                     continue
                 for name in r.names:
-                    out.write(_line(name, qid, ev.per_query[qid][name], r.measure.value))
+                    out.write(_line(name, qid, ev.per_query[qid][name], r.measure.value, ev.zscored))
     if summary:
         for r in ev.requests:
             if not r.measure.summary:
                 continue
             for name in r.names:
-                out.write(_line(name, "all", ev.summary[name], r.measure.value))
+                out.write(_line(name, "all", ev.summary[name], r.measure.value, ev.zscored))
 
 
 def require_overlap(ev: Evaluation, run_name: str, qrels_name: str) -> None:

@@ -1,0 +1,79 @@
+"""Lines and numbers as trec_eval's C code reads, stores and divides them.
+
+Its readers of qrels_jg, prefs and z-score files take exactly the fields of their format
+on every line (a blank line is malformed, unlike in a run).
+
+trec_eval reads parameters, labels and levels with atol / atof (the longest numeric
+prefix, 0 when there is none), keeps run scores and preference levels in C floats
+(single precision: scores that differ only beyond it tie), and divides by zero into
+IEEE infinities and NaNs (0/0 is a negative NaN on x86, printed "-nan").
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from typing import Iterator, Mapping
+
+from ..errors import InputError
+from .openers import display_name, iter_lines
+
+_ATOL = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
+_ATOF = re.compile(r"[ \t\n\v\f\r]*([+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan))", re.I)
+
+
+def exact_fields(path: str | os.PathLike, shape: str, reader: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each line, which must hold the fields of ``shape``
+    ("qid jg docno label"); ``reader`` names trec_eval's function, for its message."""
+    name = display_name(path)
+    width = len(shape.split())
+    for lineno, line in iter_lines(path):
+        fields = line.split()
+        if len(fields) != width:
+            raise InputError(f"expected {width} fields '{shape}', found {len(fields)} "
+                             f"(trec_eval.{reader}: Malformed line)", name, lineno)
+        yield lineno, fields
+
+
+def c_atol(text: str) -> int:
+    m = _ATOL.match(text)
+    return int(m.group(1)) if m else 0
+
+
+def c_atof(text: str) -> float:
+    m = _ATOF.match(text)
+    return float(m.group(1)) if m else 0.0
+
+
+def c_floats(values) -> list[float]:
+    """Doubles stored in C floats, back as Python floats (inf beyond the float range)."""
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        return np.asarray(values, dtype=np.float64).astype(np.float32).astype(np.float64).tolist()
+
+
+def c_float(value: float) -> float:
+    return c_floats([value])[0]
+
+
+def c_div(a: float, b: float) -> float:
+    """a / b with the IEEE result where C divides by zero."""
+    if b:
+        return a / b
+    if a == 0 or math.isnan(a):
+        return -math.nan
+    return math.copysign(math.inf, a)
+
+
+def trec_ranked(docs: Mapping[str, float], docno_ascending: bool = False) -> list[str]:
+    """Docnos in trec_eval's order: score (as a C float) descending, ties by docno
+    descending (form_res_rels.c), or ascending (form_prefs_counts.c)."""
+    names = list(docs)
+    scores = c_floats(list(docs.values()))
+    if docno_ascending:
+        order = sorted(range(len(names)), key=lambda i: (-scores[i], names[i]))
+    else:
+        order = sorted(range(len(names)), key=lambda i: (scores[i], names[i]), reverse=True)
+    return [names[i] for i in order]
