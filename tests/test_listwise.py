@@ -176,3 +176,42 @@ def test_failed_calls_are_not_written(tmp_path):
 ])
 def test_parse_labels_reads_as_the_nuggetizer(text, labels):
     assert parse_labels(text) == labels
+
+
+def test_cli_assign_then_score(tmp_path, run_cli):
+    import json
+
+    from exam_eval.io.banks import write_bank
+    from exam_eval.io.nugget_banks import ASSIGNMENT_LABELS
+
+    bank = _bank(_nuggets(12))
+    write_bank(bank, str(tmp_path / "bank.jsonl"))
+    (tmp_path / "topics.tsv").write_text(f"q1\t{QUERY}\n")
+    with (tmp_path / "runs.jsonl").open("w") as fh:
+        for k in range(3):
+            r = _report(f"run{k}", k)
+            fh.write(json.dumps({"metadata": {"run_id": r.run_id, "topic_id": "q1", "team_id": "t"},
+                                 "responses": [{"text": s.text, "citations": []} for s in r.sentences]}) + "\n")
+    args = ["assign", "--reports", tmp_path / "runs.jsonl", "--bank", tmp_path / "bank.jsonl",
+            "--topics", tmp_path / "topics.tsv", "--model", "stub", "--cache", tmp_path / "c.sqlite",
+            "-o", tmp_path / "assign.jsonl", "--assignments", tmp_path / "assign.nz.jsonl"]
+    with CountingModel() as model:
+        res = run_cli("exam-nuggets", *args, "--base-url", model.url, env={"EXAM_EVAL_PROGRESS": "0"})
+        assert res.returncode == 0, res.stderr
+        assert model.calls == 3 * 2
+    lines = [json.loads(x) for x in (tmp_path / "assign.jsonl").read_text().splitlines()]
+    assert len(lines) == 36 and {x["prompt"] for x in lines} == {"nuggetizer-listwise"}
+    nz = [json.loads(x) for x in (tmp_path / "assign.nz.jsonl").read_text().splitlines()]
+    assert [x["run_id"] for x in nz] == ["run0", "run1", "run2"]
+    by = {(x["doc_id"].split("/")[0], x["item_id"]): x["grade"] for x in lines}
+    for rec in nz:
+        assert [ASSIGNMENT_LABELS[by[(rec["run_id"], i.item_id)]] for i in bank] == \
+            [n["assignment"] for n in rec["nuggets"]]
+    score = run_cli("exam-nuggets", "score", "--reports", tmp_path / "runs.jsonl", "--bank", tmp_path / "bank.jsonl",
+                    "--summary-only", "-m", "nugget_all", tmp_path / "assign.jsonl")
+    assert score.returncode == 0, score.stderr
+    for line in score.stdout.splitlines():
+        run, _, _, value = line.split("\t")
+        rec = next(x for x in nz if x["run_id"] == run)
+        credit = {"support": 1, "partial_support": 0.5, "not_support": 0}
+        assert float(value) == pytest.approx(sum(credit[n["assignment"]] for n in rec["nuggets"]) / 12, abs=1e-4)

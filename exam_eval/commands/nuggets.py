@@ -19,6 +19,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ._base import CONTEXT_SETTINGS, make_main, output_option
+from ._chat import chat_options, make_chat, open_cache
 
 PROG = "exam-nuggets"
 
@@ -465,6 +466,60 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
             dry_run_report(plan, grader, session.cache, shard)
             return 0
         return run_session(session, log=_log, batch_size=batch_size, progress="citation support")
+
+
+# --------------------------------------------------------------------------- assign
+
+ASSIGN_EPILOG = """\b
+Examples:
+  # the AutoNuggetizer's assignment of every report, 10 nuggets per call, by a vLLM server
+  exam-nuggets assign --reports runs/ --bank nuggets.jsonl --topics queries.jsonl \\
+      --model meta-llama/Llama-3.3-70B-Instruct --base-url http://gpu1:8000/v1 -o assign.jsonl
+  exam-nuggets score --reports runs/ --bank nuggets.jsonl assign.jsonl
+  # the 2-grade template, and the nuggetizer's assign-output file beside the grades
+  exam-nuggets assign --grades 2 --assignments assign.nuggetizer.jsonl ... -o assign2.jsonl
+
+Interrupted? Run the same command again: answers already given come from the cache.
+"""
+
+
+@cli.command("assign", context_settings=CONTEXT_SETTINGS, epilog=ASSIGN_EPILOG)
+@reports_option
+@click.option("--bank", required=True, metavar="FILE", help="Nugget bank (any format exam_eval reads).")
+@click.option("--topics", required=True, metavar="FILE|ID", help="Query texts (the prompt shows the query).")
+@click.option("--grades", "n_grades", type=click.Choice(["3", "2"]), default="3", show_default=True,
+              help="The nuggetizer's 3-grade (support / partial_support / not_support) or 2-grade template.")
+@click.option("--window", type=click.IntRange(1), default=10, show_default=True, help="Nuggets per call.")
+@click.option("--kind", type=click.Choice(["question", "nugget"]), default="nugget", show_default=True,
+              help="Bank items to assign.")
+@click.option("--assignments", default=None, metavar="FILE",
+              help="Also write the nuggetizer's assign-output file (one line per report, with run_id).")
+@chat_options
+@output_option
+def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assignments, backend, model, base_url,
+               api_key_env, concurrency, max_retries, timeout, retries, max_tokens, backend_options, cache_path,
+               no_cache, output):
+    """Assign the bank's nuggets to each whole report, as the AutoNuggetizer does.
+
+    One call per report and window of --window nuggets, with the nuggetizer's prompt,
+    parsing and re-asks; every (report, nugget) becomes a grade line (doc_id the report
+    id; grade support 2, partial_support 1, not_support 0) that exam-nuggets score
+    reads. An answer that never parses is written with parse_ok false; a call that
+    fails is not written (exit 3; run again to retry it).
+    """
+    from ..grading.listwise import run_assign
+    from ..io.banks import items_by_query, read_bank
+    from ..io.reports import read_requests
+
+    rs = _reports(reports, track_spec)
+    items = items_by_query(read_bank(bank, kind=kind))
+    queries = read_requests(topics)
+    chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
+                     backend_options)
+    result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
+                        window=window, retries=retries, output=output, assignments=assignments, log=_log,
+                        bank_name=bank, topics_name=topics)
+    return 3 if result.failed else 0
 
 
 main = make_main(cli, PROG)

@@ -147,3 +147,58 @@ def assign_reports(reports: Sequence[Report], items: Mapping[str, Sequence[BankI
             continue
         lines.extend(window_grades(w, answer, model=asker.chat.model_id, grades=grades))
     return lines, failed
+
+
+@dataclass
+class AssignResult:
+    grades: list[Grade]
+    failed: int  # windows whose calls failed (not written)
+    stats: object  # asking.AskStats
+
+
+def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]], queries: Mapping[str, str],
+               chat, *, cache=None, grades: int = 3, window: int = WINDOW, retries: int = 5,
+               output: str | None = None, assignments: str | None = None, log=None,
+               bank_name: str | None = None, topics_name: str | None = None) -> AssignResult:
+    """What ``exam-nuggets assign`` does: check the inputs, assign with a progress bar,
+    write the grade lines (atomically) and, if asked, the nuggetizer's assign-output file."""
+    from ..errors import InputError
+    from ..io.grades import grade_line
+    from ..io.openers import atomic_output
+    from ..progress import progress_bar
+    from .cache import NullCache
+
+    log = log or (lambda msg: None)
+    scored = [r for r in reports if items.get(r.topic_id)]
+    if not scored:
+        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank_name)
+    missing = sorted({r.topic_id for r in scored} - set(queries))
+    if missing:
+        raise InputError(f"no query text for topics {', '.join(missing[:5])} (the prompt shows the query)", topics_name)
+    if len(scored) < len(reports):
+        log(f"{len(reports) - len(scored)} reports are on topics without bank items and are not assigned")
+    asker = Asker(chat, parse_labels, retries=retries, cache=cache or NullCache())
+    nwin = sum(-(-len(items[r.topic_id]) // window) for r in scored if r.text.strip())
+    try:
+        with progress_bar(nwin, "assigning nuggets", "windows") as bar:
+            asker.on_chunk = bar.advance
+            lines, failed = assign_reports(scored, items, queries, asker, grades=grades, window=window)
+    finally:
+        asker.cache.close()
+        chat.close()
+    with atomic_output(output) as out:
+        out.write("".join(grade_line(g) for g in lines))
+    log(f"{len(scored)} reports, {len(lines)} (report, nugget) grades; {asker.stats.summary()}")
+    unparsed = sum(not g.parse_ok for g in lines)
+    if unparsed:
+        log(f"{unparsed} (report, nugget) pairs have no label after the re-asks (parse_ok false; "
+            "they count as not_support; a rerun asks again)")
+    if failed:
+        log(f"{failed} calls failed after the HTTP retries; their nuggets are not written: run again")
+    if assignments:
+        from ..io.nugget_banks import write_nuggetizer_assignments
+        from ..measures import nugget_scores as ns
+
+        assigned = ns.assign(scored, lines, items, ns.thresholds_for(SCALE))
+        write_nuggetizer_assignments(assigned, items, assignments)
+    return AssignResult(lines, failed, asker.stats)
