@@ -130,3 +130,30 @@ def test_document_sources():
     assert nz.documents_from_qrels(qrels, 2) == {"q1": ["d1"]}
     runs = [{"q1": {"a": 3.0, "b": 2.0, "c": 1.0}}, {"q1": {"c": 9.0, "d": 1.0, "a": 0.5}}]
     assert nz.documents_from_runs(runs, 2) == {"q1": ["a", "c", "b", "d"]}
+
+
+def test_cli_nuggetize_then_export_keeps_query_and_importance(tmp_path, run_cli):
+    import json
+
+    (tmp_path / "topics.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in QUERIES.items()))
+    with (tmp_path / "corpus.jsonl").open("w") as fh:
+        for q in QUERIES:
+            for i, text in enumerate(_docs(q, 12)):
+                fh.write(json.dumps({"doc_id": f"{q}-d{i}", "text": text}) + "\n")
+    (tmp_path / "qrels").write_text("".join(f"{q} 0 {q}-d{i} {i % 3}\n" for q in QUERIES for i in range(12)))
+    bank = tmp_path / "bank.jsonl"
+    with CountingModel() as model:
+        res = run_cli("exam-genq", "nuggetize", tmp_path / "topics.tsv", "--qrels", tmp_path / "qrels",
+                      "--passages", tmp_path / "corpus.jsonl", "--model", "stub", "--base-url", model.url,
+                      "--no-cache", "-o", bank, env={"EXAM_EVAL_PROGRESS": "0"})
+        assert res.returncode == 0, res.stderr
+        assert model.calls == 2 * (1 + 1)  # 8 relevant documents and 8 nuggets per topic
+    items = [json.loads(x) for x in bank.read_text().splitlines()]
+    assert len(items) == 16 and all(i["importance"] in ("vital", "okay") for i in items)
+    assert all(i["query_text"] == QUERIES[i["query_id"]] for i in items)
+    out = tmp_path / "nz.jsonl"
+    res = run_cli("exam-nuggets", "bank", "--to", "nuggetizer", bank, "-o", out)
+    assert res.returncode == 0 and "no importance" not in res.stderr
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert {x["qid"]: x["query"] for x in lines} == QUERIES
+    assert [n["importance"] for n in lines[0]["nuggets"]] == [i["importance"] for i in items if i["query_id"] == "q1"]

@@ -335,8 +335,19 @@ def bank_cmd(bank, target, topics, kind, default_importance, output):
         write_bank(items, output)
     elif target == "nuggetizer":
         write_nuggetizer_bank(items, output, queries, default_importance)
+        unlabelled = sum(1 for i in items if i.importance is None)
+        if unlabelled:
+            _log(f"{unlabelled} of {len(items)} items have no importance and are written as {default_importance} "
+                 "(--default-importance)")
     else:
         write_autojudge_bank(items, output, queries)
+    if target != "ours":
+        from ..io.nugget_banks import query_texts
+
+        without = sorted({i.query_id for i in items} - set(query_texts(items, queries)))
+        if without:
+            _log(f"{len(without)} topics have no query text (e.g. {', '.join(without[:3])}); "
+                 "give --topics to fill it in")
     return 0
 
 

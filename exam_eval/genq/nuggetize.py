@@ -220,3 +220,47 @@ def documents_from_reports(reports) -> dict[str, list[str]]:
         for d in [*r.cited_doc_ids(), *r.references]:
             seen.setdefault(d, None)
     return {q: list(ds) for q, ds in out.items()}
+
+
+def nuggetize_topics(queries: Mapping[str, str], doc_ids: Mapping[str, Sequence[str]], texts: Mapping[str, str],
+                     chat, *, cache_path: str | None = None, retries: int = 5, window: int = WINDOW,
+                     max_nuggets: int = MAX_NUGGETS, log=None) -> NuggetizeResult:
+    """What ``exam-genq nuggetize`` does once its inputs are read: the topics with
+    documents that have text, creation and importance behind progress bars."""
+    from ..grading.cache import GradeCache, NullCache
+    from ..progress import progress_bar
+
+    log = log or (lambda msg: None)
+    topics = []
+    missing = 0
+    for qid, query in queries.items():
+        docs = [texts[d] for d in doc_ids.get(qid, ()) if (texts.get(d) or "").strip()]
+        missing += sum(1 for d in doc_ids.get(qid, ()) if not (texts.get(d) or "").strip())
+        if docs:
+            topics.append(TopicNuggets(qid, query, docs))
+    if missing:
+        log(f"{missing} documents have no text and are left out")
+    skipped = len(queries) - len(topics)
+    if skipped:
+        log(f"{skipped} topics have no documents with text and get no nuggets")
+    caches: list = []
+
+    def make_asker():
+        cache = NullCache() if cache_path is None else GradeCache(cache_path)
+        caches.append(cache)
+        return Asker(chat, parse_python_list, retries=retries, cache=cache)
+
+    try:
+        creating, scoring = make_asker(), make_asker()
+        steps = sum(-(-len(t.documents) // window) for t in topics)
+        with progress_bar(steps, "creating nuggets", "windows") as bar:
+            creating.on_chunk = bar.advance
+            create(topics, creating, window=window, max_nuggets=max_nuggets)
+        with progress_bar(sum(-(-len(t.nuggets) // window) for t in topics), "scoring importance", "windows") as bar:
+            scoring.on_chunk = bar.advance
+            score(topics, scoring, window=window, max_nuggets=max_nuggets)
+    finally:
+        for c in caches:
+            c.close()
+        chat.close()
+    return NuggetizeResult(topics, creating.stats, scoring.stats)
