@@ -107,11 +107,12 @@ class _Collect:
         pass
 
 
-def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "embedding", unit: str = "sentence",
+def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "embedding", unit: str | None = None,
           queries=None, passages: Mapping[str, str] | str | None = None, cited_documents: bool = False,
           cache: str | None = None, output: str | None = None, progress: bool = False,
           **backend_options) -> list[Grade]:
-    """Grade every report sentence (``unit="sentence"``) or whole report (``"report"``)
+    """Grade every report sentence (``unit="sentence"``) or whole report (``"report"``;
+    None: the prompt's own unit, ``report_units.default_unit``)
     against ``bank`` (a path, topic -> items, or items) with ``prompt`` on ``backend``
     (``backend_options`` as exam-grade's flags: model=, device=, batch_size=, ...).
     Direct prompts take no bank. ``queries`` (mapping, request file or autojudge
@@ -123,12 +124,13 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     from .backends.base import get_backend
     from .grading import engine
     from .grading.prompts import get_prompt
-    from .grading.report_units import report_segments
+    from .grading.report_units import default_unit, report_segments
     from .grading.session import GradingSession
     from .io.grades import read_grades
     from .io.passages import read_passages
 
     the_prompt = get_prompt(prompt)
+    unit = unit or default_unit(the_prompt.id)
     direct = the_prompt.target == "direct"
     if not direct and bank is None:
         raise UsageError(f"prompt {the_prompt.id!r} grades {the_prompt.target}s: give bank=")
