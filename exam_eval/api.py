@@ -129,6 +129,10 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     from .io.grades import read_grades
     from .io.passages import read_passages
 
+    if not progress:  # no bars of ours, and none of the libraries' ("Loading weights")
+        from .progress import silence_library_progress
+
+        silence_library_progress()
     the_prompt = get_prompt(prompt)
     unit = unit or default_unit(the_prompt.id)
     direct = the_prompt.target == "direct"
@@ -226,8 +230,16 @@ def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, supp
     th = _thresholds(grades, support_min, partial_min)
     scored = [r for r in reps if items.get(r.topic_id)]
     per: dict[tuple[str, str], dict[str, float]] = {}
+    ungraded = 0
     for a in ns.assign(scored, grades, items, th):
         per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
+        ungraded += len(a.ungraded)
+    unparsed = sum(1 for g in grades if not g.parse_ok)
+    if unparsed or ungraded:  # what exam-nuggets score says on stderr
+        import warnings
+
+        warnings.warn(f"{unparsed} unparsed grades; {ungraded} (report, item) pairs have no parsed grade "
+                      "(scored as no support)", stacklevel=2)
     for key, (cov, norm) in ns.report_covers(scored, grades, items, th).items():
         per[key].update(exam_cover=cov, n_exam_cover=norm)
     topics = sorted({t for _, t in per}) if complete else None

@@ -73,15 +73,31 @@ def threshold_options(f):
     return f
 
 
+def _spec_names() -> str:
+    from ..io.track_specs import SPECS
+
+    return ", ".join(SPECS)
+
+
 def reports_option(f):
     f = click.option("--track-spec", default=None, metavar="NAME",
-                     help="Validate the reports against this track spec (rag24, rag25, ragtime25, ...).")(f)
+                     help="Validate the reports against this track spec (" + _spec_names() + ").")(f)
     f = click.option("--reports", "reports", multiple=True, required=True, metavar="FILE|DIR",
                      help="RAG report files (JSONL) or directories of them (repeatable).")(f)
     return f
 
 
 # --------------------------------------------------------------------------- score
+
+def _check_file_or_dir(ctx, param, value):
+    """-o of score: a file as everywhere, or a directory for per-run trec_eval files
+    (an existing one is fine: its RUN.txt files are replaced, as any output is)."""
+    if value is not None and not ctx.resilient_parsing and not (value.endswith(os.sep) or os.path.isdir(value)):
+        from ..io.openers import check_output
+
+        check_output(value)
+    return value
+
 
 SCORE_EPILOG = """\b
 Examples:
@@ -126,7 +142,9 @@ Exit status: 0 success, 1 usage error, 2 bad input. See man exam-nuggets.
 @click.option("--assignments", default=None, metavar="FILE",
               help="Also write each report's nugget assignment in the nuggetizer's assign-output "
                    "format (qid, run_id, nuggets with importance and assignment).")
-@output_option
+@click.option("-o", "--output", "output", default=None, metavar="FILE|DIR/", callback=_check_file_or_dir,
+              help="Write results to FILE (atomically) instead of stdout; with --format trec_eval and "
+                   "several runs, a directory (one RUN.txt each, overwritten on a rerun).")
 def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures, summary_only, complete,
               default_importance, partial_min, support_min, digits, model, prompt, kind, assignments, output):
     """Nugget scores, EXAM-Cover and citation support of RAG reports, per topic and run.
@@ -249,9 +267,10 @@ Examples:
 @cli.command("qrels", context_settings=CONTEXT_SETTINGS, epilog=QRELS_EPILOG)
 @click.argument("grades", metavar="[GRADES]", required=False)
 @reports_option
-@click.option("--from", "source", type=click.Choice(["support", "nuggets", "both"]), default="both", show_default=True,
+@click.option("--from", "source", type=click.Choice(["support", "nuggets", "both"]), default=None,
               help="Label of a cited document: its citation support (support), the nugget level of the sentences "
-                   "citing it (nuggets), or the smaller of the two (both).")
+                   "citing it (nuggets), or the smaller of the two (both) [both when GRADES and --support-grades "
+                   "are given, else the one given].")
 @click.option("--support-grades", default=None, metavar="FILE", help="citation-support grades (exam-nuggets support).")
 @threshold_options
 @click.option("--model", default=None, metavar="NAME", help="Use only GRADES from this model.")
@@ -271,6 +290,8 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
     from ..io.trec import write_qrels
     from ..measures import nugget_scores as ns
 
+    if source is None:
+        source = "both" if grades and support_grades else "nuggets" if grades else "support"
     if source in ("nuggets", "both") and not grades:
         raise UsageError(f"--from {source} needs GRADES (sentence grades against a bank)")
     if source in ("support", "both") and not support_grades:
