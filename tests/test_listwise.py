@@ -215,3 +215,36 @@ def test_cli_assign_then_score(tmp_path, run_cli):
         rec = next(x for x in nz if x["run_id"] == run)
         credit = {"support": 1, "partial_support": 0.5, "not_support": 0}
         assert float(value) == pytest.approx(sum(credit[n["assignment"]] for n in rec["nuggets"]) / 12, abs=1e-4)
+
+
+def test_assignment_file_reads_back_into_score(tmp_path, run_cli):
+    """score on the --assignments file gives the numbers score gives on the grades."""
+    import json
+
+    from exam_eval.io.banks import write_bank
+
+    bank = _bank(_nuggets(12))
+    write_bank(bank, str(tmp_path / "bank.jsonl"))
+    (tmp_path / "topics.tsv").write_text(f"q1\t{QUERY}\n")
+    with (tmp_path / "runs.jsonl").open("w") as fh:
+        for k in range(3):
+            r = _report(f"run{k}", k)
+            fh.write(json.dumps({"metadata": {"run_id": r.run_id, "topic_id": "q1", "team_id": "t"},
+                                 "responses": [{"text": s.text, "citations": []} for s in r.sentences]}) + "\n")
+    with CountingModel() as model:
+        res = run_cli("exam-nuggets", "assign", "--reports", tmp_path / "runs.jsonl", "--bank", tmp_path / "bank.jsonl",
+                      "--topics", tmp_path / "topics.tsv", "--model", "stub", "--base-url", model.url, "--no-cache",
+                      "-o", tmp_path / "g.jsonl", "--assignments", tmp_path / "a.jsonl",
+                      env={"EXAM_EVAL_PROGRESS": "0"})
+        assert res.returncode == 0, res.stderr
+    outs = []
+    for src in ("g.jsonl", "a.jsonl"):
+        res = run_cli("exam-nuggets", "score", "--reports", tmp_path / "runs.jsonl", "--bank", tmp_path / "bank.jsonl",
+                      "-m", "nugget_all", "-m", "nugget_vital_strict", tmp_path / src)
+        assert res.returncode == 0, res.stderr
+        outs.append(res.stdout)
+    assert outs[0] == outs[1] and len(outs[0].splitlines()) == 3 * 2 * 2  # runs x measures x (q1, all)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"qid": "q1", "run_id": "nope", "nuggets": [{"text": "x", "assignment": "support"}]}) + "\n")
+    res = run_cli("exam-nuggets", "score", "--reports", tmp_path / "runs.jsonl", "--bank", tmp_path / "bank.jsonl", bad)
+    assert res.returncode == 2 and "bad.jsonl:1: no report matches this line" in res.stderr

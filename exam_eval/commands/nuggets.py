@@ -150,7 +150,8 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     """Nugget scores, EXAM-Cover and citation support of RAG reports, per topic and run.
 
     GRADES are grades of the reports' sentences (or whole reports) against the bank,
-    from exam-grade --reports with any nugget or question prompt. Every (report, bank
+    from exam-grade --reports with any nugget or question prompt or from exam-nuggets
+    assign, or an assignment file (the nuggetizer's assign output, with run_id). Every (report, bank
     item) gets a support level: the best level any of its sentences reaches (support,
     partial support, no support; see --support-min / --partial-min). Measures:
     nugget_all, nugget_vital, nugget_weighted and their _strict variants (TREC 2024 RAG
@@ -170,7 +171,12 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     if shape == "trec_eval" and nruns > 1 and not to_dir:
         raise UsageError(f"the trec_eval shape holds one run per file and there are {nruns} runs: "
                          "give -o a directory (one RUN.txt per run) or use --format tot")
-    graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
+    from ..io.assignments import is_assignment_file, read_assignment_grades
+
+    if is_assignment_file(grades):  # the nuggetizer's assign output, ours or its own
+        graded = read_assignment_grades(grades, all_reports, items_by_query(read_bank(bank, kind="nugget")))
+    else:
+        graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
     kinds = sorted({g.kind for g in graded if g.kind})
     if kind is None:
         if len(kinds) != 1:
