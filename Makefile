@@ -12,7 +12,7 @@ DEMO_OUT ?= demo-out
 DEMO_RAG_OUT ?= $(if $(filter command line environment,$(origin DEMO_OUT)),$(DEMO_OUT),demo-rag-out)
 BENCH_OUT ?= bench-out
 
-.PHONY: install test demo demo-rag bench man lint clean system-deps help example
+.PHONY: install test demo demo-rag bench bench-nuggets man lint clean system-deps help example
 
 help:
 	@echo "make demo    - grade the built-in demo collection (offline), print leaderboards"
@@ -54,6 +54,11 @@ demo-rag: install
 bench: install
 	$(PY) bench/bench_scoring.py --out $(BENCH_OUT)
 	$(PY) bench/bench_grading.py --out $(BENCH_OUT)
+	$(PY) bench/bench_nuggetizer.py --json $(BENCH_OUT)/bench_nuggetizer.json
+
+# the AutoNuggetizer's calls and prompt tokens, the nuggetizer package against exam_eval
+bench-nuggets: install
+	$(PY) bench/bench_nuggetizer.py --json $(BENCH_OUT)/bench_nuggetizer.json
 
 man:
 	@sh man/sync-prompts.sh

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import UsageError
+from .endpoint import DEFAULT_CONCURRENCY
 from .http_client import ChatResult, OpenAIClient
 
 # The nuggetizer sends max_completion_tokens=2048 on every call (core/llm.py).
@@ -32,7 +33,7 @@ class EndpointChat:
     name = "endpoint"
 
     def __init__(self, *, model: str | None = None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 concurrency: int = 32, max_retries: int = 5, timeout: float = 120.0,
+                 concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5, timeout: float = 120.0,
                  max_tokens: int = NUGGETIZER_MAX_TOKENS, **_ignored: Any):
         base_url = base_url or os.environ.get("OPENAI_BASE_URL")
         if not base_url:

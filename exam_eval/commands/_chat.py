@@ -5,14 +5,8 @@ from __future__ import annotations
 
 import click
 
+from ..backends.endpoint import DEFAULT_CONCURRENCY
 from ..errors import UsageError
-
-# Requests in flight. A vLLM-class server batches whatever is in flight, so throughput
-# grows with it up to the server's batch limit (vLLM's --max-num-seqs, 256 by default);
-# at 150 ms per call, 8 in flight caps a client at ~50 calls/s, 64 at ~400/s. 64 keeps a
-# single vLLM GPU busy without queueing far past its batch; raise it for a multi-GPU
-# server, lower it for a rate-limited API (429s are retried, but each costs a backoff).
-DEFAULT_CONCURRENCY = 64
 
 
 def chat_options(f):

@@ -84,7 +84,8 @@ def cli():
               help="Endpoint base URL including /v1 (env OPENAI_BASE_URL).")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="VAR",
               help="Environment variable holding the API key (keys are never taken on the command line).")
-@click.option("--concurrency", type=click.IntRange(1), default=8, show_default=True, help="Parallel requests.")
+@click.option("--concurrency", type=click.IntRange(1), default=64, show_default=True,
+              help="Parallel requests (see man exam-nuggets, THROUGHPUT).")
 @click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
               help="HTTP retries per call on 429, 5xx, timeouts, connection errors, malformed bodies.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,

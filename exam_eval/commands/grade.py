@@ -91,7 +91,7 @@ def _log(msg: str) -> None:
 @click.option("--num-beams", type=click.IntRange(min=1), default=None, help="Beam search width for generation (default greedy).")
 @click.option("--base-url", default=None, metavar="URL", help="endpoint: OpenAI-compatible base URL (…/v1).")
 @click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY].")
-@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight [64; see man exam-nuggets, THROUGHPUT].")
 @click.option("--verify", type=click.Choice(["lexical", "llm"]), default="lexical", show_default=True,
               help="Extraction prompts with answer keys: word matching (EXAM) or the answer-verification prompt (EXAM++).")
 @click.option("--verifier-model", default=None, metavar="NAME|DIR",
