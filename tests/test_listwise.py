@@ -178,11 +178,11 @@ def test_parse_labels_reads_as_the_nuggetizer(text, labels):
     assert parse_labels(text) == labels
 
 
-def test_cli_assign_then_score(tmp_path, run_cli):
+def _write_inputs(tmp_path) -> list[BankItem]:
+    """bank.jsonl (12 nuggets), topics.tsv and runs.jsonl (3 reports) for the commands."""
     import json
 
     from exam_eval.io.banks import write_bank
-    from exam_eval.io.nugget_banks import ASSIGNMENT_LABELS
 
     bank = _bank(_nuggets(12))
     write_bank(bank, str(tmp_path / "bank.jsonl"))
@@ -192,6 +192,15 @@ def test_cli_assign_then_score(tmp_path, run_cli):
             r = _report(f"run{k}", k)
             fh.write(json.dumps({"metadata": {"run_id": r.run_id, "topic_id": "q1", "team_id": "t"},
                                  "responses": [{"text": s.text, "citations": []} for s in r.sentences]}) + "\n")
+    return bank
+
+
+def test_cli_assign_then_score(tmp_path, run_cli):
+    import json
+
+    from exam_eval.io.nugget_banks import ASSIGNMENT_LABELS
+
+    bank = _write_inputs(tmp_path)
     args = ["assign", "--reports", tmp_path / "runs.jsonl", "--bank", tmp_path / "bank.jsonl",
             "--topics", tmp_path / "topics.tsv", "--model", "stub", "--cache", tmp_path / "c.sqlite",
             "-o", tmp_path / "assign.jsonl", "--assignments", tmp_path / "assign.nz.jsonl"]
@@ -221,16 +230,7 @@ def test_assignment_file_reads_back_into_score(tmp_path, run_cli):
     """score on the --assignments file gives the numbers score gives on the grades."""
     import json
 
-    from exam_eval.io.banks import write_bank
-
-    bank = _bank(_nuggets(12))
-    write_bank(bank, str(tmp_path / "bank.jsonl"))
-    (tmp_path / "topics.tsv").write_text(f"q1\t{QUERY}\n")
-    with (tmp_path / "runs.jsonl").open("w") as fh:
-        for k in range(3):
-            r = _report(f"run{k}", k)
-            fh.write(json.dumps({"metadata": {"run_id": r.run_id, "topic_id": "q1", "team_id": "t"},
-                                 "responses": [{"text": s.text, "citations": []} for s in r.sentences]}) + "\n")
+    _write_inputs(tmp_path)
     with CountingModel() as model:
         res = run_cli("exam-nuggets", "assign", "--reports", tmp_path / "runs.jsonl", "--bank", tmp_path / "bank.jsonl",
                       "--topics", tmp_path / "topics.tsv", "--model", "stub", "--base-url", model.url, "--no-cache",

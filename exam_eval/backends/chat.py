@@ -15,12 +15,11 @@ a prompt that never ran.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import UsageError
-from .endpoint import DEFAULT_CONCURRENCY
+from .endpoint import DEFAULT_CONCURRENCY, checked_endpoint
 from .http_client import ChatResult, OpenAIClient
 
 # The nuggetizer sends max_completion_tokens=2048 on every call (core/llm.py).
@@ -35,13 +34,7 @@ class EndpointChat:
     def __init__(self, *, model: str | None = None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5, timeout: float = 120.0,
                  max_tokens: int = NUGGETIZER_MAX_TOKENS, **_ignored: Any):
-        base_url = base_url or os.environ.get("OPENAI_BASE_URL")
-        if not base_url:
-            raise UsageError("the endpoint back end needs --base-url (or $OPENAI_BASE_URL), e.g. http://localhost:8000/v1")
-        if not base_url.startswith(("http://", "https://")):
-            raise UsageError(f"--base-url must start with http:// or https://, got {base_url!r}")
-        if not model:
-            raise UsageError("the endpoint back end needs --model (the name the server serves)")
+        base_url = checked_endpoint(base_url, model)
         self.model_id = model
         self.max_tokens = max_tokens
         self.client = OpenAIClient(base_url, model, api_key_env=api_key_env, concurrency=concurrency,
