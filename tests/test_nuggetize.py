@@ -157,3 +157,21 @@ def test_cli_nuggetize_then_export_keeps_query_and_importance(tmp_path, run_cli)
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert {x["qid"]: x["query"] for x in lines} == QUERIES
     assert [n["importance"] for n in lines[0]["nuggets"]] == [i["importance"] for i in items if i["query_id"] == "q1"]
+
+
+def test_hf_causal_chat_model_runs_the_prompts(tmp_path):
+    """A local chat model serves the creator/scorer/assigner prompts (system + user
+    through its chat template); a tiny random model writes some text, never a crash."""
+    pytest.importorskip("torch")
+    from tiny_models import make_tiny_llama
+
+    from exam_eval.backends.chat import get_chat_model
+
+    chat = get_chat_model("hf-causal", model=str(make_tiny_llama(tmp_path / "llama")), max_tokens=4)
+    results = chat.chat([nz.scorer_messages("q", ["a", "b"]), nz.creator_messages("q", ["doc"], [])])
+    assert [r.error for r in results] == [None, None] and all(isinstance(r.text, str) for r in results)
+    result = nz.nuggetize([nz.TopicNuggets("q1", "q", ["doc one", "doc two"])],
+                          lambda: Asker(chat, parse_python_list, retries=1))
+    assert result.create_stats.calls == 2  # a random model's answer does not parse: asked again once
+    assert result.topics[0].nuggets == [] and not result.topics[0].failed
+    chat.close()
