@@ -248,3 +248,35 @@ def test_assignment_file_reads_back_into_score(tmp_path, run_cli):
     bad.write_text(json.dumps({"qid": "q1", "run_id": "nope", "nuggets": [{"text": "x", "assignment": "support"}]}) + "\n")
     res = run_cli("exam-nuggets", "score", "--reports", tmp_path / "runs.jsonl", "--bank", tmp_path / "bank.jsonl", bad)
     assert res.returncode == 2 and "bad.jsonl:1: no report matches this line" in res.stderr
+
+
+def test_assignment_file_is_a_leaderboard_for_correlate(tmp_path, run_cli):
+    """An assignment file scores as the nuggetizer's calculate_nugget_scores scores it,
+    and exam-correlate reads it as a leaderboard."""
+    import json
+
+    from nuggetizer.core.metrics import calculate_nugget_scores
+
+    from exam_eval.measures.assignment_scores import leaderboard_from_assignments
+
+    recs = []
+    labels = ("support", "partial_support", "not_support", "failed")
+    for run in ("a", "b", "c"):
+        for q in ("q1", "q2"):
+            nuggets = [{"text": f"n{i}", "importance": ("vital", "okay", "failed")[(i + len(run)) % 3],
+                        "assignment": labels[(i * (ord(run[0]) - 96) + len(q)) % 4]} for i in range(7)]
+            recs.append({"qid": q, "run_id": run, "nuggets": nuggets})
+    path = tmp_path / "assign.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    board = leaderboard_from_assignments(path)
+    for run in ("a", "b", "c"):
+        ref = [calculate_nugget_scores(r["qid"], r["nuggets"]) for r in recs if r["run_id"] == run]
+        assert board.rows[run]["nugget_all"] == pytest.approx(sum(m.all_score for m in ref) / 2, abs=1e-12)
+        assert board.rows[run]["nugget_vital"] == pytest.approx(sum(m.vital_score for m in ref) / 2, abs=1e-12)
+        assert board.rows[run]["nugget_vital_strict"] == pytest.approx(
+            sum(m.strict_vital_score for m in ref) / 2, abs=1e-12)
+    truth = tmp_path / "truth.tsv"
+    truth.write_text("run\tscore\na\t0.1\nb\t0.2\nc\t0.3\n")
+    res = run_cli("exam-correlate", "leaderboard", truth, path, "--truth-column", "score", "--pred-column", "nugget_all")
+    assert res.returncode == 0, res.stderr
+    assert "n\t3" in res.stdout
