@@ -48,6 +48,7 @@ def cli():
     \b
     exam-genq [OPTIONS] TOPICS          generate (the default command; see: exam-genq generate -h)
     exam-genq import [OPTIONS] FILE     convert a workbench or multiple-choice bank
+    exam-genq nuggetize [OPTIONS] TOPICS  nuggets from documents, with importance (AutoNuggetizer)
 
     \b
     Examples:

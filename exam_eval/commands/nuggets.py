@@ -33,7 +33,9 @@ def cli():
     """Nugget evaluation of RAG reports (TREC RAG, RAGTIME, DRAGUN, NeuCLIR, AutoJudge).
 
     \b
-    Examples (reports graded sentence by sentence by exam-grade --reports):
+    Examples (exam-nuggets assign: the AutoNuggetizer's listwise assignment; or reports
+    graded by exam-grade --reports):
+      exam-nuggets assign --reports runs/ --bank nuggets.jsonl --topics q.jsonl --model m -o grades.jsonl
       exam-grade --reports runs/ --bank nuggets.jsonl --prompt nuggetizer-assign ... -o grades.jsonl
       exam-nuggets support --reports runs/ --passages corpus.jsonl ... -o support.jsonl
       exam-nuggets score --reports runs/ --bank nuggets.jsonl --support-grades support.jsonl \\
