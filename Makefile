@@ -8,9 +8,11 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 DEMO_OUT ?= demo-out
+# make demo-rag writes to DEMO_OUT when it is given (DEMO_OUT=X make demo-rag: X), else demo-rag-out
+DEMO_RAG_OUT ?= $(if $(filter command line environment,$(origin DEMO_OUT)),$(DEMO_OUT),demo-rag-out)
 BENCH_OUT ?= bench-out
 
-.PHONY: install test demo demo-rag bench man lint clean system-deps help example
+.PHONY: install test demo demo-rag bench bench-nuggets man lint clean system-deps help example
 
 help:
 	@echo "make demo    - grade the built-in demo collection (offline), print leaderboards"
@@ -47,11 +49,16 @@ demo: install
 	$(PY) -m exam_eval.demo --out $(DEMO_OUT)
 
 demo-rag: install
-	$(PY) -m exam_eval.demo_rag --out $(DEMO_OUT)-rag
+	$(PY) -m exam_eval.demo_rag --out $(DEMO_RAG_OUT)
 
 bench: install
 	$(PY) bench/bench_scoring.py --out $(BENCH_OUT)
 	$(PY) bench/bench_grading.py --out $(BENCH_OUT)
+	$(PY) bench/bench_nuggetizer.py --json $(BENCH_OUT)/bench_nuggetizer.json
+
+# the AutoNuggetizer's calls and prompt tokens, the nuggetizer package against exam_eval
+bench-nuggets: install
+	$(PY) bench/bench_nuggetizer.py --json $(BENCH_OUT)/bench_nuggetizer.json
 
 man:
 	@sh man/sync-prompts.sh
@@ -69,4 +76,4 @@ lint: install
 	$(PY) -m ruff check exam_eval tests bench scripts
 
 clean:
-	rm -rf $(DEMO_OUT) $(BENCH_OUT) man/txt .pytest_cache
+	rm -rf $(DEMO_OUT) $(DEMO_RAG_OUT) $(BENCH_OUT) man/txt .pytest_cache

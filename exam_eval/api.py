@@ -107,11 +107,12 @@ class _Collect:
         pass
 
 
-def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "embedding", unit: str = "sentence",
+def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "embedding", unit: str | None = None,
           queries=None, passages: Mapping[str, str] | str | None = None, cited_documents: bool = False,
           cache: str | None = None, output: str | None = None, progress: bool = False,
           **backend_options) -> list[Grade]:
-    """Grade every report sentence (``unit="sentence"``) or whole report (``"report"``)
+    """Grade every report sentence (``unit="sentence"``) or whole report (``"report"``;
+    None: the prompt's own unit, ``report_units.default_unit``)
     against ``bank`` (a path, topic -> items, or items) with ``prompt`` on ``backend``
     (``backend_options`` as exam-grade's flags: model=, device=, batch_size=, ...).
     Direct prompts take no bank. ``queries`` (mapping, request file or autojudge
@@ -123,12 +124,17 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     from .backends.base import get_backend
     from .grading import engine
     from .grading.prompts import get_prompt
-    from .grading.report_units import report_segments
+    from .grading.report_units import default_unit, report_segments
     from .grading.session import GradingSession
     from .io.grades import read_grades
     from .io.passages import read_passages
 
+    if not progress:  # no bars of ours, and none of the libraries' ("Loading weights")
+        from .progress import silence_library_progress
+
+        silence_library_progress()
     the_prompt = get_prompt(prompt)
+    unit = unit or default_unit(the_prompt.id)
     direct = the_prompt.target == "direct"
     if not direct and bank is None:
         raise UsageError(f"prompt {the_prompt.id!r} grades {the_prompt.target}s: give bank=")
@@ -224,8 +230,16 @@ def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, supp
     th = _thresholds(grades, support_min, partial_min)
     scored = [r for r in reps if items.get(r.topic_id)]
     per: dict[tuple[str, str], dict[str, float]] = {}
+    ungraded = 0
     for a in ns.assign(scored, grades, items, th):
         per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
+        ungraded += len(a.ungraded)
+    unparsed = sum(1 for g in grades if not g.parse_ok)
+    if unparsed or ungraded:  # what exam-nuggets score says on stderr
+        import warnings
+
+        warnings.warn(f"{unparsed} unparsed grades; {ungraded} (report, item) pairs have no parsed grade "
+                      "(scored as no support)", stacklevel=2)
     for key, (cov, norm) in ns.report_covers(scored, grades, items, th).items():
         per[key].update(exam_cover=cov, n_exam_cover=norm)
     topics = sorted({t for _, t in per}) if complete else None

@@ -13,8 +13,15 @@ each, citing the passage: the TREC RAG 24 shape, citations as indices into
    EXAM-Cover per report, as a "tot" leaderboard with ``all`` rows and as a table;
 3. ``exam-nuggets qrels``: document qrels from the citations (a cited passage is as
    relevant as the sentences citing it cover nuggets);
-4. ``exam-correlate leaderboard``: the nugget leaderboard against the human one
+4. ``exam-nuggets support`` and ``score --support-grades --assignments``: citation
+   support of every (sentence, cited passage), the leaderboard with support precision /
+   recall, and the nuggetizer's assign-output file, read back by ``score``;
+5. ``exam-nuggets bank --to nuggetizer|autojudge``: the bank for the other tools;
+6. ``exam-correlate leaderboard``: the nugget leaderboard against the human one
    (nDCG@10 of the runs with the demo's own judgments).
+
+The AutoNuggetizer's own steps (``exam-genq nuggetize``, ``exam-nuggets assign``) need
+a generating LLM, which the offline demo does not have; see the README's table of methods.
 """
 
 from __future__ import annotations
@@ -74,6 +81,28 @@ def run_demo(out: Path, backend: str, model: str | None, extra: list[str]) -> in
     step("exam-nuggets", "qrels", "--reports", str(reports), "--from", "nuggets", "-o", str(cited), str(grades))
     print(f"wrote {cited} (document qrels from the reports' citations)")
 
+    # citation support (the embedding grader: cosine of sentence and cited passage), then
+    # the leaderboard with support precision / recall and the nuggetizer's assign-output file
+    support = out / "support.jsonl"
+    step("exam-nuggets", "support", "--reports", str(reports), "--passages", str(data / "passages.jsonl"),
+         "--backend", backend, *(["--model", model] if model else []), "--cache", str(out / "grade-cache.sqlite"),
+         "-o", str(support))
+    full, assigned = out / "leaderboard-support.tsv", out / "assignments.jsonl"
+    step("exam-nuggets", *score, "--support-grades", str(support), "--assignments", str(assigned),
+         "--format", "table", "-o", str(full), str(grades))
+    print("with citation support (support_precision, support_recall):")
+    show_file(full)
+    again = out / "leaderboard-from-assignments.tsv"
+    step("exam-nuggets", *score, "--format", "table", "-o", str(again), str(assigned))
+    same = again.read_text(encoding="utf-8").splitlines()[1:] == [
+        line for line in table.read_text(encoding="utf-8").splitlines()[1:]]
+    print(f"wrote {assigned} (the nuggetizer's assign output, one line per report with run_id); scored again from "
+          f"it: {'the same nugget scores' if same else 'DIFFERENT nugget scores'}")
+    for fmt in ("nuggetizer", "autojudge"):
+        step("exam-nuggets", "bank", "--to", fmt, "--topics", str(data / "topics.tsv"), str(bank),
+             "-o", str(out / f"bank.{fmt}.jsonl"), capture_stderr=True)
+    print(f"wrote {out}/bank.nuggetizer.jsonl and bank.autojudge.jsonl (the bank for the nuggetizer and AutoJudge)")
+
     runs = [str(data / f"{name}.run") for name in RUNS]
     human = out / "human-qrels.tsv"
     step("exam-qrels", "-c", "-l", str(HUMAN_MIN), "-m", "ndcg_cut.10", str(data / "qrels.txt"), *runs,
@@ -92,7 +121,8 @@ def run_demo(out: Path, backend: str, model: str | None, extra: list[str]) -> in
     print(verdict)
     (out / "verdict.txt").write_text(verdict + "\n", encoding="utf-8")
     print(f"\nfiles: {out}/ (reports/, grades.jsonl, sentences/, leaderboard.tot, leaderboard.tsv, cited.qrels, "
-          f"correlation.txt, commands.sh); {time.perf_counter() - started:.0f} s")
+          f"support.jsonl, leaderboard-support.tsv, assignments.jsonl, bank.*.jsonl, correlation.txt, commands.sh); "
+          f"{time.perf_counter() - started:.0f} s")
     return 0
 
 

@@ -144,6 +144,18 @@ def test_unparseable_output_is_recorded_not_graded(tmp_path):
     assert all(r["answer"] == "I cannot tell you that" for r in rows)
 
 
+def test_unparseable_output_is_not_cached(tmp_path):
+    """An unparsed answer is recorded, but a rerun (a new output) asks the model again."""
+    docs, texts, items = _world(n_queries=1, dup_text=False)
+    cache = GradeCache(tmp_path / "c.sqlite")
+    _, s = _run(tmp_path, ScriptedBackend(script=lambda req, text: "I cannot tell you that"), docs, texts, items,
+                cache, out_name="first.jsonl")
+    assert s.unparsed == s.pairs and s.graded == s.pairs
+    out, s2 = _run(tmp_path, ScriptedBackend(), docs, texts, items, cache, out_name="second.jsonl")
+    assert s2.from_cache == 0 and s2.graded == s.graded and s2.unparsed == 0
+    assert all(r["parse_ok"] for r in _lines(out))
+
+
 def test_scored_result_normalises_and_takes_argmax():
     res = scored_result(PROMPT, PROMPT.labels, {"0": 1.0, "3": 6.0, "5": 3.0})
     assert res.grade == 3 and res.parse_ok

@@ -431,8 +431,8 @@ def test_autojudge_question_bank_import(tmp_path):
         "claim_bank": [{"claim": "Avocados need water.", "query_id": "q9", "importance": "Vital"}]}) + "\n")
     items = read_bank(src)
     assert [(i.kind, i.item_id, i.answers, i.importance, i.extra) for i in items] == [
-        ("question", "abc", ["Mexico"], None, {"importance": 2}),
-        ("nugget", hashlib.md5(b"Avocados need water.").hexdigest(), None, "vital", {})]
+        ("question", "abc", ["Mexico"], None, {"importance": 2, "query_text": "avocado"}),
+        ("nugget", hashlib.md5(b"Avocados need water.").hexdigest(), None, "vital", {"query_text": "avocado"})]
 
 
 @pytest.mark.parametrize("case", ["no_metadata", "bad_index", "spec", "importance", "trec_eval_runs", "no_topic"])

@@ -156,6 +156,13 @@ class EmbeddingBackend(Backend):
             raise UsageError(f"the embedding grader rates similarity; it cannot extract answers for "
                              f"{prompt.id!r}: use a rating prompt (question-selfrating, nugget-selfrating) "
                              f"or a direct prompt")
+        # The AutoNuggetizer's prompt defines its labels by what an LLM answers; a cosine
+        # recorded under its name would pass for the nuggetizer's judgement.
+        if prompt.parser == "nugget-label-list":
+            raise UsageError(f"the embedding grader rates similarity; it cannot run {prompt.id!r} (the "
+                             f"AutoNuggetizer's labels come from an LLM): use a chat model (exam-nuggets "
+                             f"assign, or exam-grade --backend endpoint|hf-causal), or --prompt nugget-selfrating "
+                             f"for a cosine stand-in")
 
     def load(self) -> None:
         self.encoder.load()

@@ -14,6 +14,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ._base import CONTEXT_SETTINGS, make_main, output_option
+from ._chat import chat_options
 
 EXIT_PARTIAL = 3
 PROG = "exam-genq"
@@ -47,6 +48,7 @@ def cli():
     \b
     exam-genq [OPTIONS] TOPICS          generate (the default command; see: exam-genq generate -h)
     exam-genq import [OPTIONS] FILE     convert a workbench or multiple-choice bank
+    exam-genq nuggetize [OPTIONS] TOPICS  nuggets from documents, with importance (AutoNuggetizer)
 
     \b
     Examples:
@@ -83,7 +85,8 @@ def cli():
               help="Endpoint base URL including /v1 (env OPENAI_BASE_URL).")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="VAR",
               help="Environment variable holding the API key (keys are never taken on the command line).")
-@click.option("--concurrency", type=click.IntRange(1), default=8, show_default=True, help="Parallel requests.")
+@click.option("--concurrency", type=click.IntRange(1), default=64, show_default=True,
+              help="Parallel requests (see man exam-nuggets, THROUGHPUT).")
 @click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
               help="HTTP retries per call on 429, 5xx, timeouts, connection errors, malformed bodies.")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
@@ -230,6 +233,99 @@ def import_(bank_file, kind, output, force):
          f"{sum(1 for i in items if i.answers)} with answers); {len(repeats)} exact repeats dropped; "
          f"{len(skipped)} lines without question text skipped; "
          f"{rederived} ids equal query_id[/facet_id]/md5(text.strip()), the rest kept as given")
+    return 0
+
+
+NUGGETIZE_EPILOG = """\b
+Examples:
+  # nuggets from the judged-relevant documents, as the TREC 2024 RAG track made them
+  exam-genq nuggetize queries.jsonl --qrels rag24.qrels --passages corpus.jsonl \\
+      --model meta-llama/Llama-3.3-70B-Instruct --base-url http://gpu1:8000/v1 -o nuggets.jsonl
+  # from the pool of runs (top 20 of each), or from the documents reports cite
+  exam-genq nuggetize queries.jsonl --run a.run --run b.run --passages corpus.jsonl --model m -o nuggets.jsonl
+  exam-genq nuggetize queries.jsonl --reports runs/ --passages corpus.jsonl --model m -o nuggets.jsonl
+  # then: exam-nuggets assign --bank nuggets.jsonl ...; exam-nuggets bank --to nuggetizer nuggets.jsonl
+
+Exit status: 0 ok, 1 usage error, 2 bad input, 3 some topics failed (the bank holds the others).
+"""
+
+
+@cli.command("nuggetize", context_settings=CONTEXT_SETTINGS, epilog=NUGGETIZE_EPILOG)
+@click.argument("topics", metavar="TOPICS")
+@click.option("--qrels", default=None, metavar="FILE", help="Documents: the judged ones with label >= --min-label.")
+@click.option("--min-label", type=int, default=1, show_default=True, help="With --qrels: lowest label used.")
+@click.option("--run", "runs", multiple=True, metavar="FILE", help="Documents: the pool of these runs (repeatable).")
+@click.option("--depth", type=click.IntRange(1), default=20, show_default=True, help="With --run: pool depth.")
+@click.option("--reports", multiple=True, metavar="FILE|DIR",
+              help="Documents: those the RAG reports cite or list as references (repeatable).")
+@click.option("--passages", default=None, metavar="FILE|ID",
+              help="Document texts (JSONL, TSV or an ir_datasets ID); reports' embedded documents need none.")
+@click.option("--window", type=click.IntRange(1), default=10, show_default=True,
+              help="Documents per creation call and nuggets per importance call.")
+@click.option("--max-nuggets", type=click.IntRange(1), default=30, show_default=True, help="Nuggets per topic.")
+@chat_options
+@output_option
+@click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
+def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, max_nuggets, backend, model,
+              base_url, api_key_env, concurrency, max_retries, timeout, retries, max_tokens, backend_options,
+              cache_path, no_cache, output, force):
+    """Create a nugget bank from documents, with vital/okay importance (AutoNuggetizer).
+
+    The nuggetizer's creator reads each topic's documents in windows and updates a
+    nugget list (at most --max-nuggets); its scorer labels them vital or okay; vital
+    nuggets come first. The bank (our JSONL: ids query_id/md5(text), importance, the
+    query text) can be edited by hand and exported with exam-nuggets bank.
+    """
+    from ..genq.nuggetize import documents_from_qrels, documents_from_reports, documents_from_runs, nuggetize_topics
+    from ..io.banks import write_bank
+    from ..io.reports import read_requests
+    from ._chat import make_chat
+    from ._grading import cache_file
+
+    if sum(bool(x) for x in (qrels, runs, reports)) != 1:
+        raise UsageError("give the documents with exactly one of --qrels, --run, --reports")
+    _check_output(output, force)
+    queries = read_requests(topics)
+    texts: dict[str, str] = {}
+    if qrels:
+        from ..io.trec import read_qrels
+
+        doc_ids = documents_from_qrels(read_qrels(qrels), min_label)
+    elif runs:
+        from ..io.trec import read_run
+
+        doc_ids = documents_from_runs([read_run(r) for r in runs], depth)
+    else:
+        from ..io.reports import read_reports
+
+        rs = read_reports(list(reports))
+        doc_ids = documents_from_reports(rs)
+        for r in rs:
+            texts.update(r.documents)
+    wanted = {d for ds in doc_ids.values() for d in ds} - set(texts)
+    if wanted:
+        if not passages:
+            raise UsageError("the documents need texts: give --passages")
+        from ..io.passages import read_passages
+
+        texts.update(read_passages(passages, wanted))
+    chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
+                     backend_options)
+    result = nuggetize_topics(queries, doc_ids, texts, chat, cache_path=cache_file(cache_path, no_cache),
+                              retries=retries, window=window, max_nuggets=max_nuggets, log=_log)
+    bank = result.bank()
+    if not bank and not result.failed:
+        raise InputError("no topic has documents with text", qrels or passages or ", ".join(runs or reports))
+    write_bank(bank, output)
+    unlabelled = sum(1 for i in bank if i.importance is None)
+    _log(f"{len(bank)} nuggets for {len({i.query_id for i in bank})} topics; creation: "
+         f"{result.create_stats.summary()}; importance: {result.score_stats.summary()}"
+         + (f"; {unlabelled} nuggets have no importance (the label did not parse)" if unlabelled else ""))
+    if result.failed:
+        _log(f"{len(result.failed)} topics failed and have no nuggets:")
+        for t in result.failed:
+            _log(f"  {t.query_id}: {t.failed}")
+        return EXIT_PARTIAL
     return 0
 
 

@@ -54,7 +54,7 @@ def _log(msg: str) -> None:
 @click.option("--responses-run-out", metavar="PATH", help="Write the run ranking the response segments (a directory: one RUN_ID.run per run).")
 @click.option("--reports", multiple=True, metavar="FILE|DIR", help="RAG reports (TREC RAG-family JSONL, or a directory of *.jsonl[.gz]; repeatable): their sentences are pooled.")
 @click.option("--track-spec", metavar="NAME", help="Validate --reports against this track spec (rag25, rag26, ragtime25, ragtime26, dragun25, kiddie, rag25-autojudge).")
-@click.option("--report-unit", type=click.Choice(["sentence", "report"]), default="sentence", show_default=True, help="Grade each report sentence, or each whole report.")
+@click.option("--report-unit", type=click.Choice(["sentence", "report"]), default=None, help="Grade each report sentence, or each whole report [report for nuggetizer-assign, as the AutoNuggetizer judges; else sentence].")
 @click.option("--cited-documents", is_flag=True, help="Show the prompt each sentence followed by the texts of the documents it cites (from --passages or the reports).")
 @click.option("--reports-run-out", metavar="PATH", help="Write the run ranking the graded report sentences (a directory: one RUN_ID.run per run).")
 @click.option("--passages", metavar="FILE|ID", help="Passage texts: JSONL {doc_id|docno, text}, TSV, or an ir_datasets ID.")
@@ -91,7 +91,7 @@ def _log(msg: str) -> None:
 @click.option("--num-beams", type=click.IntRange(min=1), default=None, help="Beam search width for generation (default greedy).")
 @click.option("--base-url", default=None, metavar="URL", help="endpoint: OpenAI-compatible base URL (…/v1).")
 @click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY].")
-@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight [64; see man exam-nuggets, THROUGHPUT].")
 @click.option("--verify", type=click.Choice(["lexical", "llm"]), default="lexical", show_default=True,
               help="Extraction prompts with answer keys: word matching (EXAM) or the answer-verification prompt (EXAM++).")
 @click.option("--verifier-model", default=None, metavar="NAME|DIR",
@@ -144,6 +144,8 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
                    max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
                    concurrency=concurrency)
     grader = make_grader(backend, options, backend_options, prompt)
+    from ..grading.report_units import default_unit
+
     if verify == "llm":
         _attach_verifier(grader, backend, verifier_model, verifier_backend, options)
     elif verifier_model:
@@ -151,7 +153,8 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
 
     # ---- inputs (all validated before anything loads or is written) --------------------
     plan_inputs = _read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,
-                               reports=reports, track_spec=track_spec, report_unit=report_unit,
+                               reports=reports, track_spec=track_spec,
+                               report_unit=report_unit or default_unit(prompt.id),
                                cited_documents=cited_documents,
                                topics=topics, on_missing=on_missing, bank=None if direct else bank,
                                prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids)

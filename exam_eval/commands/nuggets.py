@@ -19,6 +19,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ._base import CONTEXT_SETTINGS, make_main, output_option
+from ._chat import chat_options, make_chat, open_cache
 
 PROG = "exam-nuggets"
 
@@ -32,7 +33,9 @@ def cli():
     """Nugget evaluation of RAG reports (TREC RAG, RAGTIME, DRAGUN, NeuCLIR, AutoJudge).
 
     \b
-    Examples (reports graded sentence by sentence by exam-grade --reports):
+    Examples (exam-nuggets assign: the AutoNuggetizer's listwise assignment; or reports
+    graded by exam-grade --reports):
+      exam-nuggets assign --reports runs/ --bank nuggets.jsonl --topics q.jsonl --model m -o grades.jsonl
       exam-grade --reports runs/ --bank nuggets.jsonl --prompt nuggetizer-assign ... -o grades.jsonl
       exam-nuggets support --reports runs/ --passages corpus.jsonl ... -o support.jsonl
       exam-nuggets score --reports runs/ --bank nuggets.jsonl --support-grades support.jsonl \\
@@ -72,15 +75,31 @@ def threshold_options(f):
     return f
 
 
+def _spec_names() -> str:
+    from ..io.track_specs import SPECS
+
+    return ", ".join(SPECS)
+
+
 def reports_option(f):
     f = click.option("--track-spec", default=None, metavar="NAME",
-                     help="Validate the reports against this track spec (rag24, rag25, ragtime25, ...).")(f)
+                     help="Validate the reports against this track spec (" + _spec_names() + ").")(f)
     f = click.option("--reports", "reports", multiple=True, required=True, metavar="FILE|DIR",
                      help="RAG report files (JSONL) or directories of them (repeatable).")(f)
     return f
 
 
 # --------------------------------------------------------------------------- score
+
+def _check_file_or_dir(ctx, param, value):
+    """-o of score: a file as everywhere, or a directory for per-run trec_eval files
+    (an existing one is fine: its RUN.txt files are replaced, as any output is)."""
+    if value is not None and not ctx.resilient_parsing and not (value.endswith(os.sep) or os.path.isdir(value)):
+        from ..io.openers import check_output
+
+        check_output(value)
+    return value
+
 
 SCORE_EPILOG = """\b
 Examples:
@@ -125,13 +144,16 @@ Exit status: 0 success, 1 usage error, 2 bad input. See man exam-nuggets.
 @click.option("--assignments", default=None, metavar="FILE",
               help="Also write each report's nugget assignment in the nuggetizer's assign-output "
                    "format (qid, run_id, nuggets with importance and assignment).")
-@output_option
+@click.option("-o", "--output", "output", default=None, metavar="FILE|DIR/", callback=_check_file_or_dir,
+              help="Write results to FILE (atomically) instead of stdout; with --format trec_eval and "
+                   "several runs, a directory (one RUN.txt each, overwritten on a rerun).")
 def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures, summary_only, complete,
               default_importance, partial_min, support_min, digits, model, prompt, kind, assignments, output):
     """Nugget scores, EXAM-Cover and citation support of RAG reports, per topic and run.
 
     GRADES are grades of the reports' sentences (or whole reports) against the bank,
-    from exam-grade --reports with any nugget or question prompt. Every (report, bank
+    from exam-grade --reports with any nugget or question prompt or from exam-nuggets
+    assign, or an assignment file (the nuggetizer's assign output, with run_id). Every (report, bank
     item) gets a support level: the best level any of its sentences reaches (support,
     partial support, no support; see --support-min / --partial-min). Measures:
     nugget_all, nugget_vital, nugget_weighted and their _strict variants (TREC 2024 RAG
@@ -151,7 +173,12 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     if shape == "trec_eval" and nruns > 1 and not to_dir:
         raise UsageError(f"the trec_eval shape holds one run per file and there are {nruns} runs: "
                          "give -o a directory (one RUN.txt per run) or use --format tot")
-    graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
+    from ..io.assignments import is_assignment_file, read_assignment_grades
+
+    if is_assignment_file(grades):  # the nuggetizer's assign output, ours or its own
+        graded = read_assignment_grades(grades, all_reports, items_by_query(read_bank(bank, kind="nugget")))
+    else:
+        graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
     kinds = sorted({g.kind for g in graded if g.kind})
     if kind is None:
         if len(kinds) != 1:
@@ -248,9 +275,10 @@ Examples:
 @cli.command("qrels", context_settings=CONTEXT_SETTINGS, epilog=QRELS_EPILOG)
 @click.argument("grades", metavar="[GRADES]", required=False)
 @reports_option
-@click.option("--from", "source", type=click.Choice(["support", "nuggets", "both"]), default="both", show_default=True,
+@click.option("--from", "source", type=click.Choice(["support", "nuggets", "both"]), default=None,
               help="Label of a cited document: its citation support (support), the nugget level of the sentences "
-                   "citing it (nuggets), or the smaller of the two (both).")
+                   "citing it (nuggets), or the smaller of the two (both) [both when GRADES and --support-grades "
+                   "are given, else the one given].")
 @click.option("--support-grades", default=None, metavar="FILE", help="citation-support grades (exam-nuggets support).")
 @threshold_options
 @click.option("--model", default=None, metavar="NAME", help="Use only GRADES from this model.")
@@ -270,6 +298,8 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
     from ..io.trec import write_qrels
     from ..measures import nugget_scores as ns
 
+    if source is None:
+        source = "both" if grades and support_grades else "nuggets" if grades else "support"
     if source in ("nuggets", "both") and not grades:
         raise UsageError(f"--from {source} needs GRADES (sentence grades against a bank)")
     if source in ("support", "both") and not support_grades:
@@ -334,8 +364,19 @@ def bank_cmd(bank, target, topics, kind, default_importance, output):
         write_bank(items, output)
     elif target == "nuggetizer":
         write_nuggetizer_bank(items, output, queries, default_importance)
+        unlabelled = sum(1 for i in items if i.importance is None)
+        if unlabelled:
+            _log(f"{unlabelled} of {len(items)} items have no importance and are written as {default_importance} "
+                 "(--default-importance)")
     else:
         write_autojudge_bank(items, output, queries)
+    if target != "ours":
+        from ..io.nugget_banks import query_texts
+
+        without = sorted({i.query_id for i in items} - set(query_texts(items, queries)))
+        if without:
+            _log(f"{len(without)} topics have no query text (e.g. {', '.join(without[:3])}); "
+                 "give --topics to fill it in")
     return 0
 
 
@@ -465,6 +506,60 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
             dry_run_report(plan, grader, session.cache, shard)
             return 0
         return run_session(session, log=_log, batch_size=batch_size, progress="citation support")
+
+
+# --------------------------------------------------------------------------- assign
+
+ASSIGN_EPILOG = """\b
+Examples:
+  # the AutoNuggetizer's assignment of every report, 10 nuggets per call, by a vLLM server
+  exam-nuggets assign --reports runs/ --bank nuggets.jsonl --topics queries.jsonl \\
+      --model meta-llama/Llama-3.3-70B-Instruct --base-url http://gpu1:8000/v1 -o assign.jsonl
+  exam-nuggets score --reports runs/ --bank nuggets.jsonl assign.jsonl
+  # the 2-grade template, and the nuggetizer's assign-output file beside the grades
+  exam-nuggets assign --grades 2 --assignments assign.nuggetizer.jsonl ... -o assign2.jsonl
+
+Interrupted? Run the same command again: answers already given come from the cache.
+"""
+
+
+@cli.command("assign", context_settings=CONTEXT_SETTINGS, epilog=ASSIGN_EPILOG)
+@reports_option
+@click.option("--bank", required=True, metavar="FILE", help="Nugget bank (any format exam_eval reads).")
+@click.option("--topics", required=True, metavar="FILE|ID", help="Query texts (the prompt shows the query).")
+@click.option("--grades", "n_grades", type=click.Choice(["3", "2"]), default="3", show_default=True,
+              help="The nuggetizer's 3-grade (support / partial_support / not_support) or 2-grade template.")
+@click.option("--window", type=click.IntRange(1), default=10, show_default=True, help="Nuggets per call.")
+@click.option("--kind", type=click.Choice(["question", "nugget"]), default="nugget", show_default=True,
+              help="Bank items to assign.")
+@click.option("--assignments", default=None, metavar="FILE",
+              help="Also write the nuggetizer's assign-output file (one line per report, with run_id).")
+@chat_options
+@output_option
+def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assignments, backend, model, base_url,
+               api_key_env, concurrency, max_retries, timeout, retries, max_tokens, backend_options, cache_path,
+               no_cache, output):
+    """Assign the bank's nuggets to each whole report, as the AutoNuggetizer does.
+
+    One call per report and window of --window nuggets, with the nuggetizer's prompt,
+    parsing and re-asks; every (report, nugget) becomes a grade line (doc_id the report
+    id; grade support 2, partial_support 1, not_support 0) that exam-nuggets score
+    reads. An answer that never parses is written with parse_ok false; a call that
+    fails is not written (exit 3; run again to retry it).
+    """
+    from ..grading.listwise import run_assign
+    from ..io.banks import items_by_query, read_bank
+    from ..io.reports import read_requests
+
+    rs = _reports(reports, track_spec)
+    items = items_by_query(read_bank(bank, kind=kind))
+    queries = read_requests(topics)
+    chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
+                     backend_options)
+    result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
+                        window=window, retries=retries, output=output, assignments=assignments, log=_log,
+                        bank_name=bank, topics_name=topics)
+    return 3 if result.failed else 0
 
 
 main = make_main(cli, PROG)

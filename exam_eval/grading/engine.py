@@ -12,7 +12,8 @@ item id *and* item text, model, prompt id and prompt text; see :func:`is_done`);
 cache are written first without touching the model; the rest is graded in batches sorted
 by input length (less padding, and the longest batch runs first so an out-of-memory
 error shows up at once). After every batch the grades are appended and fsynced, then the
-cache is committed: a kill loses at most the batch in flight.
+cache is committed: a kill loses at most the batch in flight. An answer that did not
+parse is written (parse_ok false) but not cached, so a run into a new output asks again.
 
 ``--shard i/n`` splits by unit key, so identical texts always land in the same shard and
 deduplication still works inside each shard.
@@ -163,7 +164,8 @@ def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, mode
         stats.in_output += len(unit.pairs) - len(left)
         if left:
             pending.append(Unit(unit.key, unit.request, left))
-    cached = cache.get_many(u.key for u in pending)
+    # an unparsed answer is not final: a rerun asks again (older caches may hold some)
+    cached = {k: r for k, r in cache.get_many(u.key for u in pending).items() if r.parse_ok}
     units_cached = [u for u in pending if u.key in cached]
     todo = [u for u in pending if u.key not in cached]
     stats.from_cache = sum(len(u.pairs) for u in units_cached)
@@ -234,7 +236,8 @@ def execute(
             g = _grades_for(unit, result, model, prompt, backend.engine)
             stats.unparsed += sum(not x.parse_ok for x in g)
             lines.extend(g)
-            keep.append((unit.key, result))
+            if result.parse_ok:  # unparsed: written (and counted), not cached; a rerun asks again
+                keep.append((unit.key, result))
         out.write_batch(lines)  # fsynced before the cache commit: the output is the record
         cache.put_many(keep, identity, prompt.hash)
         if on_batch is not None:

@@ -28,6 +28,17 @@ from ..io.reports import Report
 from .segment import Segment
 
 UNITS = ("sentence", "report")
+
+# Prompts written for a whole answer. The AutoNuggetizer judges the report as one passage
+# (its sentences joined); graded per sentence, its prompt gives other numbers (a nugget
+# spread over two sentences is found in neither). Other prompts default to sentences:
+# the best sentence wins, and a grade stays attached to a sentence when others change.
+WHOLE_REPORT_PROMPTS = ("nuggetizer-assign",)
+
+
+def default_unit(prompt_id: str) -> str:
+    """The grading unit a prompt is meant for (see the README's table of methods)."""
+    return "report" if prompt_id in WHOLE_REPORT_PROMPTS else "sentence"
 CITED_HEADER = "Cited documents:"
 
 

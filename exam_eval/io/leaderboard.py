@@ -92,6 +92,12 @@ def read_leaderboard(path: str | os.PathLike, fmt: str = "tsv") -> Leaderboard:
         raise ValueError(f"unknown leaderboard format {fmt!r}")
     files = _files(path)
     if fmt == "auto":
+        from .assignments import is_assignment_file
+
+        if len(files) == 1 and is_assignment_file(files[0]):  # the nuggetizer's assign output: score it
+            from ..measures.assignment_scores import leaderboard_from_assignments
+
+            return leaderboard_from_assignments(files[0])
         fmt = sniff_format(files[0])
     if fmt == "tsv":
         if len(files) != 1:

@@ -76,6 +76,8 @@ def _from_nuggetizer(obj: dict, name: str, lineno: int) -> Iterator[BankItem]:
             raise InputError("a nugget must be an object or a string", name, lineno)
         text = _text(n, "text", name, lineno)
         importance, extra = _importance_of(n.get("importance"), name, lineno, strict=True)
+        if isinstance(obj.get("query"), str) and obj["query"].strip():
+            extra["query_text"] = obj["query"]
         yield BankItem(str(qid), make_item_id(str(qid), text), "nugget", text, importance=importance, extra=extra)
 
 
@@ -113,6 +115,8 @@ def _from_autojudge(obj: dict, name: str, lineno: int) -> Iterator[BankItem]:
             text = _text(entry, text_key, name, lineno)
             item_id = entry.get(id_key) or hashlib.md5(text.encode("utf-8")).hexdigest()
             importance, extra = _importance_of(entry.get("importance"), name, lineno, strict=False)
+            if isinstance(obj.get("title_query"), str) and obj["title_query"].strip():
+                extra["query_text"] = obj["title_query"]
             answers = _answers(entry.get("answers")) if kind == "question" else None
             yield BankItem(str(entry.get("query_id") or qid), str(item_id), kind, text, None, answers,
                            extra, importance=importance)
@@ -126,6 +130,15 @@ def items_from_track_bank(obj: dict, name: str, lineno: int) -> Iterator[BankIte
         yield from _from_nuggetizer(obj, name, lineno)
 
 
+def query_texts(items: Iterable[BankItem], queries: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Query text per topic: the given ``queries`` first, else the text a bank item
+    carries (``query_text``: a nuggetizer "query", an AutoJudge "title_query", a bank
+    made by exam-genq nuggetize)."""
+    out = {i.query_id: i.extra["query_text"] for i in items if isinstance(i.extra.get("query_text"), str)}
+    out.update(queries or {})
+    return out
+
+
 def _by_query(items: Iterable[BankItem]) -> dict[str, list[BankItem]]:
     out: dict[str, list[BankItem]] = {}
     for item in items:
@@ -136,7 +149,8 @@ def _by_query(items: Iterable[BankItem]) -> dict[str, list[BankItem]]:
 def write_nuggetizer_bank(items: Iterable[BankItem], path: str | os.PathLike | None,
                           queries: Mapping[str, str] | None = None, default_importance: str = "vital") -> int:
     """One nuggetizer line per topic (every item becomes a nugget text); returns the lines."""
-    queries = queries or {}
+    items = list(items)
+    queries = query_texts(items, queries)
     n = 0
     with atomic_output(path) as out:
         for qid, group in _by_query(items).items():
@@ -150,7 +164,8 @@ def write_autojudge_bank(items: Iterable[BankItem], path: str | os.PathLike | No
                          queries: Mapping[str, str] | None = None) -> int:
     """One AutoJudge NuggetBank (v3) line per topic: questions in nugget_bank, nuggets
     (claims) in claim_bank; returns the lines."""
-    queries = queries or {}
+    items = list(items)
+    queries = query_texts(items, queries)
     n = 0
     with atomic_output(path) as out:
         for qid, group in _by_query(items).items():

@@ -97,8 +97,11 @@ def thresholds_for(scale: tuple[int, int] | None, support_min: int | None = None
 
 def scale_of(prompt_id: str) -> tuple[int, int] | None:
     """The scale of a registered prompt (also the reference workbench's prompt classes)."""
+    from ..grading.listwise import PROMPT_IDS, SCALE
     from ..grading.prompts import REGISTRY
 
+    if prompt_id in PROMPT_IDS.values():
+        return SCALE
     if prompt_id in REGISTRY:
         return tuple(REGISTRY[prompt_id].scale)
     if prompt_id in ("QuestionSelfRatedUnanswerablePromptWithChoices", "NuggetSelfRatedPrompt"):

@@ -29,13 +29,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-from autojudge_base import LeaderboardBuilder, LeaderboardSpec, MeasureSpec, QrelRow, Qrels, Request
-from autojudge_base.nugget_data import NuggetBanks, load_nugget_banks_from_file
-from autojudge_base.report import load_report
+from exam_eval import autojudge_offline
 
-from exam_eval import api
-from exam_eval.io.banks import items_by_query
-from exam_eval.io.nugget_banks import items_from_track_bank, write_autojudge_bank
+autojudge_offline.prepare()  # autojudge-base downloads nltk data on import; offline it needs a stand-in
+
+from autojudge_base import LeaderboardBuilder, LeaderboardSpec, MeasureSpec, QrelRow, Qrels, Request  # noqa: E402
+from autojudge_base.nugget_data import NuggetBanks, load_nugget_banks_from_file  # noqa: E402
+from autojudge_base.report import load_report  # noqa: E402
+
+from exam_eval import api  # noqa: E402
+from exam_eval.io.banks import items_by_query  # noqa: E402
+from exam_eval.io.nugget_banks import items_from_track_bank, write_autojudge_bank  # noqa: E402
 
 MEASURES = {
     "nugget_all": "AutoNuggetizer All: mean nugget support (1 support, 0.5 partial)",

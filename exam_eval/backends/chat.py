@@ -1,0 +1,111 @@
+"""Chat models for the steps that send whole conversations and read free text: the
+AutoNuggetizer's nugget creation, importance scoring and listwise assignment.
+
+A chat model has ``model_id``, ``cache_identity`` and ``chat(conversations, temperature)
+-> list[ChatResult]`` (one result per conversation, in order; a call that failed for good
+is a result with ``error`` set, never an exception). Registry: name -> factory, so a new
+one is a class and a line in ``CHAT_MODELS``.
+
+Only back ends that generate text from a system and a user message can serve: the
+OpenAI-compatible endpoint (OpenAI, vLLM, TGI, ...; what the nuggetizer itself calls) and
+a local Hugging Face causal LM with a chat template. Scoring-only back ends (embedding,
+seq2seq rating models) cannot run these prompts, and saying so is better than recording
+a prompt that never ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import UsageError
+from .endpoint import DEFAULT_CONCURRENCY, checked_endpoint
+from .http_client import ChatResult, OpenAIClient
+
+# The nuggetizer sends max_completion_tokens=2048 on every call (core/llm.py).
+NUGGETIZER_MAX_TOKENS = 2048
+
+
+class EndpointChat:
+    """Any OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    name = "endpoint"
+
+    def __init__(self, *, model: str | None = None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
+                 concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5, timeout: float = 120.0,
+                 max_tokens: int = NUGGETIZER_MAX_TOKENS, **_ignored: Any):
+        base_url = checked_endpoint(base_url, model)
+        self.model_id = model
+        self.max_tokens = max_tokens
+        self.client = OpenAIClient(base_url, model, api_key_env=api_key_env, concurrency=concurrency,
+                                   max_retries=max_retries, timeout=timeout)
+
+    @property
+    def cache_identity(self) -> str:
+        return f"chat:endpoint:{self.model_id}:max_tokens={self.max_tokens}"
+
+    def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
+        return self.client.chat(conversations, max_tokens=self.max_tokens, temperature=temperature)
+
+    def close(self) -> None:
+        pass
+
+
+class HFChat:
+    """A local Hugging Face causal LM through its chat template (greedy decoding: the
+    nuggetizer's re-asks at temperature 0.2 are greedy here, so a re-ask repeats the
+    answer unless the model is sampled with -O do_sample=true)."""
+
+    name = "hf-causal"
+
+    def __init__(self, *, model: str | None = None, max_tokens: int = NUGGETIZER_MAX_TOKENS,
+                 backend_options: dict | None = None, **_ignored: Any):
+        if not model:
+            raise UsageError("the hf-causal back end needs --model (a Hugging Face id or path)")
+        from . import get_backend
+
+        options = {"model": model, "max_new_tokens": max_tokens}
+        options.update(backend_options or {})
+        self.backend = get_backend("hf-causal", **options)
+        self.model_id = model
+        self.max_tokens = max_tokens
+        self._loaded = False
+
+    @property
+    def cache_identity(self) -> str:
+        return f"chat:{self.backend.cache_identity}:max_tokens={self.max_tokens}"
+
+    def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
+        from ..grading.prompts.base import Prompt
+        from .base import GradeRequest
+
+        if not self._loaded:
+            self.backend.load()
+            self._loaded = True
+        requests = []
+        for conv in conversations:
+            system = next((m["content"] for m in conv if m["role"] == "system"), None)
+            user = "\n".join(m["content"] for m in conv if m["role"] == "user")
+            passthrough = Prompt(id="chat-passthrough", source="exam_eval", target="direct", mode="generate",
+                                 labels=(), scale=(0, 1), template="{query}", system=system)
+            requests.append(GradeRequest(passthrough, user, None, ""))
+        try:
+            texts = self.backend._generate(requests, self.max_tokens)
+            err = "the model returned no text"
+        except Exception as exc:  # noqa: BLE001 - a failing batch (OOM, ...) fails its calls, not the run
+            texts, err = [None] * len(requests), f"{type(exc).__name__}: {exc}"
+        return [ChatResult(t, None if t is not None else err, None, 1) for t in texts]
+
+    def close(self) -> None:
+        self.backend.close()
+
+
+CHAT_MODELS: dict[str, type] = {"endpoint": EndpointChat, "hf-causal": HFChat}
+
+
+def get_chat_model(name: str, **options: Any):
+    cls = CHAT_MODELS.get(name)
+    if cls is None:
+        raise UsageError(f"back end {name!r} cannot run the AutoNuggetizer's prompts (they need a model that "
+                         f"writes free text from a system and a user message); choose from: {', '.join(CHAT_MODELS)}")
+    return cls(**options)

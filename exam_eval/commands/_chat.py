@@ -1,0 +1,60 @@
+"""The flags of the commands that run the AutoNuggetizer's prompts through a chat model
+(``exam-nuggets assign``, ``exam-genq nuggetize``), so both take the same ones."""
+
+from __future__ import annotations
+
+import click
+
+from ..backends.endpoint import DEFAULT_CONCURRENCY
+from ..errors import UsageError
+
+
+def chat_options(f):
+    opts = [
+        click.option("--backend", default="endpoint", show_default=True, metavar="NAME",
+                     help="endpoint (OpenAI-compatible HTTP: OpenAI, vLLM, TGI) or hf-causal (local chat model)."),
+        click.option("--model", default=None, help="Model name (endpoint) or Hugging Face id / path (hf-causal)."),
+        click.option("--base-url", envvar="OPENAI_BASE_URL", default=None,
+                     help="Endpoint base URL including /v1 [$OPENAI_BASE_URL]."),
+        click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="VAR",
+                     help="Environment variable holding the API key (never taken on the command line)."),
+        click.option("--concurrency", type=click.IntRange(1), default=DEFAULT_CONCURRENCY, show_default=True,
+                     help="endpoint: requests in flight (see man exam-nuggets, THROUGHPUT)."),
+        click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
+                     help="HTTP retries per call on 429, 5xx, timeouts, connection errors."),
+        click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+                     help="Seconds per HTTP request."),
+        click.option("--retries", type=click.IntRange(0), default=5, show_default=True,
+                     help="Ask again (at temperature 0.2, as the nuggetizer does) this many times when an "
+                          "answer does not parse; the nuggetizer's own bound is 500."),
+        click.option("--max-tokens", type=click.IntRange(1), default=2048, show_default=True,
+                     help="Tokens the model may write per answer (the nuggetizer's 2048)."),
+        click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE",
+                     help="hf-causal: further back-end option (repeatable), as in exam-grade."),
+        click.option("--cache", "cache_path", default=None, metavar="FILE",
+                     help="Answer cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite]."),
+        click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens, backend_options):
+    """The chat model of the flags; checks them, loads nothing."""
+    from ..backends.chat import get_chat_model
+    from ._grading import split_backend_options
+
+    if backend_options and backend != "hf-causal":
+        raise UsageError("--backend-option is for --backend hf-causal")
+    return get_chat_model(backend, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
+                          max_retries=max_retries, timeout=timeout, max_tokens=max_tokens,
+                          backend_options=split_backend_options(backend_options))
+
+
+def open_cache(cache_path, no_cache):
+    from ..grading.cache import GradeCache, NullCache
+    from ._grading import cache_file
+
+    path = cache_file(cache_path, no_cache)
+    return NullCache() if path is None else GradeCache(path)

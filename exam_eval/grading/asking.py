@@ -1,0 +1,135 @@
+"""Ask a chat model many questions whose answers must parse, the way the AutoNuggetizer
+asks: first at temperature 0, and an answer that does not parse is asked again at
+temperature 0.2 (nuggetizer ``models/nuggetizer.py``: ``temperature = 0.2`` after a
+failed ``ast.literal_eval``), at most ``retries`` more times. The nuggetizer allows 500
+tries; the bound here is a flag, so a model that never answers in the format costs a
+few calls, not hundreds.
+
+The persistent grade cache (:mod:`exam_eval.grading.cache`) keeps every answer that
+parsed, keyed by the caller (model, prompt and every text the prompt shows); an answer
+that never parsed and a call that failed are not cached, so a rerun asks again. Work is
+done in chunks and each chunk's answers are committed before the next is sent: an
+interrupt loses at most the chunk in flight, and the rerun takes the rest from the cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from ..backends.base import GradeResult
+from .cache import NullCache
+
+RETRY_TEMPERATURE = 0.2
+CHUNK = 256
+
+
+@dataclass
+class Ask:
+    key: str  # cache key: everything that can change the answer
+    messages: list[dict]
+
+
+@dataclass
+class Answer:
+    text: str | None  # the last answer (None: the call failed)
+    value: Any  # the parsed answer; None when it never parsed or the call failed
+    calls: int = 0  # calls made in this run (0: from the cache)
+    error: str | None = None  # why the call failed for good (HTTP errors after the client's retries)
+
+    @property
+    def parsed(self) -> bool:
+        return self.value is not None
+
+
+@dataclass
+class AskStats:
+    asked: int = 0  # distinct questions
+    from_cache: int = 0
+    calls: int = 0  # model calls made, re-asks included
+    unparsed: int = 0  # questions whose answers never parsed
+    failed: int = 0  # questions whose calls failed
+
+    def add(self, other: AskStats) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def summary(self) -> str:
+        return (f"{self.asked} prompts: {self.calls} calls, {self.from_cache} from cache, "
+                f"{self.unparsed} unparsed after the re-asks, {self.failed} failed")
+
+
+@dataclass
+class Asker:
+    """``chat``: a chat model (:mod:`exam_eval.backends.chat`); ``parse(text)`` returns the
+    parsed value or None; ``prompt_hash`` is recorded beside cached answers."""
+
+    chat: Any
+    parse: Callable[[str], Any]
+    retries: int = 5
+    cache: Any = field(default_factory=NullCache)
+    prompt_hash: str = ""
+    on_chunk: Callable[[int], None] | None = None
+    stats: AskStats = field(default_factory=AskStats)
+
+    def ask(self, asks: Sequence[Ask]) -> dict[str, Answer]:
+        """Answers by key (identical keys are asked once)."""
+        unique = list({a.key: a for a in asks}.values())
+        self.stats.asked += len(unique)
+        out: dict[str, Answer] = {}
+        for key, row in self.cache.get_many(a.key for a in unique).items():
+            value = self.parse(row.answer or "")
+            if value is not None:
+                out[key] = Answer(row.answer, value)
+        self.stats.from_cache += len(out)
+        todo = [a for a in unique if a.key not in out]
+        for start in range(0, len(todo), CHUNK):
+            chunk = todo[start:start + CHUNK]
+            got = self._ask_chunk(chunk)
+            out.update(got)
+            self.cache.put_many([(k, GradeResult(a.text, None, None, True)) for k, a in got.items() if a.parsed],
+                                self.chat.cache_identity, self.prompt_hash)
+            if self.on_chunk is not None:
+                self.on_chunk(len(chunk))
+        return out
+
+    def _ask_chunk(self, chunk: Sequence[Ask]) -> dict[str, Answer]:
+        answers = {a.key: Answer(None, None) for a in chunk}
+        pending = list(chunk)
+        temperature = 0.0
+        for _round in range(self.retries + 1):
+            if not pending:
+                break
+            results = self.chat.chat([a.messages for a in pending], temperature=temperature)
+            self.stats.calls += len(pending)
+            again = []
+            for a, res in zip(pending, results):
+                ans = answers[a.key]
+                ans.calls += 1
+                if res.error is not None:  # the client already retried it; a rerun asks again
+                    ans.text, ans.error = None, res.error
+                    continue
+                ans.text, ans.value = res.text, self.parse(res.text or "")
+                if ans.value is None:
+                    again.append(a)
+            pending = again
+            temperature = RETRY_TEMPERATURE
+        self.stats.unparsed += sum(1 for a in answers.values() if a.error is None and not a.parsed)
+        self.stats.failed += sum(1 for a in answers.values() if a.error is not None)
+        return answers
+
+
+def parse_python_list(text: str) -> list[str] | None:
+    """The nuggetizer's reading of every answer: drop code fences, then
+    ``ast.literal_eval``; here the value must also be a list (or tuple) of strings, as
+    each element is used as a string (``.lower()``, a nugget text)."""
+    import ast
+
+    t = (text or "").replace("```python", "").replace("```", "").strip()
+    try:
+        value = ast.literal_eval(t)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        return None
+    return list(value)

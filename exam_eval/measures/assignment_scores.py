@@ -1,0 +1,52 @@
+"""Nugget scores straight from an assignment file (the nuggetizer's assign output), which
+holds everything they need: per report its run, topic and nuggets with importance and
+assignment. This is how ``exam-correlate`` reads such a file as a leaderboard.
+
+As the nuggetizer's ``calculate_nugget_scores``: a nugget is vital when its importance
+is "vital" (anything else counts in All and, for Weighted, as okay); support 1, partial
+support 0.5, anything else (the nuggetizer's "failed") 0. A run's value is the mean over
+the topics it has.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import InputError
+from ..io.jsonl import iter_jsonl
+from ..io.leaderboard import Leaderboard
+from ..io.openers import display_name
+from .nugget_scores import NOT_SUPPORT, NUGGET_MEASURES, PARTIAL, SUPPORT, average_runs, nugget_scores
+
+LEVELS = {"support": SUPPORT, "partial_support": PARTIAL}
+
+
+def leaderboard_from_assignments(path: str | os.PathLike) -> Leaderboard:
+    name = display_name(path)
+    per: dict[tuple[str, str], dict[str, float]] = {}
+    for lineno, obj in iter_jsonl(path):
+        nuggets = obj.get("nuggets") if isinstance(obj, dict) else None
+        run = obj.get("run_id") if isinstance(obj, dict) else None
+        if not isinstance(nuggets, list) or run is None:
+            raise InputError("expected an assignment line {qid, run_id, nuggets: [...]} (a leaderboard needs "
+                             "run_id)", name, lineno)
+        qid = str(obj.get("qid", obj.get("query_id", "")))
+        if (str(run), qid) in per:
+            raise InputError(f"a second line for run {run}, topic {qid}", name, lineno)
+        levels = []
+        for n in nuggets:
+            if not isinstance(n, dict):
+                raise InputError("a nugget must be an object with importance and assignment", name, lineno)
+            imp = "vital" if str(n.get("importance", "")).lower() == "vital" else "okay"
+            levels.append((imp, LEVELS.get(str(n.get("assignment", "")).lower(), NOT_SUPPORT)))
+        per[(str(run), qid)] = nugget_scores(levels)
+    if not per:
+        raise InputError("no assignment lines", name)
+    measures = list(NUGGET_MEASURES)
+    means = average_runs(per, measures)
+    rows = {run: {m: v[0] for m, v in ms.items()} for run, ms in means.items()}
+    topics: dict[str, dict[str, dict[str, float]]] = {}
+    for (run, qid), vals in per.items():
+        for m in measures:
+            topics.setdefault(m, {}).setdefault(run, {})[qid] = vals[m]
+    return Leaderboard(measures, rows, topics, "assignments", list(measures))

@@ -1,0 +1,131 @@
+"""The RAG organizer's friction list of issue 20, each tried as a user would."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from exam_eval.io.banks import BankItem, make_item_id, write_bank
+from exam_eval.io.grades import Grade
+from exam_eval.io.reports import Report, ReportSentence, sentence_id
+
+
+def _fixture(tmp_path):
+    bank = [BankItem("q1", make_item_id("q1", t), "nugget", t, importance=imp)
+            for t, imp in (("alpha beta", "vital"), ("gamma delta", None))]
+    write_bank(bank, str(tmp_path / "bank.jsonl"))
+    reports = tmp_path / "runs.jsonl"
+    with reports.open("w") as fh:
+        for run in ("runA", "runB"):
+            fh.write(json.dumps({"metadata": {"run_id": run, "topic_id": "q1", "team_id": "t"},
+                                 "responses": [{"text": "alpha beta here.", "citations": [0]}],
+                                 "references": ["d1"]}) + "\n")
+    return bank, reports
+
+
+def _grades(tmp_path, bank, reports_path, parse_ok=True):
+    from exam_eval.io.grades import grade_line
+    from exam_eval.io.reports import read_reports
+
+    lines = []
+    for r in read_reports([str(reports_path)]):
+        for s in r.sentences:
+            for item in bank:
+                lines.append(Grade(r.topic_id, s.doc_id, item.item_id, "nugget", 2 if parse_ok else None, None,
+                                   "['support']", parse_ok, "m", "nuggetizer-assign"))
+    path = tmp_path / "grades.jsonl"
+    path.write_text("".join(grade_line(g) for g in lines))
+    return path, lines
+
+
+def test_trec_eval_directory_output_can_be_rewritten(tmp_path, run_cli):
+    bank, reports = _fixture(tmp_path)
+    grades, _ = _grades(tmp_path, bank, reports)
+    out = tmp_path / "te"
+    out.mkdir()
+    for _ in range(2):  # an existing directory, and a second run over its files
+        res = run_cli("exam-nuggets", "score", "--format", "trec_eval", "--reports", reports,
+                      "--bank", tmp_path / "bank.jsonl", grades, "-o", out)
+        assert res.returncode == 0, res.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["runA.txt", "runB.txt"]
+
+
+def test_qrels_source_follows_the_grades_given(tmp_path, run_cli):
+    bank, reports = _fixture(tmp_path)
+    grades, _ = _grades(tmp_path, bank, reports)
+    res = run_cli("exam-nuggets", "qrels", "--reports", reports, grades)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["q1", "0", "d1", "2"]
+
+
+def test_every_documented_track_spec_exists(run_cli):
+    from exam_eval.io.track_specs import SPECS
+
+    res = run_cli("exam-nuggets", "score", "--help")
+    named = res.stdout.split("track spec")[1].split(")")[0]
+    assert "rag24" not in named and all(name in " ".join(named.split()) for name in SPECS)
+
+
+def test_bank_export_says_what_it_defaulted(tmp_path, run_cli):
+    _fixture(tmp_path)
+    res = run_cli("exam-nuggets", "bank", "--to", "nuggetizer", tmp_path / "bank.jsonl", "-o", tmp_path / "nz.jsonl")
+    assert res.returncode == 0
+    assert "1 of 2 items have no importance and are written as vital" in res.stderr
+    assert "1 topics have no query text" in res.stderr
+
+
+def test_embedding_refuses_the_nuggetizer_prompt(tmp_path, run_cli):
+    _, reports = _fixture(tmp_path)
+    res = run_cli("exam-grade", "--reports", reports, "--bank", tmp_path / "bank.jsonl", "--backend", "embedding",
+                  "--prompt", "nuggetizer-assign", "--topics", "-", "-o", tmp_path / "g.jsonl", input="q1\tq\n")
+    assert res.returncode == 1 and "cannot run 'nuggetizer-assign'" in res.stderr
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_chat_steps_refuse_scoring_back_ends():
+    from exam_eval.backends.chat import get_chat_model
+    from exam_eval.errors import UsageError
+
+    with pytest.raises(UsageError, match="cannot run the AutoNuggetizer's prompts"):
+        get_chat_model("embedding")
+
+
+def test_library_warns_where_the_command_warns(tmp_path):
+    from exam_eval import api
+    from exam_eval.io.reports import read_reports
+
+    bank, reports = _fixture(tmp_path)
+    _, lines = _grades(tmp_path, bank, reports, parse_ok=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        api.nugget_scores(read_reports([str(reports)]), lines, bank)
+    assert any("unparsed grades" in str(w.message) for w in caught)
+
+
+def test_nuggetizer_assign_defaults_to_the_whole_report():
+    from exam_eval.grading.report_units import default_unit
+
+    assert default_unit("nuggetizer-assign") == "report"
+    assert default_unit("nugget-selfrating") == "sentence"
+
+
+def test_autojudge_offline_stand_in(tmp_path, monkeypatch):
+    import nltk
+
+    from exam_eval import autojudge_offline
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "nowhere")])
+    root = autojudge_offline.prepare()
+    assert root == tmp_path / "exam_eval" / "nltk_data"
+    from nltk.corpus import stopwords
+
+    assert "the" in stopwords.words("english")
+    assert autojudge_offline.prepare() is None  # found now: nothing more to do
+
+
+def test_report_ids_are_what_assign_writes():
+    r = Report("run", "q1", None, (ReportSentence(sentence_id("run", "q1", 1, "a."), 1, "a."),))
+    assert r.doc_id.startswith("run/q1/report-")
