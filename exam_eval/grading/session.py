@@ -3,7 +3,8 @@ support and :func:`exam_eval.api.grade` share, so the three resume, refuse and r
 
 A session, once its units are built:
 
-1. resumes an existing output: cuts a torn last batch (a dry run only reads around it),
+1. takes the output's lock (one writer per file: a second process aimed at it is refused
+   at once, naming the first), then resumes an existing output: cuts a torn last batch (a dry run only reads around it),
    collects the grades already there and refuses to append grades of another engine or
    compute type to grades of the same model and prompt (int8 beside float32);
 2. opens the grade cache (a dry run creates none) and plans the work;
@@ -25,7 +26,7 @@ from typing import Callable
 from ..errors import InputError
 from . import engine
 from .cache import GradeCache, NullCache
-from .output import GradesAppender, existing_keys, repair
+from .output import GradesAppender, OutputLock, existing_keys, repair
 
 
 class Interrupted(KeyboardInterrupt):
@@ -80,6 +81,7 @@ class GradingSession:
         self.dry_run = dry_run
         self.log = log or (lambda msg: None)
         self.cache = None
+        self.lock: OutputLock | None = None
         self.work: engine.Plan | None = None
 
     def __enter__(self) -> GradingSession:
@@ -91,11 +93,19 @@ class GradingSession:
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     # -- planning -------------------------------------------------------------------------
     def _resume_keys(self) -> set[tuple]:
         out = self.output
-        if not out or out == "-" or not os.path.exists(out):
+        if not out or out == "-":
+            return set()
+        if not self.dry_run and (not os.path.exists(out) or os.path.isfile(out)):
+            # a device or FIFO (-o /dev/stdout) is written in place: nothing to guard
+            self.lock = OutputLock(out).acquire()
+        if not os.path.exists(out):
             return set()
         if not self.dry_run:
             cut = repair(out)

@@ -1,0 +1,193 @@
+"""One writer per grades file: a second exam-grade aimed at an output another live process
+is writing is refused at once (one line naming the file and the first process, exit 2),
+whether both start together or 0.5 s apart; a writer killed by SIGKILL never blocks its
+rerun; two processes sharing one sqlite cache both finish. Real subprocesses on the demo
+collection with the scripted back end; duplicate keys are counted from the file itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from exam_eval.backends.scripted import ScriptedBackend
+from exam_eval.errors import OutputError
+from exam_eval.grading.session import GradingSession
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "exam_eval" / "demo_data"
+ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
+CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
+PAIRS = 1060  # the demo pool (top 20 of good.run and poor.run) times its questions
+
+
+def _args(tmp_path, out, *extra, cache="cache.sqlite"):
+    return ["--backend", "scripted", "--prompt", "question-selfrating", "--bank", DEMO / "questions.jsonl",
+            "--passages", DEMO / "passages.jsonl", DEMO / "good.run", DEMO / "poor.run",
+            "--cache", tmp_path / cache, "-o", out, *extra]
+
+
+def _start(args) -> subprocess.Popen:
+    return subprocess.Popen(CMD + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=ENV)
+
+
+def _keys(path: Path) -> Counter:
+    return Counter((r["query_id"], r["doc_id"], r["item_id"])
+                   for r in map(json.loads, path.read_text().splitlines()))
+
+
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def _check_refused(err: str, out: Path, pid: int) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0] == (f"exam-grade: {out}: is being written by another process (pid {pid}); "
+                        "wait for it to end, or write to another file"), err
+
+
+def test_two_writers_started_together_write_every_key_once(tmp_path):
+    out = tmp_path / "g.jsonl"
+    # slow enough (about 3 s) that the two overlap whatever the machine's load
+    args = _args(tmp_path, out, "-O", "delay=0.02", "--batch-size", "8")
+    a, b = _start(args), _start(args)
+    (_, err_a), (_, err_b) = a.communicate(timeout=120), b.communicate(timeout=120)
+    results = sorted([(a.returncode, err_a, b.pid), (b.returncode, err_b, a.pid)], key=lambda r: r[0])
+    (rc_ok, _, _), (rc_refused, err_refused, winner) = results
+    assert (rc_ok, rc_refused) == (0, 2), (err_a, err_b)
+    _check_refused(err_refused, out, winner)
+    keys = _keys(out)
+    assert len(keys) == PAIRS and set(keys.values()) == {1}
+
+
+def test_second_writer_half_a_second_later_is_refused_at_once(tmp_path):
+    out = tmp_path / "g.jsonl"
+    args = _args(tmp_path, out, "-O", "delay=0.02", "--batch-size", "8")
+    first = _start(args)
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    second = subprocess.run(CMD + [str(a) for a in args], capture_output=True, text=True, env=ENV, timeout=120)
+    refused_after = time.monotonic() - t0
+    assert first.poll() is None, "the first writer ended too early for the test to mean anything"
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 0, err
+    assert second.returncode == 2, second.stderr
+    _check_refused(second.stderr, out, first.pid)
+    assert refused_after < first_run_bound(), refused_after  # not after grading anything
+    keys = _keys(out)
+    assert len(keys) == PAIRS and set(keys.values()) == {1}
+
+
+def first_run_bound() -> float:
+    """A refusal comes after reading the inputs, before any grading: a few seconds at most
+    (the start-up of the interpreter dominates), well under the first writer's run."""
+    return 10.0
+
+
+def test_sigkill_leaves_no_lock_behind(tmp_path):
+    out = tmp_path / "g.jsonl"
+    args = _args(tmp_path, out, "-O", "delay=0.02", "--batch-size", "8")
+    proc = _start(args)
+    deadline = time.monotonic() + 60
+    while _lines(out) < 40 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    assert 0 < _lines(out) < PAIRS
+    rerun = subprocess.run(CMD + [str(a) for a in _args(tmp_path, out)], capture_output=True, text=True,
+                           env=ENV, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    keys = _keys(out)
+    assert len(keys) == PAIRS and set(keys.values()) == {1}
+
+
+def test_sigkill_before_the_first_batch_then_rerun(tmp_path):
+    """Killed after taking the lock (the output exists, empty) but before any grade."""
+    out = tmp_path / "g.jsonl"
+    proc = _start(_args(tmp_path, out, "-O", "delay=5", "--batch-size", "4"))
+    deadline = time.monotonic() + 60
+    while not out.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    assert out.exists() and out.stat().st_size == 0
+    rerun = subprocess.run(CMD + [str(a) for a in _args(tmp_path, out)], capture_output=True, text=True,
+                           env=ENV, timeout=120)
+    assert rerun.returncode == 0, rerun.stderr
+    assert len(_keys(out)) == PAIRS
+
+
+def test_two_outputs_sharing_one_cache_both_finish(tmp_path):
+    """sqlite's own locking (WAL, a busy timeout) serialises the two writers' commits."""
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    procs = [_start(_args(tmp_path, o, "-O", "delay=0.005", "--batch-size", "4")) for o in (one, two)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert _keys(one) == _keys(two) and len(_keys(one)) == PAIRS
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "cache.sqlite") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert db.execute("SELECT COUNT(*) FROM grades").fetchone()[0] > 0
+
+
+# ---- in process: the session (exam-grade, exam-nuggets support, api.grade) ----------------
+
+def _session_units(backend):
+    from exam_eval.grading import engine
+    from exam_eval.grading.prompts import get_prompt
+    from exam_eval.io.banks import BankItem, make_item_id
+
+    prompt = get_prompt("question-selfrating")
+    docs = {"q1": ["d1", "d2"]}
+    items = {"q1": [BankItem("q1", make_item_id("q1", "why?"), "question", "why?")]}
+    units = engine.build_units(docs=docs, texts={"d1": "one", "d2": "two"}, items=items, queries={},
+                               prompt=prompt, identity=backend.cache_identity)
+    return prompt, units
+
+
+def test_a_session_holds_its_output_until_closed(tmp_path):
+    out = tmp_path / "g.jsonl"
+    backend = ScriptedBackend(script=lambda r, t: "4")
+    prompt, units = _session_units(backend)
+    with GradingSession(backend, prompt, output=str(out)) as first:
+        first.plan(*units)
+        second = GradingSession(backend, prompt, output=str(out))
+        try:
+            second.plan(*units)
+        except OutputError as exc:
+            assert str(exc) == (f"{out}: is being written by another process (pid {os.getpid()}); "
+                                "wait for it to end, or write to another file")
+        else:
+            raise AssertionError("a second session opened a locked output")
+        finally:
+            second.close()
+        first.run()
+    with GradingSession(backend, prompt, output=str(out)) as again:  # released: resumes
+        assert again.plan(*units).stats.in_output == 2
+
+
+def test_an_output_created_by_the_lock_is_removed_when_nothing_was_written(tmp_path):
+    out = tmp_path / "g.jsonl"
+    backend = ScriptedBackend(script=lambda r, t: "4")
+    prompt, units = _session_units(backend)
+    with GradingSession(backend, prompt, output=str(out)) as s:
+        s.plan(*units)
+        assert out.exists()
+    assert not out.exists()
+    out.write_text("")  # an empty file the user made stays
+    with GradingSession(backend, prompt, output=str(out)) as s:
+        s.plan(*units)
+    assert out.exists()
