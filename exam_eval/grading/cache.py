@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from ..backends.base import GradeResult
-from ..errors import InputError
+from ..errors import InputError, OutputError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grades (
@@ -32,6 +32,12 @@ CREATE TABLE IF NOT EXISTS grades (
 CREATE TABLE IF NOT EXISTS throughput (
     backend TEXT PRIMARY KEY, pairs INTEGER NOT NULL, seconds REAL NOT NULL, updated REAL);
 """
+
+
+class CacheError(OutputError):
+    """The cache cannot be read or written (disk full, I/O error, locked past the busy
+    timeout, not a database): one line naming the cache file, exit 2. The grades file is
+    the record and is written first, so it stays intact whatever happens here."""
 
 
 def user_cache_dir() -> Path:
@@ -88,35 +94,53 @@ class GradeCache(NullCache):
         except OSError as exc:
             raise InputError(f"cannot create grade cache: {exc.strerror}", str(path)) from None
 
+    def _error(self, doing: str, exc: sqlite3.Error) -> CacheError:
+        return CacheError(f"cannot {doing} the grade cache: {exc}", str(self.path))
+
     def get_many(self, keys: Iterable[str]) -> dict[str, GradeResult]:
         keys = list(keys)
         out: dict[str, GradeResult] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for key, answer, grade, probs, ok in self.db.execute(
-                    f"SELECT key, answer, grade, probs, parse_ok FROM grades WHERE key IN ({marks})", chunk):
-                out[key] = GradeResult(answer, grade, json.loads(probs) if probs else None, bool(ok))
+        try:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                for key, answer, grade, probs, ok in self.db.execute(
+                        f"SELECT key, answer, grade, probs, parse_ok FROM grades WHERE key IN ({marks})", chunk):
+                    out[key] = GradeResult(answer, grade, json.loads(probs) if probs else None, bool(ok))
+        except sqlite3.Error as exc:
+            raise self._error("read", exc) from None
         return out
 
     def put_many(self, rows: Iterable[tuple[str, GradeResult]], backend: str, prompt_hash: str) -> None:
         now = time.time()
-        with self.db:  # one transaction = one commit per batch
-            self.db.executemany(
-                "INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
-                [(k, r.answer, r.grade, None if r.probs is None else json.dumps(r.probs), int(r.parse_ok),
-                  backend, prompt_hash, now) for k, r in rows])
+        try:
+            with self.db:  # one transaction = one commit per batch; a failed one is rolled back
+                self.db.executemany(
+                    "INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
+                    [(k, r.answer, r.grade, None if r.probs is None else json.dumps(r.probs), int(r.parse_ok),
+                      backend, prompt_hash, now) for k, r in rows])
+        except sqlite3.Error as exc:  # "database or disk is full", "disk I/O error", "database is locked"
+            raise self._error("write", exc) from None
 
     def record_throughput(self, backend: str, pairs: int, seconds: float) -> None:
         if pairs <= 0 or seconds <= 0:
             return
-        with self.db:
-            self.db.execute("INSERT OR REPLACE INTO throughput VALUES (?,?,?,?)",
-                            (backend, pairs, seconds, time.time()))
+        try:
+            with self.db:
+                self.db.execute("INSERT OR REPLACE INTO throughput VALUES (?,?,?,?)",
+                                (backend, pairs, seconds, time.time()))
+        except sqlite3.Error:
+            pass  # only --dry-run's estimate needs it: not worth failing a finished run
 
     def throughput(self, backend: str) -> float | None:
-        row = self.db.execute("SELECT pairs, seconds FROM throughput WHERE backend = ?", (backend,)).fetchone()
+        try:
+            row = self.db.execute("SELECT pairs, seconds FROM throughput WHERE backend = ?", (backend,)).fetchone()
+        except sqlite3.Error as exc:
+            raise self._error("read", exc) from None
         return row[0] / row[1] if row else None
 
     def close(self) -> None:
-        self.db.close()
+        try:
+            self.db.close()
+        except sqlite3.Error:  # whatever failed was reported already; every commit is on disk
+            pass

@@ -253,6 +253,9 @@ class GradesAppender:
         reason = write_error(self.path, exc).reason
         if start is None:
             return OutputError(reason, self.path)
+        if not self.lines:
+            return OutputError(f"{reason}; no grades were added to it, run the same command again once there "
+                               "is room", self.path)
         return OutputError(f"{reason}; the {self.lines} grades written before are kept, run the same command "
                            "again to resume", self.path)
 

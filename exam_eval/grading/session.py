@@ -25,7 +25,7 @@ from typing import Callable
 
 from ..errors import InputError
 from . import engine
-from .cache import GradeCache, NullCache
+from .cache import CacheError, GradeCache, NullCache
 from .output import GradesAppender, OutputLock, existing_keys, repair
 
 
@@ -163,6 +163,11 @@ class GradingSession:
         except KeyboardInterrupt:
             sink.close()
             raise Interrupted(sink.lines) from None
+        except CacheError as exc:  # the output was written before the cache: say it is whole
+            if self.output in (None, "-"):
+                raise CacheError(f"{exc.reason}; {sink.lines} grades went to standard output", exc.path) from None
+            raise CacheError(f"{exc.reason}; the {sink.lines} grades written to {self.output} are kept, make room "
+                             "(or use another cache) and run the same command again to resume", exc.path) from None
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
