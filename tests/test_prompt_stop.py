@@ -230,3 +230,31 @@ def test_a_server_back_within_the_bound_is_used():
         time.sleep(0.1)
         later.stop()
     assert res.text == "back" and res.attempts > 1 and client.down is None
+
+
+def test_an_interrupt_while_another_process_locks_the_cache(tmp_path):
+    """sqlite waits for another process's lock (up to two minutes) in short steps, so
+    Ctrl-C is handled while it waits."""
+    import sqlite3
+
+    from exam_eval.grading.cache import GradeCache
+
+    cache = tmp_path / "cache.sqlite"
+    GradeCache(cache).close()
+    holder = sqlite3.connect(cache, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        bank, run = _topic_101(tmp_path)
+        proc = _start(["--backend", "scripted", "--prompt", "question-selfrating", "--bank", bank,
+                       "--passages", DEMO / "passages.jsonl", run, "--cache", cache, "-o", tmp_path / "g.jsonl"])
+        time.sleep(2.0)  # the first batch is written by now, and its commit waits for the lock
+        assert proc.poll() is None, proc.communicate()
+        took, err = _interrupt(proc, signal.SIGINT)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
+    # WAL lets the plan read the cache; the first batch's commit is what waits
+    written = len((tmp_path / "g.jsonl").read_text().splitlines())
+    assert written > 0
+    assert err.strip() == f"exam-grade: interrupted; {written} grades written; run the same command again to resume"

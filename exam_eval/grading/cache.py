@@ -10,6 +10,9 @@ The database also remembers the throughput of past runs per back end, which is w
 ``exam-grade --dry-run`` uses to estimate the time of the next one. sqlite's own
 locking lets shards on one machine (``make -j``) share a cache file; on a cluster give
 every array task its own cache or put it on a local disk (sqlite over NFS is unsafe).
+A commit is all or nothing, so two processes never tear the cache; one waits for the
+other's lock up to two minutes, in steps short enough that Ctrl-C still stops it at once
+(inside one sqlite call a signal is not handled until the call returns).
 """
 
 from __future__ import annotations
@@ -32,6 +35,22 @@ CREATE TABLE IF NOT EXISTS grades (
 CREATE TABLE IF NOT EXISTS throughput (
     backend TEXT PRIMARY KEY, pairs INTEGER NOT NULL, seconds REAL NOT NULL, updated REAL);
 """
+BUSY_WAIT = 120.0  # seconds to wait for another process's lock on the cache, in all
+_BUSY_STEP = 0.25  # sqlite's own busy timeout per try; between tries signals are handled
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
+def _patiently(action):
+    """``action()``, tried again while another process holds the lock, up to BUSY_WAIT."""
+    deadline = time.monotonic() + BUSY_WAIT
+    while True:
+        try:
+            return action()
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", None) in (_SQLITE_BUSY, _SQLITE_LOCKED) \
+                or "locked" in str(exc)
+            if not busy or time.monotonic() >= deadline:
+                raise
 
 
 class CacheError(OutputError):
@@ -82,13 +101,13 @@ class GradeCache(NullCache):
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(self.path), timeout=120)
+            self.db = sqlite3.connect(str(self.path), timeout=_BUSY_STEP)
             # WAL with synchronous=NORMAL: a commit per batch costs no fsync, and a killed
             # process loses nothing (only a power cut can drop the last commits, which the
             # fsynced output file still holds). WAL needs local disk, not NFS.
-            self.db.execute("PRAGMA journal_mode=WAL")
+            _patiently(lambda: self.db.execute("PRAGMA journal_mode=WAL"))
             self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
+            _patiently(lambda: self.db.executescript(_SCHEMA))
         except sqlite3.DatabaseError as exc:
             raise InputError(f"cannot use as grade cache: {exc}", str(path)) from None
         except OSError as exc:
@@ -104,8 +123,9 @@ class GradeCache(NullCache):
             for start in range(0, len(keys), 500):
                 chunk = keys[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                for key, answer, grade, probs, ok in self.db.execute(
-                        f"SELECT key, answer, grade, probs, parse_ok FROM grades WHERE key IN ({marks})", chunk):
+                rows = _patiently(lambda: self.db.execute(
+                    f"SELECT key, answer, grade, probs, parse_ok FROM grades WHERE key IN ({marks})", chunk).fetchall())
+                for key, answer, grade, probs, ok in rows:
                     out[key] = GradeResult(answer, grade, json.loads(probs) if probs else None, bool(ok))
         except sqlite3.Error as exc:
             raise self._error("read", exc) from None
@@ -113,28 +133,35 @@ class GradeCache(NullCache):
 
     def put_many(self, rows: Iterable[tuple[str, GradeResult]], backend: str, prompt_hash: str) -> None:
         now = time.time()
-        try:
+        values = [(k, r.answer, r.grade, None if r.probs is None else json.dumps(r.probs), int(r.parse_ok),
+                   backend, prompt_hash, now) for k, r in rows]
+
+        def commit():
             with self.db:  # one transaction = one commit per batch; a failed one is rolled back
-                self.db.executemany(
-                    "INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
-                    [(k, r.answer, r.grade, None if r.probs is None else json.dumps(r.probs), int(r.parse_ok),
-                      backend, prompt_hash, now) for k, r in rows])
+                self.db.executemany("INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)", values)
+
+        try:
+            _patiently(commit)
         except sqlite3.Error as exc:  # "database or disk is full", "disk I/O error", "database is locked"
             raise self._error("write", exc) from None
 
     def record_throughput(self, backend: str, pairs: int, seconds: float) -> None:
         if pairs <= 0 or seconds <= 0:
             return
-        try:
+        def commit():
             with self.db:
                 self.db.execute("INSERT OR REPLACE INTO throughput VALUES (?,?,?,?)",
                                 (backend, pairs, seconds, time.time()))
+
+        try:
+            _patiently(commit)
         except sqlite3.Error:
             pass  # only --dry-run's estimate needs it: not worth failing a finished run
 
     def throughput(self, backend: str) -> float | None:
         try:
-            row = self.db.execute("SELECT pairs, seconds FROM throughput WHERE backend = ?", (backend,)).fetchone()
+            row = _patiently(lambda: self.db.execute("SELECT pairs, seconds FROM throughput WHERE backend = ?",
+                                                     (backend,)).fetchone())
         except sqlite3.Error as exc:
             raise self._error("read", exc) from None
         return row[0] / row[1] if row else None
