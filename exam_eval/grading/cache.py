@@ -40,12 +40,12 @@ _BUSY_STEP = 0.25  # sqlite's own busy timeout per try; between tries signals ar
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
-def _patiently(action):
-    """``action()``, tried again while another process holds the lock, up to BUSY_WAIT."""
+def _patiently(action, *args):
+    """``action(*args)``, tried again while another process holds the lock, up to BUSY_WAIT."""
     deadline = time.monotonic() + BUSY_WAIT
     while True:
         try:
-            return action()
+            return action(*args)
         except sqlite3.OperationalError as exc:
             busy = getattr(exc, "sqlite_errorcode", None) in (_SQLITE_BUSY, _SQLITE_LOCKED) \
                 or "locked" in str(exc)
@@ -113,6 +113,9 @@ class GradeCache(NullCache):
         except OSError as exc:
             raise InputError(f"cannot create grade cache: {exc.strerror}", str(path)) from None
 
+    def _fetch(self, sql: str, args) -> list[tuple]:
+        return self.db.execute(sql, args).fetchall()
+
     def _error(self, doing: str, exc: sqlite3.Error) -> CacheError:
         return CacheError(f"cannot {doing} the grade cache: {exc}", str(self.path))
 
@@ -123,8 +126,8 @@ class GradeCache(NullCache):
             for start in range(0, len(keys), 500):
                 chunk = keys[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                rows = _patiently(lambda: self.db.execute(
-                    f"SELECT key, answer, grade, probs, parse_ok FROM grades WHERE key IN ({marks})", chunk).fetchall())
+                rows = _patiently(self._fetch, f"SELECT key, answer, grade, probs, parse_ok FROM grades "
+                                                f"WHERE key IN ({marks})", chunk)
                 for key, answer, grade, probs, ok in rows:
                     out[key] = GradeResult(answer, grade, json.loads(probs) if probs else None, bool(ok))
         except sqlite3.Error as exc:
@@ -148,6 +151,7 @@ class GradeCache(NullCache):
     def record_throughput(self, backend: str, pairs: int, seconds: float) -> None:
         if pairs <= 0 or seconds <= 0:
             return
+
         def commit():
             with self.db:
                 self.db.execute("INSERT OR REPLACE INTO throughput VALUES (?,?,?,?)",
@@ -160,11 +164,10 @@ class GradeCache(NullCache):
 
     def throughput(self, backend: str) -> float | None:
         try:
-            row = _patiently(lambda: self.db.execute("SELECT pairs, seconds FROM throughput WHERE backend = ?",
-                                                     (backend,)).fetchone())
+            rows = _patiently(self._fetch, "SELECT pairs, seconds FROM throughput WHERE backend = ?", (backend,))
         except sqlite3.Error as exc:
             raise self._error("read", exc) from None
-        return row[0] / row[1] if row else None
+        return rows[0][0] / rows[0][1] if rows else None
 
     def close(self) -> None:
         try:
