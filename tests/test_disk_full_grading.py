@@ -14,7 +14,6 @@ from pathlib import Path
 
 from test_output_failures import one_line_failure, run, small_tmpfs
 
-from exam_eval.backends.scripted import ScriptedBackend
 from exam_eval.grading.cache import CacheError, GradeCache
 from exam_eval.grading.session import GradingSession
 
@@ -106,11 +105,10 @@ class _FullDisk:
 
 def test_sqlite_full_error_is_a_cache_error_after_the_output(tmp_path):
     """Without a tmpfs: the error sqlite raises on a full disk, from the cache's own write."""
-    from test_one_writer import _session_units
+    from test_one_writer import session_inputs
 
     out = tmp_path / "g.jsonl"
-    backend = ScriptedBackend(script=lambda r, t: "4")
-    prompt, units = _session_units(backend)
+    backend, prompt, units = session_inputs()
     with GradingSession(backend, prompt, output=str(out), cache_path=str(tmp_path / "c.sqlite")) as s:
         s.plan(*units)
         assert isinstance(s.cache, GradeCache)

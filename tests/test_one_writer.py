@@ -15,6 +15,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from exam_eval.backends.scripted import ScriptedBackend
 from exam_eval.errors import OutputError
 from exam_eval.grading.session import GradingSession
@@ -145,35 +147,30 @@ def test_two_outputs_sharing_one_cache_both_finish(tmp_path):
 
 # ---- in process: the session (exam-grade, exam-nuggets support, api.grade) ----------------
 
-def _session_units(backend):
+def session_inputs():
+    """A scripted back end, its prompt and the units of 2 pairs."""
     from exam_eval.grading import engine
     from exam_eval.grading.prompts import get_prompt
     from exam_eval.io.banks import BankItem, make_item_id
 
+    backend = ScriptedBackend(script=lambda r, t: "4")
     prompt = get_prompt("question-selfrating")
     docs = {"q1": ["d1", "d2"]}
     items = {"q1": [BankItem("q1", make_item_id("q1", "why?"), "question", "why?")]}
     units = engine.build_units(docs=docs, texts={"d1": "one", "d2": "two"}, items=items, queries={},
                                prompt=prompt, identity=backend.cache_identity)
-    return prompt, units
+    return backend, prompt, units
 
 
 def test_a_session_holds_its_output_until_closed(tmp_path):
     out = tmp_path / "g.jsonl"
-    backend = ScriptedBackend(script=lambda r, t: "4")
-    prompt, units = _session_units(backend)
+    backend, prompt, units = session_inputs()
     with GradingSession(backend, prompt, output=str(out)) as first:
         first.plan(*units)
-        second = GradingSession(backend, prompt, output=str(out))
-        try:
+        with GradingSession(backend, prompt, output=str(out)) as second, pytest.raises(OutputError) as refused:
             second.plan(*units)
-        except OutputError as exc:
-            assert str(exc) == (f"{out}: is being written by another process (pid {os.getpid()}); "
-                                "wait for it to end, or write to another file")
-        else:
-            raise AssertionError("a second session opened a locked output")
-        finally:
-            second.close()
+        assert str(refused.value) == (f"{out}: is being written by another process (pid {os.getpid()}); "
+                                      "wait for it to end, or write to another file")
         first.run()
     with GradingSession(backend, prompt, output=str(out)) as again:  # released: resumes
         assert again.plan(*units).stats.in_output == 2
@@ -181,8 +178,7 @@ def test_a_session_holds_its_output_until_closed(tmp_path):
 
 def test_an_output_created_by_the_lock_is_removed_when_nothing_was_written(tmp_path):
     out = tmp_path / "g.jsonl"
-    backend = ScriptedBackend(script=lambda r, t: "4")
-    prompt, units = _session_units(backend)
+    backend, prompt, units = session_inputs()
     with GradingSession(backend, prompt, output=str(out)) as s:
         s.plan(*units)
         assert out.exists()
