@@ -144,15 +144,17 @@ class OutputLock:
 
     def __init__(self, path: str):
         self.path = path
+        self.real = path
         self.fd: int | None = None
         self.created = False
 
     def _open(self) -> None:
+        self.real = os.path.realpath(self.path)  # a symlink's target, created where missing
         try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            self.fd = os.open(self.real, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
             self.created = True
         except FileExistsError:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            self.fd = os.open(self.real, os.O_RDWR | os.O_CLOEXEC)
             self.created = False
 
     def acquire(self) -> OutputLock:
@@ -180,7 +182,7 @@ class OutputLock:
             # the holder we waited behind may have removed the file (an empty output of a
             # failed run): a lock on an unlinked inode guards nothing
             try:
-                same = os.path.samestat(os.fstat(self.fd), os.stat(self.path))
+                same = os.path.samestat(os.fstat(self.fd), os.stat(self.real))
             except FileNotFoundError:
                 same = False
             if same:
@@ -198,7 +200,7 @@ class OutputLock:
             return
         try:
             if self.created and os.fstat(self.fd).st_size == 0:
-                os.unlink(self.path)  # still locked: nobody can be appending to it
+                os.unlink(self.real)  # still locked: nobody can be appending to it
         except OSError:
             pass
         finally:
