@@ -187,3 +187,13 @@ def test_an_output_created_by_the_lock_is_removed_when_nothing_was_written(tmp_p
     with GradingSession(backend, prompt, output=str(out)) as s:
         s.plan(*units)
     assert out.exists()
+
+
+def test_a_dangling_symlink_output_is_written_through(tmp_path):
+    link, target = tmp_path / "g.jsonl", tmp_path / "target.jsonl"
+    link.symlink_to(target.name)
+    backend, prompt, units = session_inputs()
+    with GradingSession(backend, prompt, output=str(link)) as s:
+        s.plan(*units)
+        s.run()
+    assert link.is_symlink() and len(target.read_text().splitlines()) == 2
