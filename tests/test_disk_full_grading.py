@@ -57,6 +57,17 @@ def test_a_full_cache_disk_keeps_the_output_whole_and_resumable(tmp_path):
     assert len(keys) == PAIRS and set(keys.values()) == {1}
 
 
+def test_a_cache_that_cannot_even_be_created_leaves_nothing(tmp_path):
+    out = tmp_path / "g.jsonl"
+    with small_tmpfs(tmp_path / "small", "64k") as small:
+        _fill(small)
+        cache = small / "cache" / "grades.sqlite"
+        r = run("exam-grade", *GRADE, "--cache", cache, "-o", out)
+        one_line_failure(r, "exam-grade", f"{cache}: cannot use as grade cache: ")
+        assert sorted(p.name for p in small.rglob("*")) == ["filler"]  # no sqlite file, no empty folder
+    assert not out.exists()
+
+
 def test_not_even_the_first_batch_fits_no_empty_output_is_left(tmp_path):
     with small_tmpfs(tmp_path / "small", "64k") as small:
         _fill(small)

@@ -17,6 +17,7 @@ other's lock up to two minutes, in steps short enough that Ctrl-C still stops it
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -99,19 +100,38 @@ class NullCache:
 class GradeCache(NullCache):
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
+        new = not self.path.exists()
+        self._new_dirs = [d for d in self.path.parents if not d.exists()]  # deepest first
+        self.db = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.db = sqlite3.connect(str(self.path), timeout=_BUSY_STEP)
             # WAL with synchronous=NORMAL: a commit per batch costs no fsync, and a killed
             # process loses nothing (only a power cut can drop the last commits, which the
             # fsynced output file still holds). WAL needs local disk, not NFS.
-            _patiently(lambda: self.db.execute("PRAGMA journal_mode=WAL"))
+            _patiently(self.db.execute, "PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
-            _patiently(lambda: self.db.executescript(_SCHEMA))
+            _patiently(self.db.executescript, _SCHEMA)
         except sqlite3.DatabaseError as exc:
+            self._drop_unfinished(new)
             raise InputError(f"cannot use as grade cache: {exc}", str(path)) from None
         except OSError as exc:
+            self._drop_unfinished(new)
             raise InputError(f"cannot create grade cache: {exc.strerror}", str(path)) from None
+
+    def _drop_unfinished(self, new: bool) -> None:
+        """A cache this run began to create and could not finish (a full disk) is removed,
+        with the folders made for it: it holds nothing, and a broken one would fail the
+        next run too."""
+        if self.db is not None:
+            self.db.close()
+        if new:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{self.path}{suffix}")
+        for folder in self._new_dirs:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
     def _fetch(self, sql: str, args) -> list[tuple]:
         return self.db.execute(sql, args).fetchall()
