@@ -258,3 +258,21 @@ def test_an_interrupt_while_another_process_locks_the_cache(tmp_path):
     written = len((tmp_path / "g.jsonl").read_text().splitlines())
     assert written > 0
     assert err.strip() == f"exam-grade: interrupted; {written} grades written; run the same command again to resume"
+
+
+def test_exam_genq_stops_at_once_too(tmp_path):
+    """The same client generates questions: Ctrl-C while its requests hang ends it at once."""
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("".join(f"q{i}\ttopic number {i}\n" for i in range(20)))
+    with OpenAIStub(lambda r: Reply(delay=1000)) as stub:
+        proc = subprocess.Popen([sys.executable, "-c", "import exam_eval.commands.genq as m; m.main()", "--model", "m",
+                                 "--base-url", stub.url, "--timeout", "5", "--concurrency", "4", str(topics),
+                                 "-o", str(tmp_path / "bank.jsonl")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+        _wait_for(lambda: len(stub.requests) >= 4, proc)
+        took, err = _interrupt(proc, signal.SIGINT, signal.SIGINT, gap=0.01)
+        time.sleep(0.5)
+        assert len(stub.requests) == 4
+    assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
+    assert "Traceback" not in err and err.splitlines()[-1] == "exam-genq: interrupted", err
+    assert not (tmp_path / "bank.jsonl").exists()
