@@ -276,3 +276,27 @@ def test_exam_genq_stops_at_once_too(tmp_path):
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
     assert "Traceback" not in err and err.splitlines()[-1] == "exam-genq: interrupted", err
     assert not (tmp_path / "bank.jsonl").exists()
+
+
+def test_an_interrupt_inside_a_batch_write_comes_after_it_is_counted(tmp_path, monkeypatch):
+    """"N grades written" is what the file holds, even when the signal lands mid-write."""
+    from exam_eval.grading import output
+    from exam_eval.io.grades import Grade
+
+    out = tmp_path / "g.jsonl"
+    appender = output.GradesAppender(str(out))
+    real_write = output.GradesAppender._write
+
+    def write_with_a_signal(self, text):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.05)  # the signal has arrived: its handler runs at the next bytecode
+        real_write(self, text)
+
+    monkeypatch.setattr(output.GradesAppender, "_write", write_with_a_signal)
+    grades = [Grade(query_id="q", doc_id=f"d{i}", item_id="i", kind="question", grade=3, probs=None, answer="3",
+                    parse_ok=True, model="m", prompt="p") for i in range(3)]
+    with pytest.raises(KeyboardInterrupt):
+        appender.write_batch(grades)
+    appender.close()
+    assert appender.lines == 3 == len(out.read_text().splitlines())
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

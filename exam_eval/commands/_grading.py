@@ -98,7 +98,8 @@ def hms(seconds: float) -> str:
 def run_session(session, *, log: Callable[[str], None], batch_size: int | None, progress: str,
                 notes: Iterable[str] = ()) -> int:
     """Run a planned session as a command does: SIGTERM stops like Ctrl-C (exit 130 with
-    the resume hint), then the summary, ``notes`` and failed model calls (exit 3)."""
+    the resume hint; a second signal ends the process at once, see ``stop_on_signals``),
+    then the summary, ``notes`` and failed model calls (exit 3)."""
     from ..grading.session import Interrupted
     from ._base import exit_on_next_signal, stop_on_signals
 

@@ -15,12 +15,14 @@ so a killed run never blocks its rerun.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import os
 import stat
+import threading
 import zlib
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from ..errors import OutputError
 from ..io.grades import Grade, grade_line, iter_grades
@@ -215,6 +217,39 @@ def _fsync(fh) -> None:
             raise
 
 
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (or SIGTERM made an interrupt) in the middle of a batch's write takes effect
+    once the batch is on disk and counted, so "N grades written" is what the file holds.
+    Only the main thread's Python-level handlers are deferred, and only the first signal:
+    a second one acts at once (a write blocked on a pipe nobody reads can still be ended)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    import signal
+
+    caught: list[tuple[int, object]] = []
+    saved = {}
+
+    def defer(signum, frame):
+        if caught:
+            saved[signum](signum, frame)
+        caught.append((signum, frame))
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if callable(handler):  # SIG_DFL and SIG_IGN raise nothing: left as they are
+            saved[sig] = signal.signal(sig, defer)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if caught:
+            signum, frame = caught[0]
+            saved[signum](signum, frame)  # what the signal would have done: raise, or exit
+
+
 class GradesAppender:
     """Opens the file only at the first write, so a run that fails before grading
     anything never leaves a new, empty output behind (a session's :class:`OutputLock`
@@ -265,27 +300,31 @@ class GradesAppender:
         text = "".join(grade_line(g) for g in grades)
         if not text:
             return 0
+        with _interrupts_deferred():
+            self._write(text)
+            n = text.count("\n")
+            self.lines += n
+        return n
+
+    def _write(self, text: str) -> None:
         fh = self._open()
         if self.path is None:
             fh.write(text)
             fh.flush()
-        else:
-            payload = text.encode("utf-8")
-            if _is_gzip_path(self.path):
-                payload = gzip.compress(payload, mtime=0)
-            try:
-                start = fh.tell()
-            except OSError:  # not seekable
-                start = None
-            try:
-                fh.write(payload)
-                fh.flush()
-                _fsync(fh)
-            except OSError as exc:  # ENOSPC, EDQUOT, EFBIG, EIO
-                raise self._fail(exc, start) from None
-        n = text.count("\n")
-        self.lines += n
-        return n
+            return
+        payload = text.encode("utf-8")
+        if _is_gzip_path(self.path):
+            payload = gzip.compress(payload, mtime=0)
+        try:
+            start = fh.tell()
+        except OSError:  # not seekable
+            start = None
+        try:
+            fh.write(payload)
+            fh.flush()
+            _fsync(fh)
+        except OSError as exc:  # ENOSPC, EDQUOT, EFBIG, EIO
+            raise self._fail(exc, start) from None
 
     def close(self) -> None:
         if self._fh is not None and self.path is not None:

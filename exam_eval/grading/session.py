@@ -4,9 +4,10 @@ support and :func:`exam_eval.api.grade` share, so the three resume, refuse and r
 A session, once its units are built:
 
 1. takes the output's lock (one writer per file: a second process aimed at it is refused
-   at once, naming the first), then resumes an existing output: cuts a torn last batch (a dry run only reads around it),
-   collects the grades already there and refuses to append grades of another engine or
-   compute type to grades of the same model and prompt (int8 beside float32);
+   at once, naming the first), then resumes an existing output: cuts a torn last batch
+   (a dry run only reads around it, and takes no lock), collects the grades already
+   there and refuses to append grades of another engine or compute type to grades of the
+   same model and prompt (int8 beside float32);
 2. opens the grade cache (a dry run creates none) and plans the work;
 3. on :meth:`GradingSession.run`, loads the models (a load failure is one
    :class:`InputError`), grades batch by batch behind a progress bar, and turns an
