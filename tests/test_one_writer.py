@@ -63,17 +63,24 @@ def _check_refused(err: str, out: Path, pid: int) -> None:
 SLOW = ("-O", "delay=0.5", "--batch-size", "16")
 
 
-def _finish(proc: subprocess.Popen, out: Path, tmp_path: Path) -> None:
-    """Interrupt the slow writer (its whole batches stay), complete the work by a rerun,
-    and check that every key is in the file exactly once."""
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
-    rerun = subprocess.run(CMD + [str(a) for a in _args(tmp_path, out)], capture_output=True, text=True,
-                           env=ENV, timeout=120)
+def _run(args) -> subprocess.CompletedProcess:
+    return subprocess.run(CMD + [str(a) for a in args], capture_output=True, text=True, env=ENV, timeout=120)
+
+
+def _complete(out: Path, tmp_path: Path) -> None:
+    """Rerun to the end (not blocked by any lock); every key is then in the file once."""
+    rerun = _run(_args(tmp_path, out))
     assert rerun.returncode == 0, rerun.stderr
     keys = _keys(out)
     assert len(keys) == PAIRS and set(keys.values()) == {1}
+
+
+def _finish(proc: subprocess.Popen, out: Path, tmp_path: Path) -> None:
+    """Interrupt the slow writer (its whole batches stay) and complete the work."""
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    _complete(out, tmp_path)
 
 
 def test_two_writers_started_together_write_every_key_once(tmp_path):
@@ -95,8 +102,7 @@ def test_second_writer_half_a_second_later_is_refused_at_once(tmp_path):
     first = _start(_args(tmp_path, out, *SLOW))
     time.sleep(0.5)
     t0 = time.monotonic()
-    second = subprocess.run(CMD + [str(a) for a in _args(tmp_path, out, *SLOW)], capture_output=True, text=True,
-                            env=ENV, timeout=120)
+    second = _run(_args(tmp_path, out, *SLOW))
     refused_after = time.monotonic() - t0
     assert second.returncode == 2, second.stderr
     _check_refused(second.stderr, out, first.pid)
@@ -118,11 +124,7 @@ def test_sigkill_leaves_no_lock_behind(tmp_path):
     proc.communicate()
     assert proc.returncode == -signal.SIGKILL
     assert 0 < _lines(out) < PAIRS
-    rerun = subprocess.run(CMD + [str(a) for a in _args(tmp_path, out)], capture_output=True, text=True,
-                           env=ENV, timeout=120)
-    assert rerun.returncode == 0, rerun.stderr
-    keys = _keys(out)
-    assert len(keys) == PAIRS and set(keys.values()) == {1}
+    _complete(out, tmp_path)
 
 
 def test_sigkill_before_the_first_batch_then_rerun(tmp_path):
@@ -135,10 +137,7 @@ def test_sigkill_before_the_first_batch_then_rerun(tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
     assert out.exists() and out.stat().st_size == 0
-    rerun = subprocess.run(CMD + [str(a) for a in _args(tmp_path, out)], capture_output=True, text=True,
-                           env=ENV, timeout=120)
-    assert rerun.returncode == 0, rerun.stderr
-    assert len(_keys(out)) == PAIRS
+    _complete(out, tmp_path)
 
 
 def test_two_outputs_sharing_one_cache_both_finish(tmp_path):
