@@ -207,3 +207,33 @@ def test_a_dangling_symlink_output_is_written_through(tmp_path):
         s.plan(*units)
         s.run()
     assert link.is_symlink() and len(target.read_text().splitlines()) == 2
+
+
+def test_exam_nuggets_support_has_one_writer_too(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    report = {"metadata": {"run_id": "r", "topic_id": "t1", "team_id": "x"},
+              "responses": [{"text": "Alpha is true.", "citations": ["d1"]},
+                            {"text": "Beta as well.", "citations": ["d2"]}], "references": []}
+    (runs / "r.jsonl").write_text(json.dumps(report) + "\n")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"doc_id": d, "text": f"{d} says so"}) + "\n" for d in ("d1", "d2")))
+    out = tmp_path / "support.jsonl"
+    cmd = [sys.executable, "-c", "import exam_eval.commands.nuggets as m; m.main()", "support", "--reports", str(runs),
+           "--passages", str(corpus), "--backend", "scripted", "--no-cache", "-o", str(out), "--batch-size", "1"]
+    first = subprocess.Popen(cmd + ["-O", "delay=30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=ENV)
+    deadline = time.monotonic() + 60
+    while not out.exists() and first.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    second = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
+    assert second.returncode == 2, second.stderr
+    assert second.stderr.splitlines() == [f"exam-nuggets: {out}: is being written by another process "
+                                          f"(pid {first.pid}); wait for it to end, or write to another file"]
+    first.send_signal(signal.SIGTERM)
+    _, err = first.communicate(timeout=60)
+    assert first.returncode == 130, err
+    done = subprocess.run(cmd, capture_output=True, text=True, env=ENV, timeout=120)
+    assert done.returncode == 0, done.stderr
+    keys = [(g["query_id"], g["doc_id"], g["item_id"]) for g in map(json.loads, out.read_text().splitlines())]
+    assert len(keys) == 2 == len(set(keys))
