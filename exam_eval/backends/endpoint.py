@@ -2,7 +2,9 @@
 
 Every pair is one chat request (or a legacy completion with ``-O api=completions``),
 sent with bounded concurrency and retried with backoff by
-:class:`exam_eval.backends.http_client.OpenAIClient`. The API key comes from an
+:class:`exam_eval.backends.http_client.OpenAIClient`; a server that refuses every
+connection for ``-O down_after=S`` seconds (default 5) is taken as down, and the pairs
+left fail at once (exit 3, a rerun retries them). The API key comes from an
 environment variable only.
 
 Score-mode prompts ask for the first token's ``top_logprobs`` as well; when the labels
@@ -42,6 +44,22 @@ def _flag(value) -> bool:
     return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
+def _number(name: str, value, default, kind=float, minimum: float = 0.0, above: bool = False):
+    """An -O value as a number in range, or a usage error naming the option."""
+    if value is None:
+        return default
+    try:
+        number = kind(value)
+        if kind is int and float(value) != number:  # 1.5 retries
+            number = None
+    except (TypeError, ValueError, OverflowError):
+        number = None
+    if number is None or not math.isfinite(number) or number < minimum or (above and number == minimum):
+        bound = f"above {minimum:g}" if above else f"at least {minimum:g}"
+        raise UsageError(f"-O {name}= must be {'an integer' if kind is int else 'a number'} {bound}, got {value!r}")
+    return number
+
+
 class EndpointBackend(PromptBackend):
     name = "endpoint"
     can_score = True
@@ -51,7 +69,7 @@ class EndpointBackend(PromptBackend):
                  max_input_tokens: int | None = None, max_new_tokens: int | None = None,
                  timeout: float | str | None = None, max_retries: int | str | None = None,
                  api: str | None = None, logprobs: bool | str | None = None, top_logprobs: int | str | None = None,
-                 backoff: float | str | None = None):
+                 backoff: float | str | None = None, down_after: float | str | None = None):
         self.base_url = checked_endpoint(base_url, model)
         self.model_id = model
         self.api_key_env = api_key_env or "OPENAI_API_KEY"
@@ -62,16 +80,19 @@ class EndpointBackend(PromptBackend):
         self.batch_size = int(batch_size or self.concurrency * 4)
         self._window = None if max_input_tokens is None else int(max_input_tokens)
         self.max_new_tokens = int(max_new_tokens or 64)
-        self.timeout = float(timeout or 60.0)
-        self.max_retries = int(5 if max_retries is None else max_retries)
+        self.timeout = _number("timeout", timeout, 60.0, above=True)
+        self.max_retries = _number("max_retries", max_retries, 5, int)
         self.api = (api or "chat").lower()
         if self.api not in ("chat", "completions"):
             raise UsageError(f"-O api= must be chat or completions, got {api!r}")
         self.logprobs = True if logprobs is None else _flag(logprobs)
-        self.top_logprobs = int(top_logprobs or 20)
+        self.top_logprobs = _number("top_logprobs", top_logprobs, 20, int, 1)
         self.client = None
         self.errors: dict[str, int] = {}  # error message -> count, reported by exam-grade
-        self.backoff = float(1.0 if backoff is None else backoff)
+        self.backoff = _number("backoff", backoff, 1.0)
+        from .http_client import DOWN_AFTER
+
+        self.down_after = _number("down_after", down_after, DOWN_AFTER)
 
     @property
     def cache_identity(self) -> str:
@@ -87,7 +108,7 @@ class EndpointBackend(PromptBackend):
         if self.client is None:
             self.client = OpenAIClient(self.base_url, self.model_id, api_key_env=self.api_key_env,
                                        concurrency=self.concurrency, max_retries=self.max_retries,
-                                       timeout=self.timeout, backoff=self.backoff)
+                                       timeout=self.timeout, backoff=self.backoff, down_after=self.down_after)
 
     def uses_scoring(self, prompt) -> bool:
         return False  # score-mode prompts take the logprobs path in grade()

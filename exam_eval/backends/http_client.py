@@ -10,6 +10,19 @@ Retries (exponential backoff with jitter, at most ``max_retries`` after the firs
 the JSON the protocol promises (a proxy's HTML error page, a truncated body). Other 4xx
 answers mean the request itself is wrong; repeating it cannot help, so they fail at once.
 
+A server that cannot be reached at all (connection refused, unknown host, no route) for
+``down_after`` seconds (default 5) in a row, with no answer of any kind in between, is
+taken as down: every request still waiting fails at once, and no further request is sent.
+Retries before that point wait no longer than the rest of that bound, so a server that is
+down ends a run of thousands of requests within seconds, while a restart shorter than the
+bound is ridden through.
+
+Interrupts: the requests run on daemon threads and the caller's thread only waits, so
+Ctrl-C (or SIGTERM made an interrupt) returns at once. The requests in flight are
+abandoned: their threads send nothing more (no retry, no queued request) and never hold
+up the interpreter's exit, as the worker threads of ``concurrent.futures`` would (they are
+joined at exit, where a second Ctrl-C broke in with a traceback).
+
 The API key is read only from an environment variable (``OPENAI_API_KEY`` by default);
 there is deliberately no way to pass it on a command line, where it would end up in shell
 history and process listings. Without the variable no ``Authorization`` header is sent,
@@ -22,9 +35,11 @@ the client only POSTs JSON, and this keeps the core install free of another depe
 from __future__ import annotations
 
 import email.utils
+import errno
 import http.client
 import json
 import os
+import queue
 import random
 import socket
 import threading
@@ -32,7 +47,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +56,10 @@ __all__ = ["ChatResult", "OpenAIClient"]
 # a misconfigured Retry-After must not stall a grading job for hours.
 MAX_RETRY_AFTER = 120.0
 MAX_BACKOFF = 60.0
+DOWN_AFTER = 5.0
+# errors that mean no server answered at all (as opposed to resets and timeouts of a
+# server that accepted the connection)
+_UNREACHABLE = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL)
 
 
 @dataclass
@@ -73,8 +91,20 @@ class _Retryable(Exception):
         self.wait = wait
 
 
+class _Unreachable(_Retryable):
+    """No server answered: the connection was refused or the host cannot be reached."""
+
+
 class _Fatal(Exception):
     """A failure that another try cannot fix (4xx other than 429)."""
+
+
+def _unreachable_reason(exc: BaseException) -> str | None:
+    if isinstance(exc, socket.gaierror):
+        return f"cannot resolve the host name ({exc.strerror or exc})"
+    if isinstance(exc, OSError) and exc.errno in _UNREACHABLE:
+        return os.strerror(exc.errno).lower()
+    return None
 
 
 def _retry_after_seconds(value: str | None) -> float | None:
@@ -134,6 +164,58 @@ def _completion_logprobs(choice: dict) -> list[dict[str, float]] | None:
     return None
 
 
+def _run_on_daemons(work: Callable[[int], None], n: int, threads: int, stop: threading.Event) -> None:
+    """``work(i)`` for i in range(n) on ``threads`` daemon threads, while the calling thread
+    waits, interruptibly. Stops at the first exception (re-raised here) or interrupt,
+    setting ``stop``; the threads then take no further item and are left to end alone."""
+    todo: queue.SimpleQueue[int] = queue.SimpleQueue()
+    for i in range(n):
+        todo.put(i)
+    left = [n]
+    failed: list[BaseException] = []
+    count = threading.Lock()
+    # a bare lock, released once when the work is over: waiting on it is one C call, which
+    # an interrupt leaves cleanly (a second Ctrl-C inside Event.wait's Python code can
+    # leave its condition half released: "RuntimeError: release unlocked lock")
+    over = threading.Lock()
+    over.acquire()
+
+    def finish() -> None:
+        try:
+            over.release()
+        except RuntimeError:  # released already (a failure raced the last item)
+            pass
+
+    def worker() -> None:
+        while not stop.is_set():
+            try:
+                i = todo.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                work(i)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                failed.append(exc)
+                stop.set()
+                finish()
+                return
+            with count:
+                left[0] -= 1
+                done = left[0] == 0
+            if done:
+                finish()
+
+    for k in range(threads):
+        threading.Thread(target=worker, name=f"exam_eval-http-{k}", daemon=True).start()
+    try:
+        while not over.acquire(timeout=0.25):  # short waits: a signal is handled at once everywhere
+            pass
+    finally:
+        stop.set()
+    if failed:
+        raise failed[0]
+
+
 class OpenAIClient:
     """Concurrent, retrying client for ``/chat/completions`` and ``/completions``.
 
@@ -143,11 +225,13 @@ class OpenAIClient:
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
                  concurrency: int = 8, max_retries: int = 5, timeout: float = 60.0,
-                 backoff: float = 1.0):
+                 backoff: float = 1.0, down_after: float = DOWN_AFTER):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
+        if down_after < 0:
+            raise ValueError("down_after must be >= 0")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key_env = api_key_env
@@ -155,8 +239,12 @@ class OpenAIClient:
         self.max_retries = max_retries
         self.timeout = timeout
         self.backoff = backoff
+        self.down_after = down_after
         self._rng = random.Random()
         self._rng_lock = threading.Lock()
+        self._reach_lock = threading.Lock()
+        self._unreachable_since: float | None = None  # first failure to connect with no answer since
+        self.down: str | None = None  # why the server was taken as down; then nothing is sent
 
     # -- public API -------------------------------------------------------------------
 
@@ -224,9 +312,10 @@ class OpenAIClient:
             task = bar.add_task(progress, total=len(payloads))
             bar.start()
         lock = threading.Lock()
+        stop = threading.Event()
 
         def work(i: int) -> None:
-            res = self._request(url, headers, payloads[i], parse)
+            res = self._request(url, headers, payloads[i], parse, stop)
             results[i] = res
             if callback is not None:
                 with lock:
@@ -236,19 +325,12 @@ class OpenAIClient:
 
         try:
             if self.concurrency == 1 or len(payloads) == 1:
-                for i in range(len(payloads)):
+                for i in range(len(payloads)):  # here a signal breaks into the request itself
                     work(i)
             else:
-                pool = ThreadPoolExecutor(max_workers=min(self.concurrency, len(payloads)))
-                try:
-                    for fut in [pool.submit(work, i) for i in range(len(payloads))]:
-                        fut.result()
-                except BaseException:
-                    # Ctrl-C (or a failing callback) must not wait for thousands of queued calls
-                    pool.shutdown(wait=False, cancel_futures=True)
-                    raise
-                pool.shutdown()
+                _run_on_daemons(work, len(payloads), min(self.concurrency, len(payloads)), stop)
         finally:
+            stop.set()  # an interrupt or a failing callback: the workers send nothing more
             if bar is not None:
                 bar.stop()
         return results  # type: ignore[return-value]
@@ -260,29 +342,72 @@ class OpenAIClient:
             jitter = self._rng.uniform(0.5, 1.5)
         return min(self.backoff * (2 ** (attempt - 1)) * jitter, MAX_BACKOFF)
 
-    def _request(self, url: str, headers: dict, payload: dict, parse) -> ChatResult:
+    def _reached(self) -> None:
+        if self._unreachable_since is not None:
+            with self._reach_lock:
+                self._unreachable_since = None
+
+    def _unreachable(self, reason: str) -> float | None:
+        """Note a failure to connect; the seconds left before the server counts as down
+        (None once it does, and then :attr:`down` says why)."""
+        now = time.monotonic()
+        with self._reach_lock:
+            if self.down is not None:
+                return None
+            if self._unreachable_since is None:
+                self._unreachable_since = now
+            left = self._unreachable_since + self.down_after - now
+            if left > 0:
+                return left
+            self.down = (f"cannot connect to {self.base_url}: {reason} for {self.down_after:g}s; "
+                         "taken as down, no further requests sent")
+            return None
+
+    def _request(self, url: str, headers: dict, payload: dict, parse,
+                 stop: threading.Event | None = None) -> ChatResult:
         data = json.dumps(payload).encode("utf-8")
         last_error = "no attempt made"
         attempt = 0
         for attempt in range(1, self.max_retries + 2):
+            if self.down is not None:
+                return ChatResult(None, self.down, None, attempt - 1)
+            if stop is not None and stop.is_set():
+                return ChatResult(None, "interrupted", None, attempt - 1)
             try:
                 body = self._post(url, headers, data)
                 text, logprobs, finish = parse(body)
                 return ChatResult(text, None, logprobs, attempt, finish)
             except _Fatal as exc:
                 return ChatResult(None, str(exc), None, attempt)
+            except _Unreachable as exc:
+                last_error = str(exc)
+                left = self._unreachable(str(exc).removeprefix("connection error: "))
+                if left is None:
+                    return ChatResult(None, self.down, None, attempt)
+                if attempt <= self.max_retries:
+                    self._pause(min(self._sleep_for(attempt, exc.wait), left), stop)
             except _Retryable as exc:
                 last_error = str(exc)
                 if attempt <= self.max_retries:
-                    time.sleep(self._sleep_for(attempt, exc.wait))
+                    self._pause(self._sleep_for(attempt, exc.wait), stop)
         return ChatResult(None, f"{last_error} (gave up after {attempt} attempts)", None, attempt)
+
+    @staticmethod
+    def _pause(seconds: float, stop: threading.Event | None) -> None:
+        """A back-off sleep that an interrupt cuts short."""
+        if stop is None:
+            time.sleep(seconds)
+        else:
+            stop.wait(seconds)
 
     def _post(self, url: str, headers: dict, data: bytes) -> Any:
         req = urllib.request.Request(url, data=data, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                self._reached()
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
+            self._reached()
             try:
                 raw = exc.read()
             except (OSError, http.client.HTTPException):  # a cut-off body: the status says enough
@@ -298,8 +423,14 @@ class OpenAIClient:
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):
                 raise _Retryable(f"timed out after {self.timeout:g}s") from None
+            unreachable = _unreachable_reason(exc.reason) if isinstance(exc.reason, BaseException) else None
+            if unreachable is not None:
+                raise _Unreachable(f"connection error: {unreachable}") from None
             raise _Retryable(f"connection error: {exc.reason}") from None
         except (http.client.HTTPException, ConnectionError, OSError) as exc:
+            unreachable = _unreachable_reason(exc)
+            if unreachable is not None:
+                raise _Unreachable(f"connection error: {unreachable}") from None
             raise _Retryable(f"connection error: {exc.__class__.__name__}: {exc}") from None
         try:
             return json.loads(raw)

@@ -67,9 +67,10 @@ class ScriptedBackend(PromptBackend):
 
     def __init__(self, model: str | None = None, script: "str | Script | None" = None,
                  delay: float | str = 0.0, score: bool | str = False, batch_size: int | str = 4,
-                 window: int | str | None = None):
+                 window: int | str | None = None, load_delay: float | str = 0.0):
         self.model_id = model or "scripted"
         self.delay = float(delay)
+        self.load_delay = float(load_delay)  # seconds load() takes: a slow model load, for tests
         self.can_score = str(score).lower() in ("1", "true", "yes")  # type: ignore[misc]
         self.batch_size = int(batch_size)
         self._window = None if window is None else int(window)
@@ -85,6 +86,10 @@ class ScriptedBackend(PromptBackend):
     @property
     def context_window(self) -> int | None:
         return self._window
+
+    def load(self) -> None:
+        if self.load_delay:
+            time.sleep(self.load_delay)
 
     def count_tokens(self, text: str) -> int:
         return len(text.split())

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from typing import Callable, NoReturn
 
 import click
@@ -19,6 +20,8 @@ import click
 from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed
 from ..io.openers import _StdoutGuard, check_output, silence_stdout
 from ..progress import silence_library_progress
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -60,6 +63,49 @@ def _end_by_sigpipe() -> NoReturn:
     os._exit(0)
 
 
+def _exit_interrupted(signum, frame) -> None:
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _signals(handler) -> None:
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, handler)
+
+
+def _first_signal(signum, frame) -> None:
+    _signals(_exit_interrupted)
+    raise KeyboardInterrupt
+
+
+def stop_on_signals() -> None:
+    """For long work: Ctrl-C and SIGTERM (``kill``, SLURM's time limit) both interrupt, and
+    only the first does: it raises KeyboardInterrupt, the work stops, finished grades are
+    kept and the command reports; a second signal, wherever it lands in that ending, ends
+    the process at once with status 130 instead of breaking in with a traceback. A kill
+    at any moment is safe for the outputs (a torn last batch is cut on resume; the other
+    outputs are renamed into place)."""
+    _signals(_first_signal)
+
+
+def exit_on_next_signal() -> None:
+    """Once interrupted: a further Ctrl-C or SIGTERM ends the process at once (status 130)."""
+    _signals(_exit_interrupted)
+
+
+def _ignore_signals() -> None:
+    """The interpreter's own exit puts Python handlers back to the defaults (death by the
+    signal, or a traceback from threading._shutdown); an interrupted command is ending
+    anyway, so while it does, further signals are ignored."""
+    import signal
+
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def run_guarded(prog: str, body: Callable[[], object]) -> NoReturn:
     """Run ``body`` as a command: one line and an exit code for every failure, stdout
     failures included (reported while we can still say so, not at interpreter exit)."""
@@ -81,8 +127,9 @@ def run_guarded(prog: str, body: Callable[[], object]) -> NoReturn:
         _say(prog, str(exc))
         code = exc.exit_code
     except KeyboardInterrupt:
+        exit_on_next_signal()
         _say(prog, "interrupted")
-        code = 130
+        code = EXIT_INTERRUPTED
     except OSError as exc:
         _say(prog, _os_error_line(exc))
         code = EXIT_INPUT
@@ -90,6 +137,8 @@ def run_guarded(prog: str, body: Callable[[], object]) -> NoReturn:
         guard.restore()
     if closed:
         _end_by_sigpipe()
+    if code == EXIT_INTERRUPTED:
+        _ignore_signals()
     sys.exit(code)
 
 
@@ -102,7 +151,7 @@ def make_main(cli: click.Command, prog: str) -> Callable[..., None]:
         except click.exceptions.Exit as exc:  # --help, --version
             sys.exit(exc.exit_code)
         except click.exceptions.Abort:
-            fail(prog, "interrupted", 130)
+            fail(prog, "interrupted", EXIT_INTERRUPTED)
         except click.UsageError as exc:
             hint = ""
             if exc.ctx is not None:

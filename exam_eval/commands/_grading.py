@@ -11,9 +11,9 @@ from typing import Callable, Iterable
 import click
 
 from ..errors import UsageError
+from ._base import EXIT_INTERRUPTED
 
 EXIT_CALLS_FAILED = 3
-EXIT_INTERRUPTED = 130
 
 
 def split_backend_options(values: tuple[str, ...]) -> dict[str, str]:
@@ -98,13 +98,17 @@ def hms(seconds: float) -> str:
 def run_session(session, *, log: Callable[[str], None], batch_size: int | None, progress: str,
                 notes: Iterable[str] = ()) -> int:
     """Run a planned session as a command does: SIGTERM stops like Ctrl-C (exit 130 with
-    the resume hint), then the summary, ``notes`` and failed model calls (exit 3)."""
+    the resume hint; a second signal ends the process at once, see ``stop_on_signals``),
+    then the summary, ``notes`` and failed model calls (exit 3)."""
     from ..grading.session import Interrupted
+    from ._base import exit_on_next_signal, stop_on_signals
 
     output = session.output
+    stop_on_signals()
     try:
-        stats = session.run(batch_size=batch_size, progress=progress, sigterm_interrupts=True)
+        stats = session.run(batch_size=batch_size, progress=progress)
     except Interrupted as exc:
+        exit_on_next_signal()  # already so, unless the interrupt came from inside the work
         hint = "run the same command again to resume" if output and output != "-" else \
             "use -o FILE to make grading resumable"
         log(f"interrupted; {exc.written} grades written; {hint}")

@@ -353,15 +353,15 @@ def _check_topic_coverage(reports, queries, track_spec, topics) -> None:
 
 def _write_response_runs(segments, path: str, option: str = "--responses") -> None:
     from ..grading.segment import segments_to_runs
-    from ..io.openers import atomic_output
+    from ..io.openers import atomic_output, output_folder
     from ..io.trec import write_run
 
     runs = segments_to_runs(segments)
     if path.endswith(os.sep) or os.path.isdir(path):
-        os.makedirs(path, exist_ok=True)
-        for run_id, run in runs.items():
-            with atomic_output(os.path.join(path, f"{run_id}.run")) as out:
-                write_run(run, out, run_id)
+        with output_folder(path):
+            for run_id, run in runs.items():
+                with atomic_output(os.path.join(path, f"{run_id}.run")) as out:
+                    write_run(run, out, run_id)
         return
     if len(runs) > 1:
         raise UsageError(f"{option} holds {len(runs)} runs; give {option}-run-out a directory (one file per run)")

@@ -163,7 +163,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     """
     from ..io.banks import items_by_query, read_bank
     from ..io.grades import read_grades
-    from ..io.openers import atomic_output
+    from ..io.openers import atomic_output, output_folder
     from ..io.track_leaderboards import write_track_leaderboard
     from ..measures import nugget_scores as ns
 
@@ -243,11 +243,11 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     means = {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
 
     if shape == "trec_eval" and to_dir:
-        os.makedirs(output, exist_ok=True)
-        for run in sorted(by_run):
-            with atomic_output(os.path.join(output, f"{run}.txt")) as out:
-                write_track_leaderboard(out, "trec_eval", chosen, {run: by_run[run]}, {run: means[run]},
-                                        with_topics=not summary_only)
+        with output_folder(output):
+            for run in sorted(by_run):
+                with atomic_output(os.path.join(output, f"{run}.txt")) as out:
+                    write_track_leaderboard(out, "trec_eval", chosen, {run: by_run[run]}, {run: means[run]},
+                                            with_topics=not summary_only)
         return 0
     with atomic_output(output) as out:
         if shape == "table":  # the TSV leaderboard of io.leaderboard, with --digits decimals

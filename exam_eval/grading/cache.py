@@ -10,10 +10,14 @@ The database also remembers the throughput of past runs per back end, which is w
 ``exam-grade --dry-run`` uses to estimate the time of the next one. sqlite's own
 locking lets shards on one machine (``make -j``) share a cache file; on a cluster give
 every array task its own cache or put it on a local disk (sqlite over NFS is unsafe).
+A commit is all or nothing, so two processes never tear the cache; one waits for the
+other's lock up to two minutes, in steps short enough that Ctrl-C still stops it at once
+(inside one sqlite call a signal is not handled until the call returns).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,7 +27,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from ..backends.base import GradeResult
-from ..errors import InputError
+from ..errors import InputError, OutputError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grades (
@@ -32,6 +36,28 @@ CREATE TABLE IF NOT EXISTS grades (
 CREATE TABLE IF NOT EXISTS throughput (
     backend TEXT PRIMARY KEY, pairs INTEGER NOT NULL, seconds REAL NOT NULL, updated REAL);
 """
+BUSY_WAIT = 120.0  # seconds to wait for another process's lock on the cache, in all
+_BUSY_STEP = 0.25  # sqlite's own busy timeout per try; between tries signals are handled
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
+
+
+def _patiently(action, *args):
+    """``action(*args)``, tried again while another process holds the lock, up to BUSY_WAIT."""
+    deadline = time.monotonic() + BUSY_WAIT
+    while True:
+        try:
+            return action(*args)
+        except sqlite3.OperationalError as exc:
+            busy = getattr(exc, "sqlite_errorcode", None) in (_SQLITE_BUSY, _SQLITE_LOCKED) \
+                or "locked" in str(exc)
+            if not busy or time.monotonic() >= deadline:
+                raise
+
+
+class CacheError(OutputError):
+    """The cache cannot be read or written (disk full, I/O error, locked past the busy
+    timeout, not a database): one line naming the cache file, exit 2. The grades file is
+    the record and is written first, so it stays intact whatever happens here."""
 
 
 def user_cache_dir() -> Path:
@@ -74,49 +100,97 @@ class NullCache:
 class GradeCache(NullCache):
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
+        new = not self.path.exists()
+        self._new_dirs = [d for d in self.path.parents if not d.exists()]  # deepest first
+        self.db = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(self.path), timeout=120)
+            self.db = sqlite3.connect(str(self.path), timeout=_BUSY_STEP)
             # WAL with synchronous=NORMAL: a commit per batch costs no fsync, and a killed
             # process loses nothing (only a power cut can drop the last commits, which the
             # fsynced output file still holds). WAL needs local disk, not NFS.
-            self.db.execute("PRAGMA journal_mode=WAL")
+            _patiently(self.db.execute, "PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.executescript(_SCHEMA)
+            _patiently(self.db.executescript, _SCHEMA)
         except sqlite3.DatabaseError as exc:
+            self._drop_unfinished(new)
             raise InputError(f"cannot use as grade cache: {exc}", str(path)) from None
         except OSError as exc:
+            self._drop_unfinished(new)
             raise InputError(f"cannot create grade cache: {exc.strerror}", str(path)) from None
+
+    def _drop_unfinished(self, new: bool) -> None:
+        """A cache this run began to create and could not finish (a full disk) is removed,
+        with the folders made for it: it holds nothing, and a broken one would fail the
+        next run too."""
+        if self.db is not None:
+            self.db.close()
+        if new:
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    os.unlink(f"{self.path}{suffix}")
+        for folder in self._new_dirs:
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+
+    def _fetch(self, sql: str, args) -> list[tuple]:
+        return self.db.execute(sql, args).fetchall()
+
+    def _error(self, doing: str, exc: sqlite3.Error) -> CacheError:
+        return CacheError(f"cannot {doing} the grade cache: {exc}", str(self.path))
 
     def get_many(self, keys: Iterable[str]) -> dict[str, GradeResult]:
         keys = list(keys)
         out: dict[str, GradeResult] = {}
-        for start in range(0, len(keys), 500):
-            chunk = keys[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            for key, answer, grade, probs, ok in self.db.execute(
-                    f"SELECT key, answer, grade, probs, parse_ok FROM grades WHERE key IN ({marks})", chunk):
-                out[key] = GradeResult(answer, grade, json.loads(probs) if probs else None, bool(ok))
+        try:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = _patiently(self._fetch, f"SELECT key, answer, grade, probs, parse_ok FROM grades "
+                                                f"WHERE key IN ({marks})", chunk)
+                for key, answer, grade, probs, ok in rows:
+                    out[key] = GradeResult(answer, grade, json.loads(probs) if probs else None, bool(ok))
+        except sqlite3.Error as exc:
+            raise self._error("read", exc) from None
         return out
 
     def put_many(self, rows: Iterable[tuple[str, GradeResult]], backend: str, prompt_hash: str) -> None:
         now = time.time()
-        with self.db:  # one transaction = one commit per batch
-            self.db.executemany(
-                "INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)",
-                [(k, r.answer, r.grade, None if r.probs is None else json.dumps(r.probs), int(r.parse_ok),
-                  backend, prompt_hash, now) for k, r in rows])
+        values = [(k, r.answer, r.grade, None if r.probs is None else json.dumps(r.probs), int(r.parse_ok),
+                   backend, prompt_hash, now) for k, r in rows]
+
+        def commit():
+            with self.db:  # one transaction = one commit per batch; a failed one is rolled back
+                self.db.executemany("INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)", values)
+
+        try:
+            _patiently(commit)
+        except sqlite3.Error as exc:  # "database or disk is full", "disk I/O error", "database is locked"
+            raise self._error("write", exc) from None
 
     def record_throughput(self, backend: str, pairs: int, seconds: float) -> None:
         if pairs <= 0 or seconds <= 0:
             return
-        with self.db:
-            self.db.execute("INSERT OR REPLACE INTO throughput VALUES (?,?,?,?)",
-                            (backend, pairs, seconds, time.time()))
+
+        def commit():
+            with self.db:
+                self.db.execute("INSERT OR REPLACE INTO throughput VALUES (?,?,?,?)",
+                                (backend, pairs, seconds, time.time()))
+
+        try:
+            _patiently(commit)
+        except sqlite3.Error:
+            pass  # only --dry-run's estimate needs it: not worth failing a finished run
 
     def throughput(self, backend: str) -> float | None:
-        row = self.db.execute("SELECT pairs, seconds FROM throughput WHERE backend = ?", (backend,)).fetchone()
-        return row[0] / row[1] if row else None
+        try:
+            rows = _patiently(self._fetch, "SELECT pairs, seconds FROM throughput WHERE backend = ?", (backend,))
+        except sqlite3.Error as exc:
+            raise self._error("read", exc) from None
+        return rows[0][0] / rows[0][1] if rows else None
 
     def close(self) -> None:
-        self.db.close()
+        try:
+            self.db.close()
+        except sqlite3.Error:  # whatever failed was reported already; every commit is on disk
+            pass

@@ -5,16 +5,24 @@ Each batch is appended, flushed and fsynced as a whole: plain JSONL lines, or fo
 A kill can only tear the last batch; :func:`repair` cuts a torn final line (or a torn
 final gzip member) before the file is read or appended to again, so a rerun ends with
 exactly the grades of an uninterrupted run.
+
+One writer per file: :class:`OutputLock` holds an exclusive ``flock`` on the output from
+the moment its resume keys are read until the last batch is written, so a second process
+aimed at the same file is refused at once instead of grading everything again and
+appending duplicates. The kernel drops the lock when its holder dies, SIGKILL included,
+so a killed run never blocks its rerun.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import os
 import stat
+import threading
 import zlib
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from ..errors import OutputError
 from ..io.grades import Grade, grade_line, iter_grades
@@ -105,6 +113,102 @@ def existing_keys(path: str, *, read_only: bool = False, engines: dict | None = 
     return _keys(iter_grades(path), engines)
 
 
+def _lock_holder(st: os.stat_result) -> int | None:
+    """The pid holding a ``flock`` on the file ``st`` describes, from /proc/locks (Linux);
+    None where that cannot be told (another system, another pid namespace)."""
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as fh:
+            table = fh.read().splitlines()
+    except OSError:
+        return None
+    exact = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    by_inode = []
+    for line in table:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 00:2f:123 0 EOF"; waiters carry "->" and hold nothing
+        if len(fields) < 6 or fields[1] != "FLOCK" or "->" in fields:
+            continue
+        pid, where = fields[4], fields[5]
+        if not pid.isdigit() or pid == "0":
+            continue
+        if where == exact:
+            return int(pid)
+        if where.rsplit(":", 1)[-1] == str(st.st_ino):
+            by_inode.append(int(pid))  # overlay and FUSE file systems report another device
+    return by_inode[0] if len(set(by_inode)) == 1 else None
+
+
+class OutputLock:
+    """An exclusive ``flock`` on the grades file itself (created empty when missing), held
+    until :meth:`release`. Not a pid file: the kernel drops it with its holder, however
+    that dies. A file created here and still empty at release (the run failed before its
+    first batch) is removed, so no 0-byte output is left behind."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.real = path
+        self.fd: int | None = None
+        self.created = False
+
+    def _open(self) -> None:
+        self.real = os.path.realpath(self.path)  # a symlink's target, created where missing
+        try:
+            self.fd = os.open(self.real, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            self.created = True
+        except FileExistsError:
+            self.fd = os.open(self.real, os.O_RDWR | os.O_CLOEXEC)
+            self.created = False
+
+    def acquire(self) -> OutputLock:
+        try:
+            import fcntl
+        except ImportError:  # not a POSIX system: no lock to take
+            return self
+        for _ in range(10):
+            try:
+                self._open()
+            except FileNotFoundError:  # removed between our two opens: start again
+                continue
+            except OSError as exc:
+                raise write_error(self.path, exc) from None
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                pid = _lock_holder(os.fstat(self.fd))
+                self._close()
+                who = "another process" if pid is None else f"another process (pid {pid})"
+                raise OutputError(f"is being written by {who}; wait for it to end, or write to another file",
+                                  self.path) from None
+            except OSError:  # a file system without locks: run unguarded, as before
+                return self
+            # the holder we waited behind may have removed the file (an empty output of a
+            # failed run): a lock on an unlinked inode guards nothing
+            try:
+                same = os.path.samestat(os.fstat(self.fd), os.stat(self.real))
+            except FileNotFoundError:
+                same = False
+            if same:
+                return self
+            self._close()
+        raise OutputError("cannot lock: the file keeps being replaced", self.path)
+
+    def _close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            if self.created and os.fstat(self.fd).st_size == 0:
+                os.unlink(self.real)  # still locked: nobody can be appending to it
+        except OSError:
+            pass
+        finally:
+            self._close()
+
+
 def _fsync(fh) -> None:
     try:
         os.fsync(fh.fileno())
@@ -113,10 +217,44 @@ def _fsync(fh) -> None:
             raise
 
 
+@contextlib.contextmanager
+def _interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (or SIGTERM made an interrupt) in the middle of a batch's write takes effect
+    once the batch is on disk and counted, so "N grades written" is what the file holds.
+    Only the main thread's Python-level handlers are deferred, and only the first signal:
+    a second one acts at once (a write blocked on a pipe nobody reads can still be ended)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    import signal
+
+    caught: list[tuple[int, object]] = []
+    saved = {}
+
+    def defer(signum, frame):
+        if caught:
+            saved[signum](signum, frame)
+        caught.append((signum, frame))
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if callable(handler):  # SIG_DFL and SIG_IGN raise nothing: left as they are
+            saved[sig] = signal.signal(sig, defer)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if caught:
+            signum, frame = caught[0]
+            saved[signum](signum, frame)  # what the signal would have done: raise, or exit
+
+
 class GradesAppender:
     """Opens the file only at the first write, so a run that fails before grading
-    anything never leaves a new, empty output behind. Whether it can be written is
-    checked at once, before a model is loaded."""
+    anything never leaves a new, empty output behind (a session's :class:`OutputLock`
+    removes the empty file it created). Whether it can be written is checked at once,
+    before a model is loaded."""
 
     def __init__(self, path: str | None):
         self.path = None if path == "-" else path
@@ -152,6 +290,9 @@ class GradesAppender:
         reason = write_error(self.path, exc).reason
         if start is None:
             return OutputError(reason, self.path)
+        if not self.lines:
+            return OutputError(f"{reason}; no grades were added to it, run the same command again once there "
+                               "is room", self.path)
         return OutputError(f"{reason}; the {self.lines} grades written before are kept, run the same command "
                            "again to resume", self.path)
 
@@ -159,27 +300,31 @@ class GradesAppender:
         text = "".join(grade_line(g) for g in grades)
         if not text:
             return 0
+        with _interrupts_deferred():
+            self._write(text)
+            n = text.count("\n")
+            self.lines += n
+        return n
+
+    def _write(self, text: str) -> None:
         fh = self._open()
         if self.path is None:
             fh.write(text)
             fh.flush()
-        else:
-            payload = text.encode("utf-8")
-            if _is_gzip_path(self.path):
-                payload = gzip.compress(payload, mtime=0)
-            try:
-                start = fh.tell()
-            except OSError:  # not seekable
-                start = None
-            try:
-                fh.write(payload)
-                fh.flush()
-                _fsync(fh)
-            except OSError as exc:  # ENOSPC, EDQUOT, EFBIG, EIO
-                raise self._fail(exc, start) from None
-        n = text.count("\n")
-        self.lines += n
-        return n
+            return
+        payload = text.encode("utf-8")
+        if _is_gzip_path(self.path):
+            payload = gzip.compress(payload, mtime=0)
+        try:
+            start = fh.tell()
+        except OSError:  # not seekable
+            start = None
+        try:
+            fh.write(payload)
+            fh.flush()
+            _fsync(fh)
+        except OSError as exc:  # ENOSPC, EDQUOT, EFBIG, EIO
+            raise self._fail(exc, start) from None
 
     def close(self) -> None:
         if self._fh is not None and self.path is not None:

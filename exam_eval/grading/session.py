@@ -3,9 +3,11 @@ support and :func:`exam_eval.api.grade` share, so the three resume, refuse and r
 
 A session, once its units are built:
 
-1. resumes an existing output: cuts a torn last batch (a dry run only reads around it),
-   collects the grades already there and refuses to append grades of another engine or
-   compute type to grades of the same model and prompt (int8 beside float32);
+1. takes the output's lock (one writer per file: a second process aimed at it is refused
+   at once, naming the first), then resumes an existing output: cuts a torn last batch
+   (a dry run only reads around it, and takes no lock), collects the grades already
+   there and refuses to append grades of another engine or compute type to grades of the
+   same model and prompt (int8 beside float32);
 2. opens the grade cache (a dry run creates none) and plans the work;
 3. on :meth:`GradingSession.run`, loads the models (a load failure is one
    :class:`InputError`), grades batch by batch behind a progress bar, and turns an
@@ -24,8 +26,8 @@ from typing import Callable
 
 from ..errors import InputError
 from . import engine
-from .cache import GradeCache, NullCache
-from .output import GradesAppender, existing_keys, repair
+from .cache import CacheError, GradeCache, NullCache
+from .output import GradesAppender, OutputLock, existing_keys, repair
 
 
 class Interrupted(KeyboardInterrupt):
@@ -80,6 +82,7 @@ class GradingSession:
         self.dry_run = dry_run
         self.log = log or (lambda msg: None)
         self.cache = None
+        self.lock: OutputLock | None = None
         self.work: engine.Plan | None = None
 
     def __enter__(self) -> GradingSession:
@@ -91,11 +94,19 @@ class GradingSession:
     def close(self) -> None:
         if self.cache is not None:
             self.cache.close()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     # -- planning -------------------------------------------------------------------------
     def _resume_keys(self) -> set[tuple]:
         out = self.output
-        if not out or out == "-" or not os.path.exists(out):
+        if not out or out == "-":
+            return set()
+        if not self.dry_run and (not os.path.exists(out) or os.path.isfile(out)):
+            # a device or FIFO (-o /dev/stdout) is written in place: nothing to guard
+            self.lock = OutputLock(out).acquire()
+        if not os.path.exists(out):
             return set()
         if not self.dry_run:
             cut = repair(out)
@@ -153,6 +164,11 @@ class GradingSession:
         except KeyboardInterrupt:
             sink.close()
             raise Interrupted(sink.lines) from None
+        except CacheError as exc:  # the output was written before the cache: say it is whole
+            if self.output in (None, "-"):
+                raise CacheError(f"{exc.reason}; {sink.lines} grades went to standard output", exc.path) from None
+            raise CacheError(f"{exc.reason}; the {sink.lines} grades written to {self.output} are kept, make room "
+                             "(or use another cache) and run the same command again to resume", exc.path) from None
         finally:
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)

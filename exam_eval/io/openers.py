@@ -290,6 +290,23 @@ def ensure_output_dir(path: str | os.PathLike) -> None:
         raise write_error(path, exc) from None
 
 
+@contextlib.contextmanager
+def output_folder(path: str | os.PathLike) -> Iterator[str]:
+    """The output folder PATH, created for the files the block writes into it; when the
+    block fails (a full disk before the first file), a folder created here is removed
+    again if it is still empty, so a failed command leaves no empty folder behind."""
+    path = os.fspath(path)
+    created = not os.path.isdir(path)
+    ensure_output_dir(path)
+    try:
+        yield path
+    except BaseException:
+        if created:
+            with contextlib.suppress(OSError):
+                os.rmdir(path)  # refuses a folder that is not empty: nothing written is lost
+        raise
+
+
 # --------------------------------------------------------------------------- stdout
 
 class _StdoutGuard:
