@@ -9,7 +9,8 @@ import sys
 
 from ..errors import InputError
 from .irds import looks_like_irds_id
-from .openers import display_name, iter_lines
+from .openers import display_name, iter_lines, open_text
+from .trec import Qrels, read_qrels
 
 
 def sniff_labels(spec: str) -> str:
@@ -29,3 +30,27 @@ def sniff_labels(spec: str) -> str:
 
 def stderr_log(prog: str):
     return lambda msg: print(f"{prog}: {msg}", file=sys.stderr)
+
+
+def looks_like_grades(path: str) -> bool:
+    """Grades files are JSON lines; qrels are whitespace-separated columns."""
+    with open_text(path) as f:
+        for line in f:
+            if line.strip():
+                return line.lstrip()[:1] in "{["
+    return False
+
+
+def read_human_qrels(spec: str) -> Qrels:
+    """Human judgments: a qrels file or an ir_datasets ID, resolved as exam-qrels does
+    (an existing path first, then an ID)."""
+    if spec == "-":
+        return read_qrels(spec)
+    from .irds import irds_qrels
+
+    what = sniff_labels(spec)
+    if what == "irds":
+        return irds_qrels(spec)
+    if what == "grades":
+        raise InputError("human judgments must be a qrels file or an ir_datasets ID, not grades", display_name(spec))
+    return read_qrels(spec)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from ..errors import InputError
 from ..io.grades import read_grades
 from ..io.irds import irds_qrels
-from ..io.labels import sniff_labels
+from ..io.labels import looks_like_grades, sniff_labels
+from ..io.openers import display_name
 from ..io.trec import Qrels, read_qrels
 from .bank_filter import BankFilterStats, current_grades
 from .exam_qrels import LabelStats, grades_to_qrels
@@ -40,4 +41,19 @@ def load_labels(spec: str, *, label: str = "max", min_grade: int | None = None,
             f"{stats.unlabelled} passages had no parsed grade and get no label")
     if not qrels:
         raise InputError("no passage has a parsed grade", spec)
+    return qrels
+
+
+def read_llm_qrels(path: str, model, prompt, kind, log) -> Qrels:
+    """An LLM side of a comparison: qrels, or grades read as labels (the maximum grade over
+    a query's items), as exam-correlate reads them."""
+    if not looks_like_grades(path):
+        return read_qrels(path)
+    stats = LabelStats()
+    qrels = grades_to_qrels(read_grades(path, model=model, prompt=prompt, kind=kind), label="max", stats=stats)
+    if stats.unlabelled or stats.unparsed_grades:
+        log(f"{display_name(path)}: {stats.unparsed_grades} unparsed grade(s) ignored; "
+            f"{stats.unlabelled} passage(s) without any parsed grade left unlabelled")
+    if not qrels:
+        raise InputError("no passage has a parsed grade", display_name(path))
     return qrels
