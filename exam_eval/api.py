@@ -25,19 +25,20 @@ where it stopped when called again. Bad input raises :class:`exam_eval.errors.In
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Mapping, Sequence
+import warnings
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import InputError, UsageError
 from .io.banks import BankItem
 from .io.grades import Grade
 from .io.reports import Report, parse_report, read_requests, resolve_track_spec
 from .io.reports import read_reports as _read_reports
+from .measures import nugget_scores as _nugget_scores
 
 __all__ = ["read_reports", "read_requests", "read_bank", "as_reports", "as_queries", "grade", "qrels", "cover",
            "nugget_scores", "citation_qrels", "NUGGET_MEASURES"]
 
-NUGGET_MEASURES = ("nugget_all", "nugget_all_strict", "nugget_vital", "nugget_vital_strict", "nugget_weighted",
-                   "nugget_weighted_strict", "exam_cover", "n_exam_cover")
+NUGGET_MEASURES = _nugget_scores.NUGGET_MEASURES + _nugget_scores.COVER_MEASURES
 
 
 def read_reports(paths: str | Sequence[str], *, track_spec: str | None = None) -> list[Report]:
@@ -196,41 +197,34 @@ def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, 
     return out
 
 
-def _thresholds(grades: Sequence[Grade], support_min, partial_min):
-    from .measures import nugget_scores as ns
-
-    graders = {g.prompt for g in grades}
-    if len(graders) != 1:
-        raise UsageError(f"grades of {len(graders)} prompts; score one prompt's grades at a time")
-    (prompt,) = graders
-    return ns.thresholds_for(ns.scale_of(prompt), support_min, partial_min, grader=f"prompt {prompt!r}")
+def _warn(msg: str) -> None:
+    warnings.warn(msg, stacklevel=3)
 
 
 def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, support_min: int | None = None,
                   partial_min: int | None = None, default_importance: str = "vital",
-                  complete: bool = False) -> tuple[dict[tuple[str, str], dict[str, float]], dict[str, dict[str, float]]]:
+                  complete: bool = False, log: Callable[[str], None] | None = None,
+                  ) -> tuple[dict[tuple[str, str], dict[str, float]], dict[str, dict[str, float]]]:
     """Nugget scores and EXAM-Cover of reports, as ``exam-nuggets score`` computes them
-    (:mod:`exam_eval.measures.nugget_scores`): per (run, topic) and per run (mean over
-    the run's topics; with ``complete`` over every topic any report is on, missing
-    topics 0). Measures: :data:`NUGGET_MEASURES`."""
+    (:func:`exam_eval.measures.nugget_scores.score_reports`): per (run, topic) and per run
+    (mean over the run's topics; with ``complete`` over every topic any report is on,
+    missing topics 0). Measures: :data:`NUGGET_MEASURES`. What the command says on stderr
+    (unparsed or missing grades, reports off the bank's topics) goes to ``log``, by
+    default as a :class:`UserWarning`."""
     from .measures import nugget_scores as ns
 
+    log = log or _warn
     grades = list(grades)
     reps = as_reports(reports)
     items = _as_bank(bank)
     kinds = {g.kind for g in grades if g.kind}
     if len(kinds) == 1:
         items = {q: [i for i in its if i.kind in kinds] for q, its in items.items()}
-    th = _thresholds(grades, support_min, partial_min)
-    scored = [r for r in reps if items.get(r.topic_id)]
-    per: dict[tuple[str, str], dict[str, float]] = {}
-    for a in ns.assign(scored, grades, items, th):
-        per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
-    for key, (cov, norm) in ns.report_covers(scored, grades, items, th).items():
-        per[key].update(exam_cover=cov, n_exam_cover=norm)
-    topics = sorted({t for _, t in per}) if complete else None
-    summary = ns.average_runs(per, list(NUGGET_MEASURES), topics)
-    return per, {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
+    th = ns.thresholds_of(grades, support_min, partial_min)
+    ns.warn_unparsed(grades, "grades", log)
+    res = ns.score_reports(reps, grades, items, th, measures=NUGGET_MEASURES, default_importance=default_importance,
+                           complete=complete, kind=" and ".join(sorted(kinds)) or "bank", log=log)
+    return res.per, res.means
 
 
 def citation_qrels(reports: Iterable[Any], grades: Sequence[Grade], *, support_min: int | None = None,
@@ -240,5 +234,5 @@ def citation_qrels(reports: Iterable[Any], grades: Sequence[Grade], *, support_m
     from .measures import nugget_scores as ns
 
     grades = list(grades)
-    levels = ns.sentence_levels(grades, _thresholds(grades, support_min, partial_min))
+    levels = ns.sentence_levels(grades, ns.thresholds_of(grades, support_min, partial_min))
     return ns.citation_qrels(as_reports(reports), "nuggets", nuggets=levels)

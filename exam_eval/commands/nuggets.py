@@ -50,19 +50,6 @@ def _reports(paths, track_spec=None):
     return read_reports(list(paths), track_spec=track_spec)
 
 
-def _thresholds(grades, support_min, partial_min, label):
-    from ..measures.nugget_scores import scale_of, thresholds_for
-
-    grader = grades[0].prompt
-    return thresholds_for(scale_of(grader), support_min, partial_min, grader=f"{label} prompt {grader!r}")
-
-
-def _warn_unparsed(grades, path):
-    unparsed = sum(1 for g in grades if not g.parse_ok)
-    if unparsed:
-        _log(f"{path}: {unparsed} unparsed grades (they count as no support)")
-
-
 def threshold_options(f):
     f = click.option("--partial-min", type=int, default=None, metavar="N",
                      help="Grades >= N (and below --support-min) are partial support "
@@ -157,63 +144,26 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         if len(kinds) != 1:
             raise UsageError(f"{grades} holds grades of {' and '.join(kinds) or 'no bank items'}; choose one with --kind")
         kind = kinds[0]
-    th = _thresholds(graded, support_min, partial_min, "GRADES")
-    _warn_unparsed(graded, grades)
+    th = ns.thresholds_of(graded, support_min, partial_min, "GRADES")
+    ns.warn_unparsed(graded, grades, _log)
     items = items_by_query(read_bank(bank, kind=kind))
     sup_index = None
     if support_grades:
         sgraded = read_grades(support_grades)
-        _warn_unparsed(sgraded, support_grades)
-        sup_index = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
-    scored = [r for r in all_reports if items.get(r.topic_id)]
-    if not scored:
+        ns.warn_unparsed(sgraded, support_grades, _log)
+        sup_index = ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
+    if not any(items.get(r.topic_id) for r in all_reports):
         raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
-    if len(scored) < len(all_reports):
-        missing = sorted({r.topic_id for r in all_reports if not items.get(r.topic_id)})
-        _log(f"{len(all_reports) - len(scored)} reports are on topics without {kind} items and are not scored "
-             f"(topics {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})")
-
-    available = list(ns.NUGGET_MEASURES + ns.COVER_MEASURES) + (list(ns.SUPPORT_MEASURES) if sup_index is not None else [])
-    chosen = list(measures) or available
-    unknown = [m for m in chosen if m not in available]
-    if unknown:
-        raise UsageError(f"unknown measure {unknown[0]!r} for these inputs; choose from {', '.join(available)}")
-
-    per: dict[tuple[str, str], dict[str, float | None]] = {}
-    ungraded = 0
-    assigned = ns.assign(scored, graded, items, th)
-    for a in assigned:
-        per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
-        ungraded += len(a.ungraded)
+    res = ns.score_reports(all_reports, graded, items, th, measures=measures, default_importance=default_importance,
+                           complete=complete, support_index=sup_index, kind=kind, log=_log)
     if assignments:
         from ..io.nugget_banks import write_nuggetizer_assignments
 
-        write_nuggetizer_assignments(assigned, items, assignments, default_importance)
-    if ungraded:
-        _log(f"{ungraded} (report, item) pairs have no parsed grade for any of the report's sentences "
-             "(scored as no support)")
-    unlabelled = sum(1 for its in items.values() for i in its if i.importance is None)
-    if unlabelled and any(m.startswith(("nugget_vital", "nugget_weighted")) for m in chosen):
-        _log(f"{unlabelled} bank items have no importance and count as {default_importance}")
-    for key, (cover, norm) in ns.report_covers(scored, graded, items, th).items():
-        per[key]["exam_cover"] = cover
-        per[key]["n_exam_cover"] = norm
-    if sup_index is not None:
-        pairs = bad = 0
-        for r in scored:
-            res = ns.citation_support(r, sup_index)
-            per[(r.run_id, r.topic_id)].update(support_precision=res.precision, support_recall=res.recall)
-            pairs += res.pairs
-            bad += res.ungraded_pairs
-        if bad:
-            _log(f"{bad} of {pairs} (sentence, citation) pairs have no support grade (scored 0)")
-
-    topics = sorted({t for (_, t) in per}) if complete else None
-    summary = ns.average_runs(per, chosen, topics)
+        write_nuggetizer_assignments(res.assigned, items, assignments, default_importance)
+    chosen, means = res.measures, res.means
     by_run: dict[str, dict[str, dict[str, float | None]]] = {}
-    for (run, topic), vals in per.items():
+    for (run, topic), vals in res.per.items():
         by_run.setdefault(run, {})[topic] = vals
-    means = {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
 
     if shape == "trec_eval" and to_dir:
         os.makedirs(output, exist_ok=True)
@@ -277,12 +227,12 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
     nug = sup = None
     if grades and source != "support":
         graded = read_grades(grades, model=model, prompt=prompt)
-        _warn_unparsed(graded, grades)
-        nug = ns.sentence_levels(graded, _thresholds(graded, support_min, partial_min, "GRADES"))
+        ns.warn_unparsed(graded, grades, _log)
+        nug = ns.sentence_levels(graded, ns.thresholds_of(graded, support_min, partial_min, "GRADES"))
     if support_grades and source != "nuggets":
         sgraded = read_grades(support_grades)
-        _warn_unparsed(sgraded, support_grades)
-        sup = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
+        ns.warn_unparsed(sgraded, support_grades, _log)
+        sup = ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
     stats = ns.QrelsStats()
     qrels = ns.citation_qrels(_reports(reports, track_spec), source, support=sup, nuggets=nug, stats=stats)
     if stats.unlabelled:
