@@ -121,7 +121,7 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     those an earlier, interrupted call already wrote to ``output``; an ``output`` holding
     grades of the same model and prompt from another engine or compute type (int8 against
     float32) is refused with an InputError, as is a model that cannot be loaded."""
-    from .backends.base import get_backend
+    from .backends.factory import make_grader
     from .grading import engine
     from .grading.prompts import get_prompt
     from .grading.report_units import report_segments
@@ -159,8 +159,7 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
         lacking = sorted(q for q in docs if q not in qtexts)
         if lacking:
             raise UsageError(f"prompt {the_prompt.id!r} shows the query: no query text for {', '.join(lacking[:3])}")
-    grader = get_backend(backend, **backend_options)
-    grader.check_prompt(the_prompt)
+    grader = make_grader(backend, dict(backend_options), (), the_prompt)
     units, npairs = engine.build_units(docs=docs, texts=texts, items=items, queries=qtexts, prompt=the_prompt,
                                        identity=grader.cache_identity)
     with GradingSession(grader, the_prompt, output=output, cache_path=cache or None) as session:

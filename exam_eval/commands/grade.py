@@ -13,7 +13,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ._base import CONTEXT_SETTINGS, check_appended_output, make_main
-from ._grading import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
+from ..backends.factory import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
 
 EPILOG = """\b
 Examples:
@@ -123,7 +123,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     """
     from ..grading import engine
     from ..grading.prompts import get_prompt
-    from ._grading import make_grader
+    from ..backends.factory import attach_verifier, make_grader
 
     runs = list(runs_opt) + list(runs_args)
     shard_t = engine.parse_shard(shard)
@@ -145,7 +145,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
                    concurrency=concurrency)
     grader = make_grader(backend, options, backend_options, prompt)
     if verify == "llm":
-        _attach_verifier(grader, backend, verifier_model, verifier_backend, options)
+        attach_verifier(grader, backend, verifier_model, verifier_backend, options)
     elif verifier_model:
         raise UsageError("--verifier-model needs --verify llm")
 
@@ -179,32 +179,6 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         missing = plan.stats.missing
         return run_session(session, log=_log, batch_size=batch_size, progress="grading",
                            notes=[f"{missing} pooled passages had no text and were skipped"] if missing else [])
-
-
-def _attach_verifier(grader, backend: str, verifier_model, verifier_backend: str, options: dict) -> None:
-    """EXAM++'s LLM answer verification, by the grading model or by a model of its own."""
-    import inspect
-
-    from ..backends.base import PromptBackend, backend_class, get_backend
-    from ..grading.prompts import get_prompt
-
-    verifier = get_prompt("answer-verification")
-    if not grader.can_verify:
-        raise UsageError(f"--verify llm: back end {backend!r} has no extracted answers to verify")
-    if verifier_model:
-        cls = backend_class(verifier_backend)
-        if not issubclass(cls, PromptBackend):
-            raise UsageError(f"--verifier-backend must be an LLM back end, not {verifier_backend!r}")
-        # the grading options that also make sense for the verifier (device, server ...)
-        shared = ("device", "dtype", "base_url", "api_key_env", "concurrency")
-        params = inspect.signature(cls.__init__).parameters
-        kw = {k: options.get(k) for k in shared if k in params and options.get(k) is not None}
-        vb = get_backend(verifier_backend, model=verifier_model, **kw)
-        vb.check_prompt(verifier)
-        grader.verifier_backend = vb
-    elif not isinstance(grader, PromptBackend):
-        raise UsageError(f"--verify llm with {backend!r}: give the verifying LLM with --verifier-model")
-    grader.verifier = verifier
 
 
 def _list_prompts(ctx, value):
