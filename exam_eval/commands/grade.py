@@ -11,8 +11,9 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from ._base import CONTEXT_SETTINGS, check_appended_output, make_main
 from ..backends.factory import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
+from ._base import CONTEXT_SETTINGS, make_main
+from ._options import backend_flags, backend_settings, run_flags
 
 EPILOG = """\b
 Examples:
@@ -70,40 +71,14 @@ def _log(msg: str) -> None:
               show_default=True,
               help="Reading generated self-ratings: strict (no rating stated: unparsed), exam-pp (no number: 1, "
                    "EXAM++ 4.2.2), workbench (the reference workbench's reader; reproduces its published grades).")
-@click.option("--backend", default="hf-seq2seq", show_default=True, metavar="NAME", help="hf-seq2seq, hf-causal, hf-qa, endpoint, embedding, scripted.")
-@click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large].")
-@click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available.")
-@click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="Weights dtype (HF back ends).")
-@click.option("--engine", "engine_name", default=None, type=click.Choice(["auto", "torch", "ctranslate2"]),
-              help="hf-seq2seq, hf-causal: what runs the model; auto = ctranslate2 where installed for hf-seq2seq, "
-                   "torch for hf-causal (torch with --dtype, ctranslate2 with --compute-type). [auto]")
-@click.option("--compute-type", default=None, metavar="TYPE",
-              help="--engine ctranslate2: int8 (CPU default; hf-causal: float32), int8_float32, int16 (closer to float32), float32; CUDA: bfloat16 (default), "
-                   "float16, int8_float16, int8_bfloat16.")
-@click.option("--recheck-margin", type=click.FloatRange(min=0), default=None, metavar="M",
-              help="--engine ctranslate2, scoring: regrade in float32 the pairs whose two best label logits are less "
-                   "than M standard deviations (of the logits over the vocabulary) apart; 0 turns it off. "
-                   "[0.2 for the int8 compute types, else 0]")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise).")
-@click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit.")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="Generation length limit.")
-@click.option("--num-beams", type=click.IntRange(min=1), default=None, help="Beam search width for generation (default greedy).")
-@click.option("--base-url", default=None, metavar="URL", help="endpoint: OpenAI-compatible base URL (…/v1).")
-@click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY].")
-@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight.")
+@backend_flags
 @click.option("--verify", type=click.Choice(["lexical", "llm"]), default="lexical", show_default=True,
               help="Extraction prompts with answer keys: word matching (EXAM) or the answer-verification prompt (EXAM++).")
 @click.option("--verifier-model", default=None, metavar="NAME|DIR",
               help="--verify llm: the model that verifies answers (default: the grading model; required for hf-qa).")
 @click.option("--verifier-backend", default="hf-seq2seq", show_default=True, metavar="NAME",
               help="Back end of --verifier-model (hf-seq2seq, hf-causal, endpoint).")
-@click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE", help="Further back-end option (repeatable), e.g. -O delay=0.1 for scripted.")
-@click.option("--cache", "cache_path", default=None, metavar="FILE", help="Grade cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite].")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the grade cache.")
-@click.option("--shard", default=None, metavar="I/N", help="Grade only shard I of N (1-based; stable split by work key).")
-@click.option("--dry-run", is_flag=True, help="Report pool size, pairs, cache hits and estimated time; grade nothing.")
-@click.option("-o", "--output", default=None, metavar="FILE", callback=check_appended_output,
-              help="Append grades to FILE (resumable; .gz ok; checked before any work). Default: stdout.")
+@run_flags
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports, track_spec, report_unit,
@@ -139,10 +114,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     direct = prompt.target == "direct"
     if not direct and not bank:
         raise UsageError(f"prompt {prompt.id!r} grades {prompt.target}s: give --bank")
-    options = dict(model=model, device=device, dtype=dtype, engine=engine_name, compute_type=compute_type,
-                   recheck_margin=recheck_margin, batch_size=batch_size, max_input_tokens=max_input_tokens,
-                   max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
-                   concurrency=concurrency)
+    options = backend_settings(click.get_current_context().params)
     grader = make_grader(backend, options, backend_options, prompt)
     if verify == "llm":
         attach_verifier(grader, backend, verifier_model, verifier_backend, options)

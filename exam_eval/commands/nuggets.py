@@ -19,6 +19,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ._base import CONTEXT_SETTINGS, make_main, output_option
+from ._options import backend_flags, backend_settings, run_flags
 
 PROG = "exam-nuggets"
 
@@ -302,22 +303,6 @@ Examples:
 Killed or interrupted? Run the same command again: it resumes where it stopped.
 """
 
-# exam-grade's back-end options, shared so both commands take the same flags
-_BACKEND_PARAMS = ("backend", "model", "device", "dtype", "engine_name", "compute_type", "recheck_margin",
-                   "batch_size", "max_input_tokens", "max_new_tokens",
-                   "num_beams", "base_url", "api_key_env", "concurrency", "backend_options", "cache_path", "no_cache",
-                   "shard", "dry_run", "output")
-
-
-def _backend_params(f):
-    from .grade import cli as grade_cli
-
-    wanted = {p.name: p for p in grade_cli.params}
-    for name in reversed(_BACKEND_PARAMS):
-        f.__click_params__ = getattr(f, "__click_params__", []) + [wanted[name]]
-    return f
-
-
 @cli.command("support", context_settings=CONTEXT_SETTINGS, epilog=SUPPORT_EPILOG)
 @reports_option
 @click.option("--passages", default=None, metavar="FILE|ID",
@@ -328,7 +313,8 @@ def _backend_params(f):
               help="Support prompt: the statement is {item}, the cited document {context}.")
 @click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True,
               help="Cited documents without text: skip (and report) or fail.")
-@_backend_params
+@backend_flags
+@run_flags
 def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, backend, model, device, dtype,
                 engine_name, compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
                 backend_options, cache_path, no_cache, shard, dry_run, output):
@@ -340,71 +326,23 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     back-end options are exam-grade's), and feed exam-nuggets score --support-grades and
     exam-nuggets qrels.
     """
+    from ..backends.factory import make_grader
     from ..grading import engine
-    from ..grading.cache import unit_key
+    from ..grading.inputs import support_units
     from ..grading.prompts import get_prompt
     from ..grading.session import GradingSession
-    from ..io.banks import BankItem
-    from ._grading import cache_file, dry_run_report, make_grader, run_session
+    from ._grading import cache_file, dry_run_report, run_session
 
     shard_t = engine.parse_shard(shard)
     prompt = get_prompt(prompt_name)
     if prompt.target == "direct":
         raise UsageError(f"prompt {prompt.id!r} grades passages against the query, not a statement against a citation")
-    options = dict(model=model, device=device, dtype=dtype, engine=engine_name, compute_type=compute_type,
-                   recheck_margin=recheck_margin, batch_size=batch_size, max_input_tokens=max_input_tokens,
-                   max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
-                   concurrency=concurrency)
+    options = backend_settings(click.get_current_context().params)
     grader = make_grader(backend, options, backend_options, prompt)
 
-    rs = _reports(reports, track_spec)
-    texts: dict[str, str] = {}
-    for r in rs:
-        texts.update(r.documents)
-    wanted = {c.doc_id for r in rs for s in r.sentences for c in s.citations} - set(texts)
-    if wanted and passages:
-        from ..io.passages import read_passages
-
-        texts.update(read_passages(passages, wanted))
-    missing = sorted(d for d in {c.doc_id for r in rs for s in r.sentences for c in s.citations}
-                     if not (texts.get(d) or "").strip())
-    if missing:
-        if on_missing == "error" or not passages and len(missing) == len(wanted):
-            hint = "" if passages else "; give --passages"
-            raise InputError(f"{len(missing)} cited documents have no text (e.g. {', '.join(missing[:3])}){hint}",
-                             passages or ", ".join(reports))
-        _log(f"{len(missing)} cited documents have no text and are skipped (e.g. {', '.join(missing[:3])})")
-    queries: dict[str, str] = {}
-    if "query" in prompt.placeholders:
-        if not topics:
-            raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
-        from ..io.reports import read_requests
-
-        queries = read_requests(topics)
-
-    uses_query = "query" in prompt.placeholders
-    units: dict[str, engine.Unit] = {}
-    npairs = 0
-    for r in rs:
-        query = queries.get(r.topic_id, "")
-        for s in r.sentences:
-            statement = BankItem(r.topic_id, s.doc_id, "statement", s.text)
-            for doc in dict.fromkeys(c.doc_id for c in s.citations):
-                passage = texts.get(doc)
-                if not (passage or "").strip():
-                    continue
-                key = unit_key(grader.cache_identity, prompt.hash, query if uses_query else None, s.text, passage, None)
-                if not engine.in_shard(key, shard_t):
-                    continue
-                unit = units.get(key)
-                if unit is None:
-                    from ..backends.base import GradeRequest
-
-                    unit = units[key] = engine.Unit(key, GradeRequest(prompt, query, s.text, passage, None))
-                unit.pairs.append(engine.Pair(r.topic_id, doc, statement))
-                npairs += 1
-    if not npairs:
-        raise InputError("no report sentence cites a document with text", ", ".join(reports))
+    units, npairs, missing = support_units(reports, track_spec=track_spec, passages=passages, topics=topics,
+                                           on_missing=on_missing, prompt=prompt, grader=grader, shard=shard_t,
+                                           log=_log)
 
     with GradingSession(grader, prompt, output=output, cache_path=cache_file(cache_path, no_cache),
                         dry_run=dry_run, log=_log) as session:

@@ -165,3 +165,62 @@ def write_segment_runs(segments, path: str, option: str = "--responses") -> None
     (run_id, run), = runs.items()
     with atomic_output(path) as out:
         write_run(run, out, run_id)
+
+
+def support_units(reports, *, track_spec, passages, topics, on_missing, prompt, grader, shard, log: Log = _quiet):
+    """exam-nuggets support's work: one unit per (sentence, cited document) text pair of
+    the reports, the statement being the sentence. Returns (units, pairs, documents
+    without text)."""
+    from . import engine
+    from .cache import unit_key
+    from .types import GradeRequest
+    from ..io.bank_items import BankItem
+    from ..io.reports import read_reports
+
+    rs = read_reports(list(reports), track_spec=track_spec)
+    texts: dict[str, str] = {}
+    for r in rs:
+        texts.update(r.documents)
+    wanted = {c.doc_id for r in rs for s in r.sentences for c in s.citations} - set(texts)
+    if wanted and passages:
+        from ..io.passages import read_passages
+
+        texts.update(read_passages(passages, wanted))
+    missing = sorted(d for d in {c.doc_id for r in rs for s in r.sentences for c in s.citations}
+                     if not (texts.get(d) or "").strip())
+    if missing:
+        if on_missing == "error" or not passages and len(missing) == len(wanted):
+            hint = "" if passages else "; give --passages"
+            raise InputError(f"{len(missing)} cited documents have no text (e.g. {', '.join(missing[:3])}){hint}",
+                             passages or ", ".join(reports))
+        log(f"{len(missing)} cited documents have no text and are skipped (e.g. {', '.join(missing[:3])})")
+    queries: dict[str, str] = {}
+    if "query" in prompt.placeholders:
+        if not topics:
+            raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
+        from ..io.reports import read_requests
+
+        queries = read_requests(topics)
+
+    uses_query = "query" in prompt.placeholders
+    units: dict[str, engine.Unit] = {}
+    npairs = 0
+    for r in rs:
+        query = queries.get(r.topic_id, "")
+        for s in r.sentences:
+            statement = BankItem(r.topic_id, s.doc_id, "statement", s.text)
+            for doc in dict.fromkeys(c.doc_id for c in s.citations):
+                passage = texts.get(doc)
+                if not (passage or "").strip():
+                    continue
+                key = unit_key(grader.cache_identity, prompt.hash, query if uses_query else None, s.text, passage, None)
+                if not engine.in_shard(key, shard):
+                    continue
+                unit = units.get(key)
+                if unit is None:
+                    unit = units[key] = engine.Unit(key, GradeRequest(prompt, query, s.text, passage, None))
+                unit.pairs.append(engine.Pair(r.topic_id, doc, statement))
+                npairs += 1
+    if not npairs:
+        raise InputError("no report sentence cites a document with text", ", ".join(reports))
+    return units, npairs, missing
