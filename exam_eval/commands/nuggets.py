@@ -272,21 +272,9 @@ def bank_cmd(bank, target, topics, kind, default_importance, output):
     BANK may be in any format exam_eval reads (ours, the workbench's, multiple-choice,
     the nuggetizer's, AutoJudge NuggetBank); importance (vital / okay) and ids are kept.
     """
-    from ..io.banks import read_bank, write_bank
-    from ..io.nugget_banks import write_autojudge_bank, write_nuggetizer_bank
+    from ..io.banks import convert_bank
 
-    items = read_bank(bank, kind=kind)
-    queries = {}
-    if topics:
-        from ..io.reports import read_requests
-
-        queries = read_requests(topics)
-    if target == "ours":
-        write_bank(items, output)
-    elif target == "nuggetizer":
-        write_nuggetizer_bank(items, output, queries, default_importance)
-    else:
-        write_autojudge_bank(items, output, queries)
+    convert_bank(bank, target, output, topics=topics, kind=kind, default_importance=default_importance)
     return 0
 
 

@@ -297,3 +297,23 @@ def write_bank(items: Iterable[BankItem], path: str | os.PathLike | None) -> Non
     with atomic_output(path) as out:
         for item in items:
             out.write(dumps(item.to_json()) + "\n")
+
+
+def convert_bank(bank: str, target: str, output: str | None, *, topics: str | None = None, kind: str | None = None,
+                 default_importance: str = "vital") -> None:
+    """exam-nuggets bank: BANK (any format read_bank reads) written as ``target``: ours,
+    nuggetizer or autojudge; ``topics`` gives the query texts the other two formats hold."""
+    from .nugget_banks import write_autojudge_bank, write_nuggetizer_bank
+
+    items = read_bank(bank, kind=kind)
+    queries = {}
+    if topics:
+        from .reports import read_requests
+
+        queries = read_requests(topics)
+    if target == "ours":
+        write_bank(items, output)
+    elif target == "nuggetizer":
+        write_nuggetizer_bank(items, output, queries, default_importance)
+    else:
+        write_autojudge_bank(items, output, queries)
