@@ -363,14 +363,20 @@ def _strip_fences(text: str) -> str:
     return re.sub(r"```[a-zA-Z]*", "", text).strip()
 
 
-def parse_label_list(prompt: Prompt, text: str) -> Parsed:
-    """The nuggetizer's answer: a list with one label per nugget (here: one nugget)."""
+def _bare_label(prompt: Prompt, text: str) -> tuple[str, Parsed | None]:
+    """The answer without code fences, and its reading when it is empty or one label."""
     t = _strip_fences(text or "")
     if not t:
-        return Parsed(None, False, None, "empty output")
+        return t, Parsed(None, False, None, "empty output")
     grade = _label_grade(prompt, t)
-    if grade is not None:
-        return Parsed(grade, True, None)
+    return t, None if grade is None else Parsed(grade, True, None)
+
+
+def parse_label_list(prompt: Prompt, text: str) -> Parsed:
+    """The nuggetizer's answer: a list with one label per nugget (here: one nugget)."""
+    t, bare = _bare_label(prompt, text)
+    if bare is not None:
+        return bare
     m = re.search(r"\[[^\[\]]*\]", t)
     if not m:
         return Parsed(None, False, None, "no label list found")
@@ -396,12 +402,9 @@ _OPTION_NAMES = {"full support": "full_support", "partial support": "partial_sup
 
 def parse_support_label(prompt: Prompt, text: str) -> Parsed:
     """One of full_support / partial_support / no_support (or the option names)."""
-    t = _strip_fences(text or "")
-    if not t:
-        return Parsed(None, False, None, "empty output")
-    grade = _label_grade(prompt, t)
-    if grade is not None:
-        return Parsed(grade, True, None)
+    t, bare = _bare_label(prompt, text)
+    if bare is not None:
+        return bare
     low = t.lower()
     for name, label in _OPTION_NAMES.items():
         low = low.replace(name, label)
