@@ -35,6 +35,11 @@ def _relevant_min_option(f):
                              "(TREC DL: use 2).")(f)
 
 
+def _qrels_option(f):
+    return click.option("--qrels", default=None, metavar="FILE",
+                        help="Human qrels (file or ir_datasets ID), to show each passage's judgment.")(f)
+
+
 def _bank_option(f):
     return click.option("--bank", default=None, metavar="FILE",
                         help="Bank file, to show item texts (else item ids are shown).")(f)
@@ -87,7 +92,7 @@ def cli():
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("grades")
-@click.option("--qrels", default=None, metavar="FILE", help="Human qrels (file or ir_datasets ID), to show each passage's judgment.")
+@_qrels_option
 @_bank_option
 @_passages_option
 @_query_option
@@ -222,7 +227,7 @@ def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, f
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("grades")
-@click.option("--qrels", default=None, metavar="FILE", help="Human qrels (file or ir_datasets ID), to show each passage's judgment.")
+@_qrels_option
 @_min_grade_option
 @_bank_option
 @_passages_option

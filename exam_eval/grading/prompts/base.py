@@ -174,6 +174,10 @@ class Prompt:
         return {m.group(1) for t in texts for m in PLACEHOLDER.finditer(t)}
 
 
+# How every 0-5 self-rating prompt (EXAM++, the workbench) is read: the digit the model
+# ranks highest, 0 worst to 5 best; generated text goes through the rating parser.
+SELF_RATING = dict(mode="score", labels=("0", "1", "2", "3", "4", "5"), scale=(0, 5), parser="rating")
+
 REGISTRY: dict[str, Prompt] = {}
 
 
