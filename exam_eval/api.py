@@ -123,25 +123,18 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     float32) is refused with an InputError, as is a model that cannot be loaded."""
     from .backends.factory import make_grader
     from .grading import engine
+    from .grading.inputs import cited_texts
     from .grading.prompts import get_prompt
     from .grading.report_units import report_segments
     from .grading.session import GradingSession
     from .io.grades import read_grades
-    from .io.passages import read_passages
 
     the_prompt = get_prompt(prompt)
     direct = the_prompt.target == "direct"
     if not direct and bank is None:
         raise UsageError(f"prompt {the_prompt.id!r} grades {the_prompt.target}s: give bank=")
     reps = as_reports(reports)
-    cited = None
-    if cited_documents:
-        wanted = {d for r in reps for d in r.cited_doc_ids()}
-        cited = {d: t for r in reps for d, t in r.documents.items() if d in wanted}
-        if isinstance(passages, (str, os.PathLike)):
-            cited.update(read_passages(str(passages), wanted - set(cited)))
-        elif passages is not None:
-            cited.update({d: t for d, t in passages.items() if d in wanted and d not in cited})
+    cited = cited_texts(reps, passages)[0] if cited_documents else None
     segs = report_segments(reps, unit, cited)
     docs: dict[str, list[str]] = {}
     for s in segs:

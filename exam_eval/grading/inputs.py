@@ -5,7 +5,7 @@ model loads; and the run files of graded segments. Used by exam-grade; notes go 
 from __future__ import annotations
 
 import os
-from typing import Callable
+from typing import Callable, Mapping
 
 from ..errors import InputError, UsageError
 
@@ -108,7 +108,6 @@ def read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, 
 
 def report_segments_of(paths, track_spec, unit, cited_documents, passages, log: Log = _quiet):
     from .report_units import report_segments
-    from ..io.passages import read_passages
     from ..io.reports import read_reports
 
     reports = read_reports(list(paths), track_spec=track_spec)
@@ -119,10 +118,7 @@ def report_segments_of(paths, track_spec, unit, cited_documents, passages, log: 
             f"(e.g. {r.source}:{r.line}: {r.warnings[0]})")
     cited = None
     if cited_documents:
-        wanted = {d for r in reports for d in r.cited_doc_ids()}
-        cited = {d: t for r in reports for d, t in r.documents.items() if d in wanted}
-        if passages and wanted - set(cited):
-            cited.update(read_passages(passages, wanted - set(cited)))
+        cited, wanted = cited_texts(reports, passages)
         lacking = sorted(wanted - set(cited))
         if lacking and not passages:
             raise UsageError(f"{len(lacking)} cited documents need texts for --cited-documents: give --passages")
@@ -133,6 +129,21 @@ def report_segments_of(paths, track_spec, unit, cited_documents, passages, log: 
     if not segs:
         raise InputError("no report has a sentence with text", ", ".join(paths))
     return segs, reports
+
+
+def cited_texts(reports, passages) -> tuple[dict[str, str], set[str]]:
+    """Texts of the documents the reports cite (the reports' own first, then ``passages``:
+    a file, an ir_datasets ID or a mapping), and the ids of all cited documents."""
+    from ..io.passages import read_passages
+
+    wanted = {d for r in reports for d in r.cited_doc_ids()}
+    cited = {d: t for r in reports for d, t in r.documents.items() if d in wanted}
+    lacking = wanted - set(cited)
+    if isinstance(passages, Mapping):
+        cited.update({d: t for d, t in passages.items() if d in lacking})
+    elif passages and lacking:
+        cited.update(read_passages(str(passages), lacking))
+    return cited, wanted
 
 
 def check_topic_coverage(reports, queries, track_spec, topics, log: Log = _quiet) -> None:
