@@ -16,7 +16,8 @@ from ..io.trec import read_run, run_name
 from .crc import CoverageError, min_labelled_per_query
 from .intervals import compute_intervals, compute_per_query
 from .leaderboards import fmt
-from .sources import CoverSource, RankMetricSource, cover_k
+from .metrics import cover_k
+from .sources import CoverSource, RankMetricSource
 
 
 @dataclass

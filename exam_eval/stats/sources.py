@@ -91,12 +91,3 @@ class CoverSource:
 def warn_one_hot(log: Log) -> None:
     log("warning: hard LLM labels with --mapping identity: every label distribution is one-hot, so "
         "CRC's degree shift cannot move them and its interval collapses; use --mapping calibrated")
-
-
-def cover_k(metric: str) -> int | None:
-    m = metric.strip().lower().replace("_", "-")
-    if m == "exam-cover":
-        return 20
-    if m.startswith("exam-cover@") and m[len("exam-cover@"):].isdigit() and int(m[len("exam-cover@"):]) > 0:
-        return int(m[len("exam-cover@"):])
-    return None
