@@ -190,7 +190,7 @@ def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, 
 
 
 def _warn(msg: str) -> None:
-    warnings.warn(msg, stacklevel=3)
+    warnings.warn(msg, stacklevel=4)  # _warn, the measures function, nugget_scores: the caller
 
 
 def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, support_min: int | None = None,
