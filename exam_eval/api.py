@@ -25,19 +25,20 @@ where it stopped when called again. Bad input raises :class:`exam_eval.errors.In
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Mapping, Sequence
+import warnings
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import InputError, UsageError
 from .io.banks import BankItem
 from .io.grades import Grade
 from .io.reports import Report, parse_report, read_requests, resolve_track_spec
 from .io.reports import read_reports as _read_reports
+from .measures import nugget_scores as _nugget_scores
 
 __all__ = ["read_reports", "read_requests", "read_bank", "as_reports", "as_queries", "grade", "qrels", "cover",
            "nugget_scores", "citation_qrels", "NUGGET_MEASURES"]
 
-NUGGET_MEASURES = ("nugget_all", "nugget_all_strict", "nugget_vital", "nugget_vital_strict", "nugget_weighted",
-                   "nugget_weighted_strict", "exam_cover", "n_exam_cover")
+NUGGET_MEASURES = _nugget_scores.NUGGET_MEASURES + _nugget_scores.COVER_MEASURES
 
 
 def read_reports(paths: str | Sequence[str], *, track_spec: str | None = None) -> list[Report]:
@@ -121,13 +122,13 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     those an earlier, interrupted call already wrote to ``output``; an ``output`` holding
     grades of the same model and prompt from another engine or compute type (int8 against
     float32) is refused with an InputError, as is a model that cannot be loaded."""
-    from .backends.base import get_backend
+    from .backends.factory import make_grader
     from .grading import engine
+    from .grading.inputs import cited_texts
     from .grading.prompts import get_prompt
     from .grading.report_units import default_unit, report_segments
     from .grading.session import GradingSession
     from .io.grades import read_grades
-    from .io.passages import read_passages
 
     if not progress:  # no bars of ours, and none of the libraries' ("Loading weights")
         from .progress import silence_library_progress
@@ -139,14 +140,7 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     if not direct and bank is None:
         raise UsageError(f"prompt {the_prompt.id!r} grades {the_prompt.target}s: give bank=")
     reps = as_reports(reports)
-    cited = None
-    if cited_documents:
-        wanted = {d for r in reps for d in r.cited_doc_ids()}
-        cited = {d: t for r in reps for d, t in r.documents.items() if d in wanted}
-        if isinstance(passages, (str, os.PathLike)):
-            cited.update(read_passages(str(passages), wanted - set(cited)))
-        elif passages is not None:
-            cited.update({d: t for d, t in passages.items() if d in wanted and d not in cited})
+    cited = cited_texts(reps, passages)[0] if cited_documents else None
     segs = report_segments(reps, unit, cited)
     docs: dict[str, list[str]] = {}
     for s in segs:
@@ -164,8 +158,7 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
         lacking = sorted(q for q in docs if q not in qtexts)
         if lacking:
             raise UsageError(f"prompt {the_prompt.id!r} shows the query: no query text for {', '.join(lacking[:3])}")
-    grader = get_backend(backend, **backend_options)
-    grader.check_prompt(the_prompt)
+    grader = make_grader(backend, dict(backend_options), (), the_prompt)
     units, npairs = engine.build_units(docs=docs, texts=texts, items=items, queries=qtexts, prompt=the_prompt,
                                        identity=grader.cache_identity)
     with GradingSession(grader, the_prompt, output=output, cache_path=cache or None) as session:
@@ -202,49 +195,34 @@ def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, 
     return out
 
 
-def _thresholds(grades: Sequence[Grade], support_min, partial_min):
-    from .measures import nugget_scores as ns
-
-    graders = {g.prompt for g in grades}
-    if len(graders) != 1:
-        raise UsageError(f"grades of {len(graders)} prompts; score one prompt's grades at a time")
-    (prompt,) = graders
-    return ns.thresholds_for(ns.scale_of(prompt), support_min, partial_min, grader=f"prompt {prompt!r}")
+def _warn(msg: str) -> None:
+    warnings.warn(msg, stacklevel=4)  # _warn, the measures function, nugget_scores: the caller
 
 
 def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, support_min: int | None = None,
                   partial_min: int | None = None, default_importance: str = "vital",
-                  complete: bool = False) -> tuple[dict[tuple[str, str], dict[str, float]], dict[str, dict[str, float]]]:
+                  complete: bool = False, log: Callable[[str], None] | None = None,
+                  ) -> tuple[dict[tuple[str, str], dict[str, float]], dict[str, dict[str, float]]]:
     """Nugget scores and EXAM-Cover of reports, as ``exam-nuggets score`` computes them
-    (:mod:`exam_eval.measures.nugget_scores`): per (run, topic) and per run (mean over
-    the run's topics; with ``complete`` over every topic any report is on, missing
-    topics 0). Measures: :data:`NUGGET_MEASURES`."""
+    (:func:`exam_eval.measures.nugget_scores.score_reports`): per (run, topic) and per run
+    (mean over the run's topics; with ``complete`` over every topic any report is on,
+    missing topics 0). Measures: :data:`NUGGET_MEASURES`. What the command says on stderr
+    (unparsed or missing grades, reports off the bank's topics) goes to ``log``, by
+    default as a :class:`UserWarning`."""
     from .measures import nugget_scores as ns
 
+    log = log or _warn
     grades = list(grades)
     reps = as_reports(reports)
     items = _as_bank(bank)
     kinds = {g.kind for g in grades if g.kind}
     if len(kinds) == 1:
         items = {q: [i for i in its if i.kind in kinds] for q, its in items.items()}
-    th = _thresholds(grades, support_min, partial_min)
-    scored = [r for r in reps if items.get(r.topic_id)]
-    per: dict[tuple[str, str], dict[str, float]] = {}
-    ungraded = 0
-    for a in ns.assign(scored, grades, items, th):
-        per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
-        ungraded += len(a.ungraded)
-    unparsed = sum(1 for g in grades if not g.parse_ok)
-    if unparsed or ungraded:  # what exam-nuggets score says on stderr
-        import warnings
-
-        warnings.warn(f"{unparsed} unparsed grades; {ungraded} (report, item) pairs have no parsed grade "
-                      "(scored as no support)", stacklevel=2)
-    for key, (cov, norm) in ns.report_covers(scored, grades, items, th).items():
-        per[key].update(exam_cover=cov, n_exam_cover=norm)
-    topics = sorted({t for _, t in per}) if complete else None
-    summary = ns.average_runs(per, list(NUGGET_MEASURES), topics)
-    return per, {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
+    th = ns.thresholds_of(grades, support_min, partial_min)
+    ns.warn_unparsed(grades, "grades", log)
+    res = ns.score_reports(reps, grades, items, th, measures=NUGGET_MEASURES, default_importance=default_importance,
+                           complete=complete, kind=" and ".join(sorted(kinds)) or "bank", log=log)
+    return res.per, res.means
 
 
 def citation_qrels(reports: Iterable[Any], grades: Sequence[Grade], *, support_min: int | None = None,
@@ -254,5 +232,5 @@ def citation_qrels(reports: Iterable[Any], grades: Sequence[Grade], *, support_m
     from .measures import nugget_scores as ns
 
     grades = list(grades)
-    levels = ns.sentence_levels(grades, _thresholds(grades, support_min, partial_min))
+    levels = ns.sentence_levels(grades, ns.thresholds_of(grades, support_min, partial_min))
     return ns.citation_qrels(as_reports(reports), "nuggets", nuggets=levels)

@@ -1,4 +1,7 @@
-"""Model back ends behind one interface (see :mod:`exam_eval.backends.base`)."""
+"""Model back ends behind one interface (see :mod:`exam_eval.backends.base`), and the
+grader a command's flags ask for (:mod:`exam_eval.backends.factory`). Built on
+exam_eval.grading's types and prompts; imported by genq, api and the commands, never by
+the grading engine (it needs only :class:`exam_eval.grading.types.Grader`)."""
 
 from exam_eval.backends.base import (  # noqa: F401
     BACKENDS,

@@ -25,42 +25,13 @@ import importlib
 import inspect
 import math
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from ..errors import UsageError
+from ..grading.types import FAILED, GradeRequest, GradeResult  # noqa: F401  (their old home)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..grading.prompts.base import Parsed, Prompt
-
-
-@dataclass(frozen=True)
-class GradeRequest:
-    prompt: "Prompt"
-    query: str
-    item_text: str | None  # None for direct relevance prompts
-    context: str  # the passage
-    answer_keys: tuple[str, ...] | None = None
-    # for the answer-verification prompt: the extracted answer and the key it is checked against
-    answer: str | None = None
-    correct_answer: str | None = None
-
-    def texts(self, context: str) -> dict:
-        return dict(query=self.query, item=self.item_text, context=context, answer=self.answer,
-                    correct_answer=self.correct_answer)
-
-
-class GradeResult(NamedTuple):
-    answer: str | None  # raw model output (or the label read in scoring mode)
-    grade: int | None  # None exactly when parse_ok is False
-    probs: dict[str, float] | None  # normalised over the prompt's labels, when scored
-    parse_ok: bool
-    # the model call itself failed (an endpoint error after all retries): nothing to
-    # record; the engine neither writes nor caches it, so a rerun tries again
-    failed: bool = False
-
-
-FAILED = GradeResult(None, None, None, False, True)
 
 
 class Backend(ABC):

@@ -10,49 +10,10 @@ from typing import Callable, Iterable
 
 import click
 
-from ..errors import UsageError
+from ..backends.factory import make_grader, split_backend_options  # noqa: F401  (their old home)
 from ._base import EXIT_INTERRUPTED
 
 EXIT_CALLS_FAILED = 3
-
-
-def split_backend_options(values: tuple[str, ...]) -> dict[str, str]:
-    out = {}
-    for v in values:
-        key, sep, value = v.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--backend-option must be KEY=VALUE, got {v!r}")
-        out[key.strip().replace("-", "_")] = _scalar(value)
-    return out
-
-
-def _scalar(value: str):
-    """``-O batch_size=4`` means the number 4, ``-O logprobs=false`` the boolean."""
-    low = value.strip().lower()
-    if low in ("true", "false"):
-        return low == "true"
-    for kind in (int, float):
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-    return value
-
-
-def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], prompt):
-    """The back end of the flags (``options``, None where not given) and the --backend-option
-    pairs, checked against ``prompt``; validates options and model path, loads nothing.
-    ``options`` takes the --backend-option values too (the verifier reads them)."""
-    from ..backends.base import get_backend
-
-    extra = split_backend_options(backend_options)
-    clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
-    if clash:
-        raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
-    options.update(extra)
-    grader = get_backend(backend, **options)
-    grader.check_prompt(prompt)
-    return grader
 
 
 def cache_file(cache_path: str | None, no_cache: bool) -> str | None:

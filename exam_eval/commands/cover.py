@@ -5,13 +5,10 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
-from ..io.banks import read_bank
-from ..io.grades import read_grades
 from ..io.labels import stderr_log
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output
-from ..measures.bank_filter import BankFilterStats, current_grades, effective_ids
-from ..measures.cover import build_index, exam_cover
+from ..measures.cover import exam_cover, read_cover_index
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
 from ._runs import read_runs
 
@@ -61,22 +58,7 @@ def cli(grades, runs, k, min_grade, per_query, complete, no_summary, bank, model
     log = stderr_log(PROG)
     if per_query and len(runs) > 1:
         raise click.UsageError("-q prints per-query values for one run; give a single RUN")
-    bank_items = items = None
-    if bank is not None:
-        items = read_bank(bank, kind=kind, keep_edited_ids=True)  # edits are matched by text hash
-        bank_items = effective_ids(items)
-    graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
-    if items is not None:
-        dropped = BankFilterStats()
-        graded = current_grades(graded, items, dropped)
-        for notice in dropped.notices(grades):
-            log(notice)
-    unparsed = sum(1 for g in graded if not g.parse_ok)
-    if unparsed:
-        log(f"{grades}: {unparsed} unparsed grades (they count as not answering)")
-    index = build_index(graded, min_grade, bank_items)
-    if not index.items:
-        raise InputError("no grades for bank items (direct relevance grades cannot give a cover score)", grades)
+    index = read_cover_index(grades, min_grade, bank=bank, model=model, prompt=prompt, kind=kind, log=log)
     loaded = read_runs(runs)
     results = []
     for (name, run, _), path in zip(loaded, runs):

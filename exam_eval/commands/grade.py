@@ -7,13 +7,13 @@ grades what neither the output nor the cache already holds (see
 
 from __future__ import annotations
 
-import os
 
 import click
 
-from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, check_appended_output, make_main
-from ._grading import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
+from ..errors import UsageError
+from ..backends.factory import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
+from ._base import CONTEXT_SETTINGS, make_main
+from ._options import backend_flags, backend_settings, run_flags
 
 EPILOG = """\b
 Examples:
@@ -71,40 +71,14 @@ def _log(msg: str) -> None:
               show_default=True,
               help="Reading generated self-ratings: strict (no rating stated: unparsed), exam-pp (no number: 1, "
                    "EXAM++ 4.2.2), workbench (the reference workbench's reader; reproduces its published grades).")
-@click.option("--backend", default="hf-seq2seq", show_default=True, metavar="NAME", help="hf-seq2seq, hf-causal, hf-qa, endpoint, embedding, scripted.")
-@click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large].")
-@click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available.")
-@click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="Weights dtype (HF back ends).")
-@click.option("--engine", "engine_name", default=None, type=click.Choice(["auto", "torch", "ctranslate2"]),
-              help="hf-seq2seq, hf-causal: what runs the model; auto = ctranslate2 where installed for hf-seq2seq, "
-                   "torch for hf-causal (torch with --dtype, ctranslate2 with --compute-type). [auto]")
-@click.option("--compute-type", default=None, metavar="TYPE",
-              help="--engine ctranslate2: int8 (CPU default; hf-causal: float32), int8_float32, int16 (closer to float32), float32; CUDA: bfloat16 (default), "
-                   "float16, int8_float16, int8_bfloat16.")
-@click.option("--recheck-margin", type=click.FloatRange(min=0), default=None, metavar="M",
-              help="--engine ctranslate2, scoring: regrade in float32 the pairs whose two best label logits are less "
-                   "than M standard deviations (of the logits over the vocabulary) apart; 0 turns it off. "
-                   "[0.2 for the int8 compute types, else 0]")
-@click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise).")
-@click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit.")
-@click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="Generation length limit.")
-@click.option("--num-beams", type=click.IntRange(min=1), default=None, help="Beam search width for generation (default greedy).")
-@click.option("--base-url", default=None, metavar="URL", help="endpoint: OpenAI-compatible base URL (…/v1).")
-@click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY].")
-@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight [64; see man exam-nuggets, THROUGHPUT].")
+@backend_flags
 @click.option("--verify", type=click.Choice(["lexical", "llm"]), default="lexical", show_default=True,
               help="Extraction prompts with answer keys: word matching (EXAM) or the answer-verification prompt (EXAM++).")
 @click.option("--verifier-model", default=None, metavar="NAME|DIR",
               help="--verify llm: the model that verifies answers (default: the grading model; required for hf-qa).")
 @click.option("--verifier-backend", default="hf-seq2seq", show_default=True, metavar="NAME",
               help="Back end of --verifier-model (hf-seq2seq, hf-causal, endpoint).")
-@click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE", help="Further back-end option (repeatable), e.g. -O delay=0.1 for scripted.")
-@click.option("--cache", "cache_path", default=None, metavar="FILE", help="Grade cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite].")
-@click.option("--no-cache", is_flag=True, help="Neither read nor write the grade cache.")
-@click.option("--shard", default=None, metavar="I/N", help="Grade only shard I of N (1-based; stable split by work key).")
-@click.option("--dry-run", is_flag=True, help="Report pool size, pairs, cache hits and estimated time; grade nothing.")
-@click.option("-o", "--output", default=None, metavar="FILE", callback=check_appended_output,
-              help="Append grades to FILE (resumable; .gz ok; checked before any work). Default: stdout.")
+@run_flags
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports, track_spec, report_unit,
@@ -122,8 +96,9 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     exam-cover.
     """
     from ..grading import engine
+    from ..grading.inputs import read_inputs, write_segment_runs
     from ..grading.prompts import get_prompt
-    from ._grading import make_grader
+    from ..backends.factory import attach_verifier, make_grader
 
     runs = list(runs_opt) + list(runs_args)
     shard_t = engine.parse_shard(shard)
@@ -139,25 +114,21 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     direct = prompt.target == "direct"
     if not direct and not bank:
         raise UsageError(f"prompt {prompt.id!r} grades {prompt.target}s: give --bank")
-    options = dict(model=model, device=device, dtype=dtype, engine=engine_name, compute_type=compute_type,
-                   recheck_margin=recheck_margin, batch_size=batch_size, max_input_tokens=max_input_tokens,
-                   max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
-                   concurrency=concurrency)
+    options = backend_settings(click.get_current_context().params)
     grader = make_grader(backend, options, backend_options, prompt)
     from ..grading.report_units import default_unit
 
     if verify == "llm":
-        _attach_verifier(grader, backend, verifier_model, verifier_backend, options)
+        attach_verifier(grader, backend, verifier_model, verifier_backend, options)
     elif verifier_model:
         raise UsageError("--verifier-model needs --verify llm")
 
     # ---- inputs (all validated before anything loads or is written) --------------------
-    plan_inputs = _read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,
-                               reports=reports, track_spec=track_spec,
-                               report_unit=report_unit or default_unit(prompt.id),
+    plan_inputs = read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,
+                               reports=reports, track_spec=track_spec, report_unit=report_unit or default_unit(prompt.id),
                                cited_documents=cited_documents,
                                topics=topics, on_missing=on_missing, bank=None if direct else bank,
-                               prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids)
+                               prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids, log=_log)
     if direct and bank:
         _log(f"prompt {prompt.id!r} grades passages directly; --bank is not used")
 
@@ -176,38 +147,12 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
             dry_run_report(plan, grader, session.cache, shard)
             return 0
         if responses_run_out:
-            _write_response_runs(plan_inputs["segments"], responses_run_out)
+            write_segment_runs(plan_inputs["segments"], responses_run_out)
         if reports_run_out:
-            _write_response_runs(plan_inputs["report_segments"], reports_run_out, option="--reports")
+            write_segment_runs(plan_inputs["report_segments"], reports_run_out, option="--reports")
         missing = plan.stats.missing
         return run_session(session, log=_log, batch_size=batch_size, progress="grading",
                            notes=[f"{missing} pooled passages had no text and were skipped"] if missing else [])
-
-
-def _attach_verifier(grader, backend: str, verifier_model, verifier_backend: str, options: dict) -> None:
-    """EXAM++'s LLM answer verification, by the grading model or by a model of its own."""
-    import inspect
-
-    from ..backends.base import PromptBackend, backend_class, get_backend
-    from ..grading.prompts import get_prompt
-
-    verifier = get_prompt("answer-verification")
-    if not grader.can_verify:
-        raise UsageError(f"--verify llm: back end {backend!r} has no extracted answers to verify")
-    if verifier_model:
-        cls = backend_class(verifier_backend)
-        if not issubclass(cls, PromptBackend):
-            raise UsageError(f"--verifier-backend must be an LLM back end, not {verifier_backend!r}")
-        # the grading options that also make sense for the verifier (device, server ...)
-        shared = ("device", "dtype", "base_url", "api_key_env", "concurrency")
-        params = inspect.signature(cls.__init__).parameters
-        kw = {k: options.get(k) for k in shared if k in params and options.get(k) is not None}
-        vb = get_backend(verifier_backend, model=verifier_model, **kw)
-        vb.check_prompt(verifier)
-        grader.verifier_backend = vb
-    elif not isinstance(grader, PromptBackend):
-        raise UsageError(f"--verify llm with {backend!r}: give the verifying LLM with --verifier-model")
-    grader.verifier = verifier
 
 
 def _list_prompts(ctx, value):
@@ -219,155 +164,6 @@ def _list_prompts(ctx, value):
         p = REGISTRY[pid]
         click.echo(f"{pid}\t{p.target}\t{p.mode}\t{p.scale[0]}-{p.scale[1]}\t{p.source}")
     ctx.exit(0)
-
-
-def _read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, bank, prompt, direct,
-                 keep_edited_ids=False, reports=(), track_spec=None, report_unit="sentence",
-                 cited_documents=False) -> dict:
-    from ..grading.pool import Pool
-    from ..grading.segment import read_responses
-    from ..io.banks import BankReport, items_by_query, read_bank
-    from ..io.irds import irds_qrels, looks_like_irds_id
-    from ..io.passages import read_passages
-    from ..io.reports import read_requests
-
-    pool = Pool()
-    for r in runs:
-        pool.add_run(r, depth)
-    for q in qrels:
-        if looks_like_irds_id(q):
-            for qid, docs in sorted(irds_qrels(q).items()):
-                for doc in sorted(docs):
-                    pool.add(qid, doc)
-        else:
-            pool.add_qrels(q)
-    segments = []
-    if responses:
-        segments = read_responses(responses)
-        pool.add_segments(segments, None)  # a response is graded whole; -k applies in exam-cover
-    report_segs, the_reports = (_report_segments(reports, track_spec, report_unit, cited_documents, passages)
-                                if reports else ([], []))
-    pool.add_segments(report_segs, None)
-
-    items = None
-    if bank:
-        report = BankReport()
-        all_items = read_bank(bank, report=report, keep_edited_ids=keep_edited_ids)
-        for notice in report.notices(bank):
-            _log(notice)
-        wanted_kind = [i for i in all_items if i.kind == prompt.target]
-        if not wanted_kind:
-            kinds = sorted({i.kind for i in all_items})
-            raise InputError(f"no {prompt.target} items for prompt {prompt.id!r} (the bank holds {', '.join(kinds)}s)", bank)
-        items = items_by_query(wanted_kind)
-
-    queries: dict[str, str] = {}
-    if topics:
-        queries = read_requests(topics)  # also the request files of RAG tracks
-        if the_reports and track_spec:
-            _check_topic_coverage(the_reports, queries, track_spec, topics)
-    elif "query" in prompt.placeholders:
-        raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
-
-    # queries that can be graded at all, so only their passages are read
-    if items is not None:
-        from ..grading.engine import check_bank_coverage
-
-        covered = check_bank_coverage(items, pool.docs, bank)
-        unbanked = sorted(set(pool.docs) - set(items))
-        if unbanked:
-            _log(f"{len(unbanked)} pooled queries have no bank items and are not graded (e.g. {', '.join(unbanked[:3])})")
-        if len(covered) < len(items):
-            _log(f"{len(items) - len(covered)} bank queries have no pooled passages")
-        docs = {q: list(pool.docs[q]) for q in pool.docs if q in items}
-    else:
-        docs = {q: list(d) for q, d in pool.docs.items()}
-    if "query" in prompt.placeholders:
-        lacking = sorted(q for q in docs if q not in queries)
-        if lacking:
-            raise InputError(f"no topic text for {len(lacking)} pooled queries (e.g. {', '.join(lacking[:3])})", topics)
-
-    wanted = {d for ds in docs.values() for d in ds} - set(pool.texts)
-    texts = dict(pool.texts)
-    if wanted:
-        if not passages:
-            raise UsageError(f"{len(wanted)} pooled passages need texts: give --passages (file or ir_datasets ID)")
-        texts.update(read_passages(passages, wanted))
-    missing = sorted(d for d in {d for ds in docs.values() for d in ds} if not (texts.get(d) or "").strip())
-    if missing:
-        if on_missing == "error":
-            raise InputError(f"{len(missing)} pooled passages have no text (e.g. {', '.join(missing[:3])}); "
-                             "use --on-missing skip to grade the rest", passages or responses)
-        _log(f"{len(missing)} pooled passages have no text and are skipped (e.g. {', '.join(missing[:3])})")
-    gone = set(missing)
-    docs = {q: [d for d in ds if d not in gone] for q, ds in docs.items()}
-    docs = {q: ds for q, ds in docs.items() if ds}
-    if not docs:
-        raise InputError("no pooled passage has text", passages or responses)
-    pool_size = sum(len(ds) for ds in docs.values())
-    return dict(docs=docs, texts=texts, items=items, queries=queries, segments=segments, report_segments=report_segs,
-                pool=pool_size, missing=len(missing))
-
-
-def _report_segments(paths, track_spec, unit, cited_documents, passages):
-    from ..grading.report_units import report_segments
-    from ..io.passages import read_passages
-    from ..io.reports import read_reports
-
-    reports = read_reports(list(paths), track_spec=track_spec)
-    smelly = [r for r in reports if r.warnings]
-    if smelly:
-        r = smelly[0]
-        _log(f"{len(smelly)} reports break rules that track spec {track_spec} only warns about "
-             f"(e.g. {r.source}:{r.line}: {r.warnings[0]})")
-    cited = None
-    if cited_documents:
-        wanted = {d for r in reports for d in r.cited_doc_ids()}
-        cited = {d: t for r in reports for d, t in r.documents.items() if d in wanted}
-        if passages and wanted - set(cited):
-            cited.update(read_passages(passages, wanted - set(cited)))
-        lacking = sorted(wanted - set(cited))
-        if lacking and not passages:
-            raise UsageError(f"{len(lacking)} cited documents need texts for --cited-documents: give --passages")
-        if lacking:
-            _log(f"{len(lacking)} cited documents have no text and are left out of the context "
-                 f"(e.g. {', '.join(lacking[:3])})")
-    segs = report_segments(reports, unit, cited)
-    if not segs:
-        raise InputError("no report has a sentence with text", ", ".join(paths))
-    return segs, reports
-
-
-def _check_topic_coverage(reports, queries, track_spec, topics) -> None:
-    from ..io.reports import check_topic_coverage
-
-    errors, warnings = check_topic_coverage(reports, queries, track_spec)
-    if errors:
-        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-        raise InputError(f"track spec {track_spec}: {errors[0]}{more}", topics)
-    for w in warnings[:3]:
-        _log(f"track spec {track_spec} warns: {w}")
-    if len(warnings) > 3:
-        _log(f"... and {len(warnings) - 3} more such warnings")
-
-
-def _write_response_runs(segments, path: str, option: str = "--responses") -> None:
-    from ..grading.segment import segments_to_runs
-    from ..io.openers import atomic_output, output_folder
-    from ..io.trec import write_run
-
-    runs = segments_to_runs(segments)
-    if path.endswith(os.sep) or os.path.isdir(path):
-        with output_folder(path):
-            for run_id, run in runs.items():
-                with atomic_output(os.path.join(path, f"{run_id}.run")) as out:
-                    write_run(run, out, run_id)
-        return
-    if len(runs) > 1:
-        raise UsageError(f"{option} holds {len(runs)} runs; give {option}-run-out a directory (one file per run)")
-    (run_id, run), = runs.items()
-    with atomic_output(path) as out:
-        write_run(run, out, run_id)
 
 
 main = make_main(cli, "exam-grade")

@@ -20,6 +20,7 @@ import click
 from ..errors import InputError, UsageError
 from ._base import CONTEXT_SETTINGS, make_main, output_option
 from ._chat import chat_options, make_chat, open_cache
+from ._options import backend_flags, backend_settings, run_flags
 
 PROG = "exam-nuggets"
 
@@ -51,19 +52,6 @@ def _reports(paths, track_spec=None):
     from ..io.reports import read_reports
 
     return read_reports(list(paths), track_spec=track_spec)
-
-
-def _thresholds(grades, support_min, partial_min, label):
-    from ..measures.nugget_scores import scale_of, thresholds_for
-
-    grader = grades[0].prompt
-    return thresholds_for(scale_of(grader), support_min, partial_min, grader=f"{label} prompt {grader!r}")
-
-
-def _warn_unparsed(grades, path):
-    unparsed = sum(1 for g in grades if not g.parse_ok)
-    if unparsed:
-        _log(f"{path}: {unparsed} unparsed grades (they count as no support)")
 
 
 def threshold_options(f):
@@ -184,63 +172,26 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         if len(kinds) != 1:
             raise UsageError(f"{grades} holds grades of {' and '.join(kinds) or 'no bank items'}; choose one with --kind")
         kind = kinds[0]
-    th = _thresholds(graded, support_min, partial_min, "GRADES")
-    _warn_unparsed(graded, grades)
+    th = ns.thresholds_of(graded, support_min, partial_min, "GRADES")
+    ns.warn_unparsed(graded, grades, _log)
     items = items_by_query(read_bank(bank, kind=kind))
     sup_index = None
     if support_grades:
         sgraded = read_grades(support_grades)
-        _warn_unparsed(sgraded, support_grades)
-        sup_index = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
-    scored = [r for r in all_reports if items.get(r.topic_id)]
-    if not scored:
+        ns.warn_unparsed(sgraded, support_grades, _log)
+        sup_index = ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
+    if not any(items.get(r.topic_id) for r in all_reports):
         raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
-    if len(scored) < len(all_reports):
-        missing = sorted({r.topic_id for r in all_reports if not items.get(r.topic_id)})
-        _log(f"{len(all_reports) - len(scored)} reports are on topics without {kind} items and are not scored "
-             f"(topics {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})")
-
-    available = list(ns.NUGGET_MEASURES + ns.COVER_MEASURES) + (list(ns.SUPPORT_MEASURES) if sup_index is not None else [])
-    chosen = list(measures) or available
-    unknown = [m for m in chosen if m not in available]
-    if unknown:
-        raise UsageError(f"unknown measure {unknown[0]!r} for these inputs; choose from {', '.join(available)}")
-
-    per: dict[tuple[str, str], dict[str, float | None]] = {}
-    ungraded = 0
-    assigned = ns.assign(scored, graded, items, th)
-    for a in assigned:
-        per[(a.run_id, a.topic_id)] = ns.report_nugget_scores(a, items[a.topic_id], default_importance)
-        ungraded += len(a.ungraded)
+    res = ns.score_reports(all_reports, graded, items, th, measures=measures, default_importance=default_importance,
+                           complete=complete, support_index=sup_index, kind=kind, log=_log)
     if assignments:
         from ..io.nugget_banks import write_nuggetizer_assignments
 
-        write_nuggetizer_assignments(assigned, items, assignments, default_importance)
-    if ungraded:
-        _log(f"{ungraded} (report, item) pairs have no parsed grade for any of the report's sentences "
-             "(scored as no support)")
-    unlabelled = sum(1 for its in items.values() for i in its if i.importance is None)
-    if unlabelled and any(m.startswith(("nugget_vital", "nugget_weighted")) for m in chosen):
-        _log(f"{unlabelled} bank items have no importance and count as {default_importance}")
-    for key, (cover, norm) in ns.report_covers(scored, graded, items, th).items():
-        per[key]["exam_cover"] = cover
-        per[key]["n_exam_cover"] = norm
-    if sup_index is not None:
-        pairs = bad = 0
-        for r in scored:
-            res = ns.citation_support(r, sup_index)
-            per[(r.run_id, r.topic_id)].update(support_precision=res.precision, support_recall=res.recall)
-            pairs += res.pairs
-            bad += res.ungraded_pairs
-        if bad:
-            _log(f"{bad} of {pairs} (sentence, citation) pairs have no support grade (scored 0)")
-
-    topics = sorted({t for (_, t) in per}) if complete else None
-    summary = ns.average_runs(per, chosen, topics)
+        write_nuggetizer_assignments(res.assigned, items, assignments, default_importance)
+    chosen, means = res.measures, res.means
     by_run: dict[str, dict[str, dict[str, float | None]]] = {}
-    for (run, topic), vals in per.items():
+    for (run, topic), vals in res.per.items():
         by_run.setdefault(run, {})[topic] = vals
-    means = {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
 
     if shape == "trec_eval" and to_dir:
         with output_folder(output):
@@ -307,12 +258,12 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
     nug = sup = None
     if grades and source != "support":
         graded = read_grades(grades, model=model, prompt=prompt)
-        _warn_unparsed(graded, grades)
-        nug = ns.sentence_levels(graded, _thresholds(graded, support_min, partial_min, "GRADES"))
+        ns.warn_unparsed(graded, grades, _log)
+        nug = ns.sentence_levels(graded, ns.thresholds_of(graded, support_min, partial_min, "GRADES"))
     if support_grades and source != "nuggets":
         sgraded = read_grades(support_grades)
-        _warn_unparsed(sgraded, support_grades)
-        sup = ns.support_grade_index(sgraded, _thresholds(sgraded, None, None, "--support-grades"))
+        ns.warn_unparsed(sgraded, support_grades, _log)
+        sup = ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
     stats = ns.QrelsStats()
     qrels = ns.citation_qrels(_reports(reports, track_spec), source, support=sup, nuggets=nug, stats=stats)
     if stats.unlabelled:
@@ -351,32 +302,10 @@ def bank_cmd(bank, target, topics, kind, default_importance, output):
     BANK may be in any format exam_eval reads (ours, the workbench's, multiple-choice,
     the nuggetizer's, AutoJudge NuggetBank); importance (vital / okay) and ids are kept.
     """
-    from ..io.banks import read_bank, write_bank
-    from ..io.nugget_banks import write_autojudge_bank, write_nuggetizer_bank
+    from ..io.banks import convert_bank
 
-    items = read_bank(bank, kind=kind)
-    queries = {}
-    if topics:
-        from ..io.reports import read_requests
-
-        queries = read_requests(topics)
-    if target == "ours":
-        write_bank(items, output)
-    elif target == "nuggetizer":
-        write_nuggetizer_bank(items, output, queries, default_importance)
-        unlabelled = sum(1 for i in items if i.importance is None)
-        if unlabelled:
-            _log(f"{unlabelled} of {len(items)} items have no importance and are written as {default_importance} "
-                 "(--default-importance)")
-    else:
-        write_autojudge_bank(items, output, queries)
-    if target != "ours":
-        from ..io.nugget_banks import query_texts
-
-        without = sorted({i.query_id for i in items} - set(query_texts(items, queries)))
-        if without:
-            _log(f"{len(without)} topics have no query text (e.g. {', '.join(without[:3])}); "
-                 "give --topics to fill it in")
+    convert_bank(bank, target, output, topics=topics, kind=kind, default_importance=default_importance,
+                 log=_log)
     return 0
 
 
@@ -393,22 +322,6 @@ Examples:
 Killed or interrupted? Run the same command again: it resumes where it stopped.
 """
 
-# exam-grade's back-end options, shared so both commands take the same flags
-_BACKEND_PARAMS = ("backend", "model", "device", "dtype", "engine_name", "compute_type", "recheck_margin",
-                   "batch_size", "max_input_tokens", "max_new_tokens",
-                   "num_beams", "base_url", "api_key_env", "concurrency", "backend_options", "cache_path", "no_cache",
-                   "shard", "dry_run", "output")
-
-
-def _backend_params(f):
-    from .grade import cli as grade_cli
-
-    wanted = {p.name: p for p in grade_cli.params}
-    for name in reversed(_BACKEND_PARAMS):
-        f.__click_params__ = getattr(f, "__click_params__", []) + [wanted[name]]
-    return f
-
-
 @cli.command("support", context_settings=CONTEXT_SETTINGS, epilog=SUPPORT_EPILOG)
 @reports_option
 @click.option("--passages", default=None, metavar="FILE|ID",
@@ -419,7 +332,8 @@ def _backend_params(f):
               help="Support prompt: the statement is {item}, the cited document {context}.")
 @click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True,
               help="Cited documents without text: skip (and report) or fail.")
-@_backend_params
+@backend_flags
+@run_flags
 def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, backend, model, device, dtype,
                 engine_name, compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
                 backend_options, cache_path, no_cache, shard, dry_run, output):
@@ -431,71 +345,23 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     back-end options are exam-grade's), and feed exam-nuggets score --support-grades and
     exam-nuggets qrels.
     """
+    from ..backends.factory import make_grader
     from ..grading import engine
-    from ..grading.cache import unit_key
+    from ..grading.inputs import support_units
     from ..grading.prompts import get_prompt
     from ..grading.session import GradingSession
-    from ..io.banks import BankItem
-    from ._grading import cache_file, dry_run_report, make_grader, run_session
+    from ._grading import cache_file, dry_run_report, run_session
 
     shard_t = engine.parse_shard(shard)
     prompt = get_prompt(prompt_name)
     if prompt.target == "direct":
         raise UsageError(f"prompt {prompt.id!r} grades passages against the query, not a statement against a citation")
-    options = dict(model=model, device=device, dtype=dtype, engine=engine_name, compute_type=compute_type,
-                   recheck_margin=recheck_margin, batch_size=batch_size, max_input_tokens=max_input_tokens,
-                   max_new_tokens=max_new_tokens, num_beams=num_beams, base_url=base_url, api_key_env=api_key_env,
-                   concurrency=concurrency)
+    options = backend_settings(click.get_current_context().params)
     grader = make_grader(backend, options, backend_options, prompt)
 
-    rs = _reports(reports, track_spec)
-    texts: dict[str, str] = {}
-    for r in rs:
-        texts.update(r.documents)
-    wanted = {c.doc_id for r in rs for s in r.sentences for c in s.citations} - set(texts)
-    if wanted and passages:
-        from ..io.passages import read_passages
-
-        texts.update(read_passages(passages, wanted))
-    missing = sorted(d for d in {c.doc_id for r in rs for s in r.sentences for c in s.citations}
-                     if not (texts.get(d) or "").strip())
-    if missing:
-        if on_missing == "error" or not passages and len(missing) == len(wanted):
-            hint = "" if passages else "; give --passages"
-            raise InputError(f"{len(missing)} cited documents have no text (e.g. {', '.join(missing[:3])}){hint}",
-                             passages or ", ".join(reports))
-        _log(f"{len(missing)} cited documents have no text and are skipped (e.g. {', '.join(missing[:3])})")
-    queries: dict[str, str] = {}
-    if "query" in prompt.placeholders:
-        if not topics:
-            raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
-        from ..io.reports import read_requests
-
-        queries = read_requests(topics)
-
-    uses_query = "query" in prompt.placeholders
-    units: dict[str, engine.Unit] = {}
-    npairs = 0
-    for r in rs:
-        query = queries.get(r.topic_id, "")
-        for s in r.sentences:
-            statement = BankItem(r.topic_id, s.doc_id, "statement", s.text)
-            for doc in dict.fromkeys(c.doc_id for c in s.citations):
-                passage = texts.get(doc)
-                if not (passage or "").strip():
-                    continue
-                key = unit_key(grader.cache_identity, prompt.hash, query if uses_query else None, s.text, passage, None)
-                if not engine.in_shard(key, shard_t):
-                    continue
-                unit = units.get(key)
-                if unit is None:
-                    from ..backends.base import GradeRequest
-
-                    unit = units[key] = engine.Unit(key, GradeRequest(prompt, query, s.text, passage, None))
-                unit.pairs.append(engine.Pair(r.topic_id, doc, statement))
-                npairs += 1
-    if not npairs:
-        raise InputError("no report sentence cites a document with text", ", ".join(reports))
+    units, npairs, missing = support_units(reports, track_spec=track_spec, passages=passages, topics=topics,
+                                           on_missing=on_missing, prompt=prompt, grader=grader, shard=shard_t,
+                                           log=_log)
 
     with GradingSession(grader, prompt, output=output, cache_path=cache_file(cache_path, no_cache),
                         dry_run=dry_run, log=_log) as session:
@@ -557,8 +423,11 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
                      backend_options)
     result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
-                        window=window, retries=retries, output=output, assignments=assignments, log=_log,
-                        bank_name=bank, topics_name=topics)
+                        window=window, retries=retries, output=output, log=_log, bank_name=bank, topics_name=topics)
+    if assignments:
+        from ..measures.assignment_scores import write_listwise_assignments
+
+        write_listwise_assignments(result.reports, result.grades, items, assignments)
     return 3 if result.failed else 0
 
 

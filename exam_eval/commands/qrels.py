@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from ..io.banks import read_bank
-from ..io.labels import load_labels, stderr_log
+from ..io.labels import stderr_log
+from ..measures.labels import load_labels
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output
 from ..io.trec import write_qrels

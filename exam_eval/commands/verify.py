@@ -9,14 +9,12 @@ from __future__ import annotations
 import click
 
 from ..errors import UsageError
-from ..io.grades import read_grades
 from ..io.openers import atomic_output
 from ..verify.table import (
     DEFAULT_MIN_GRADE,
     DEFAULT_RELEVANT_MIN,
-    GradeTable,
-    check_bank_matches,
-    load_bank,
+    extraction_answers,
+    load_grade_table,
     passage_texts,
     read_human_qrels,
 )
@@ -35,6 +33,11 @@ def _relevant_min_option(f):
                         show_default=True, metavar="L",
                         help="Human label >= L is relevant, 0 <= label < L non-relevant "
                              "(TREC DL: use 2).")(f)
+
+
+def _qrels_option(f):
+    return click.option("--qrels", default=None, metavar="FILE",
+                        help="Human qrels (file or ir_datasets ID), to show each passage's judgment.")(f)
 
 
 def _bank_option(f):
@@ -57,29 +60,9 @@ def _extraction_options(f):
     return f
 
 
-def _extracted(grades_path, prompt, path):
-    if prompt is None:
-        if path is not None:
-            raise UsageError("--extraction-grades needs --extraction-prompt")
-        return None
-    from ..verify.table import extracted_answers
-
-    return extracted_answers(path or grades_path, prompt)
-
-
 def _query_option(f):
     return click.option("-q", "--query", "queries", multiple=True, metavar="QID",
                         help="Only this query (repeatable).")(f)
-
-
-def _load(grades_path, model, prompt, kind, bank_path):
-    grades = read_grades(grades_path, model=model, prompt=prompt, kind=kind)
-    table = GradeTable.from_grades(grades)
-    if not table.by_item:
-        raise UsageError(f"{grades_path} has no grades of bank items (only direct relevance grades?)")
-    bank = load_bank(bank_path)
-    check_bank_matches(table, bank, bank_path)
-    return table, bank
 
 
 def _check_threshold(min_grade: int, relevant_min: int | None = None) -> None:
@@ -109,7 +92,7 @@ def cli():
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("grades")
-@click.option("--qrels", default=None, metavar="FILE", help="Human qrels (file or ir_datasets ID), to show each passage's judgment.")
+@_qrels_option
 @_bank_option
 @_passages_option
 @_query_option
@@ -137,8 +120,8 @@ def grading(grades, qrels, bank, passages, queries, top, fmt, extraction_prompt,
 
     if top is not None and top < 1:
         raise UsageError("--top must be >= 1")
-    table, bank_items = _load(grades, model, prompt, kind, bank)
-    extracted = _extracted(grades, extraction_prompt, extraction_grades)
+    table, bank_items = load_grade_table(grades, model, prompt, kind, bank)
+    extracted = extraction_answers(grades, extraction_prompt, extraction_grades)
     qrels_d = read_human_qrels(qrels) if qrels else None
     rows = verify_grading(table, qrels_d, queries=queries, top=top, extracted=extracted)
     wanted = {(r.query_id, p.doc_id) for r in rows for p in r.passages}
@@ -189,7 +172,7 @@ def spurious(grades, qrels, min_grade, relevant_min, top, min_count, bank, queri
     _check_threshold(min_grade, relevant_min)
     if top < 0 or min_count < 0:
         raise UsageError("--top and --min-count must be >= 0")
-    table, bank_items = _load(grades, model, prompt, kind, bank)
+    table, bank_items = load_grade_table(grades, model, prompt, kind, bank)
     qrels_d = read_human_qrels(qrels)
     rows = spurious_items(table, qrels_d, min_grade=min_grade, relevant_min=relevant_min,
                           top=top or None, min_count=min_count, queries=queries)
@@ -230,7 +213,7 @@ def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, f
     )
 
     _check_threshold(min_grade, relevant_min)
-    table, bank_items = _load(grades, model, prompt, kind, bank)
+    table, bank_items = load_grade_table(grades, model, prompt, kind, bank)
     qrels_d = read_human_qrels(qrels)
     res = uncovered_passages(table, qrels_d, min_grade=min_grade, relevant_min=relevant_min, queries=queries)
     texts = passage_texts([grades], passages, {(p.query_id, p.doc_id) for p in res.passages})
@@ -244,7 +227,7 @@ def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, f
 
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("grades")
-@click.option("--qrels", default=None, metavar="FILE", help="Human qrels (file or ir_datasets ID), to show each passage's judgment.")
+@_qrels_option
 @_min_grade_option
 @_bank_option
 @_passages_option
@@ -272,8 +255,8 @@ def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, extrac
     from ..verify.grid import build_grid, grid_page, write_grid_tsv
 
     _check_threshold(min_grade)
-    table, bank_items = _load(grades, model, prompt, kind, bank)
-    extracted = _extracted(grades, extraction_prompt, extraction_grades)
+    table, bank_items = load_grade_table(grades, model, prompt, kind, bank)
+    extracted = extraction_answers(grades, extraction_prompt, extraction_grades)
     qrels_d = read_human_qrels(qrels) if qrels else None
     grids = build_grid(table, qrels_d, queries=queries)
     with atomic_output(output) as out:

@@ -1,0 +1,1 @@
+"""Package data (the English stopword list); no code, imports nothing."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from ..backends.base import GradeResult
+from .types import GradeResult
 from .cache import NullCache
 
 RETRY_TEMPERATURE = 0.2

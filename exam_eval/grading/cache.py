@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from ..backends.base import GradeResult
+from .types import GradeResult
 from ..errors import InputError, OutputError
 
 _SCHEMA = """

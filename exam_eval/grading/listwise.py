@@ -154,14 +154,16 @@ class AssignResult:
     grades: list[Grade]
     failed: int  # windows whose calls failed (not written)
     stats: object  # asking.AskStats
+    reports: list  # the reports assigned (those on a bank topic)
 
 
 def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]], queries: Mapping[str, str],
                chat, *, cache=None, grades: int = 3, window: int = WINDOW, retries: int = 5,
-               output: str | None = None, assignments: str | None = None, log=None,
+               output: str | None = None, log=None,
                bank_name: str | None = None, topics_name: str | None = None) -> AssignResult:
     """What ``exam-nuggets assign`` does: check the inputs, assign with a progress bar,
-    write the grade lines (atomically) and, if asked, the nuggetizer's assign-output file."""
+    write the grade lines (atomically). The nuggetizer's assign-output file is scoring's
+    (measures.assignment_scores.write_listwise_assignments)."""
     from ..errors import InputError
     from ..io.grades import grade_line
     from ..io.openers import atomic_output
@@ -195,10 +197,4 @@ def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]
             "they count as not_support; a rerun asks again)")
     if failed:
         log(f"{failed} calls failed after the HTTP retries; their nuggets are not written: run again")
-    if assignments:
-        from ..io.nugget_banks import write_nuggetizer_assignments
-        from ..measures import nugget_scores as ns
-
-        assigned = ns.assign(scored, lines, items, ns.thresholds_for(SCALE))
-        write_nuggetizer_assignments(assigned, items, assignments)
-    return AssignResult(lines, failed, asker.stats)
+    return AssignResult(lines, failed, asker.stats, scored)

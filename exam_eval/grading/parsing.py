@@ -50,11 +50,15 @@ description>") is read as 2 where the reference, which only reads bare digits, g
 
 from __future__ import annotations
 
+import ast
 import json
 import re
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from exam_eval.grading.prompts.base import Parsed, Prompt
+from exam_eval.grading.types import Parsed
+
+if TYPE_CHECKING:  # pragma: no cover
+    from exam_eval.grading.prompts.base import Prompt
 
 UNANSWERABLE = frozenset({
     "unanswerable",
@@ -340,6 +344,76 @@ PARSERS: dict[str, Callable[[Prompt, str], Parsed]] = {
     "extraction": parse_extraction,
 }
 
-from exam_eval.grading.prompts.rag import parse_label_list, parse_support_label  # noqa: E402  (RAG-track prompts)
+# -- RAG-track prompts (exam_eval.grading.prompts.rag): one label word, or a list of one
+
+def _norm_label(text: str) -> str:
+    t = text.strip().strip("\"'`.,;:!()[]{}* \t\n").lower()
+    return re.sub(r"[\s\-]+", "_", t)
+
+
+def _label_grade(prompt: Prompt, word: str) -> int | None:
+    norm = _norm_label(word)
+    for i, label in enumerate(prompt.labels):
+        if norm == label:
+            return prompt.scale[0] + i
+    return None
+
+
+def _strip_fences(text: str) -> str:
+    return re.sub(r"```[a-zA-Z]*", "", text).strip()
+
+
+def _bare_label(prompt: Prompt, text: str) -> tuple[str, Parsed | None]:
+    """The answer without code fences, and its reading when it is empty or one label."""
+    t = _strip_fences(text or "")
+    if not t:
+        return t, Parsed(None, False, None, "empty output")
+    grade = _label_grade(prompt, t)
+    return t, None if grade is None else Parsed(grade, True, None)
+
+
+def parse_label_list(prompt: Prompt, text: str) -> Parsed:
+    """The nuggetizer's answer: a list with one label per nugget (here: one nugget)."""
+    t, bare = _bare_label(prompt, text)
+    if bare is not None:
+        return bare
+    m = re.search(r"\[[^\[\]]*\]", t)
+    if not m:
+        return Parsed(None, False, None, "no label list found")
+    value = None
+    for loader in (ast.literal_eval, json.loads):
+        try:
+            value = loader(m.group(0))
+            break
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return Parsed(None, False, None, "label list is not a list of strings")
+    if len(value) != 1:
+        return Parsed(None, False, None, f"expected 1 label, got {len(value)}")
+    grade = _label_grade(prompt, value[0])
+    if grade is None:
+        return Parsed(None, False, None, f"unknown label {value[0]!r}")
+    return Parsed(grade, True, None)
+
+
+_OPTION_NAMES = {"full support": "full_support", "partial support": "partial_support", "no support": "no_support"}
+
+
+def parse_support_label(prompt: Prompt, text: str) -> Parsed:
+    """One of full_support / partial_support / no_support (or the option names)."""
+    t, bare = _bare_label(prompt, text)
+    if bare is not None:
+        return bare
+    low = t.lower()
+    for name, label in _OPTION_NAMES.items():
+        low = low.replace(name, label)
+    found = set(re.findall(r"\b(full_support|partial_support|no_support)\b", low))
+    if len(found) > 1:
+        return Parsed(None, False, None, "several support labels: " + ", ".join(sorted(found)))
+    if not found:
+        return Parsed(None, False, None, "no support label found")
+    return Parsed(_label_grade(prompt, found.pop()), True, None)
+
 
 PARSERS.update({"nugget-label-list": parse_label_list, "support-label": parse_support_label})

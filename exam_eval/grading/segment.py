@@ -13,7 +13,6 @@ response apart, the digest makes sure that a regenerated response never reuses t
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -21,6 +20,7 @@ from typing import Callable, Iterable
 from ..errors import InputError
 from ..io.jsonl import iter_jsonl, require_fields
 from ..io.openers import display_name
+from ..io.reports import segment_id
 
 MAX_TOKENS = 400
 MIN_TOKENS = 8
@@ -98,11 +98,6 @@ def split_paragraphs(text: str, *, max_tokens: int = MAX_TOKENS, min_tokens: int
     for block in merged:
         out.extend(_split_long(block, max_tokens, count))
     return out
-
-
-def segment_id(run_id: str, query_id: str, n: int, text: str) -> str:
-    digest = hashlib.md5(text.encode("utf-8")).hexdigest()[:10]
-    return f"{run_id}/{query_id}/{n}-{digest}"
 
 
 def segment_response(query_id: str, run_id: str, text: str, **kw) -> list[Segment]:

@@ -26,79 +26,24 @@ Human edits (our format and the workbench's):
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import InputError
+from .bank_items import (  # noqa: F401  (their old home)
+    IMPORTANCE,
+    KINDS,
+    BankItem,
+    id_digest,
+    id_fits_text,
+    make_item_id,
+    text_hash,
+)
 from .jsonl import dumps, iter_jsonl, require_fields
 from .openers import atomic_output, display_name
 
-KINDS = ("question", "nugget")
-
-
-def text_hash(text: str) -> str:
-    """md5 of the stripped text: the digest of an item id, also written on every grade line
-    (``item_hash``) so a grade can be matched to the text it was given for."""
-    return hashlib.md5(text.strip().encode("utf-8")).hexdigest()
-
-
-def make_item_id(query_id: str, text: str, facet_id: str | None = None) -> str:
-    prefix = f"{query_id}/{facet_id}" if facet_id else str(query_id)
-    return f"{prefix}/{text_hash(text)}"
-
-
-def id_digest(item_id: str, query_id: str, facet_id: str | None) -> str | None:
-    """The md5 digest of an id of the form ``query_id[/facet_id]/<md5>``; None for other ids."""
-    prefix = f"{query_id}/{facet_id}/" if facet_id else f"{query_id}/"
-    if not item_id.startswith(prefix):
-        return None
-    digest = item_id[len(prefix):]
-    if len(digest) == 32 and all(c in "0123456789abcdef" for c in digest):
-        return digest
-    return None
-
-
-def id_fits_text(item_id: str, query_id: str, text: str, facet_id: str | None = None) -> bool:
-    """False only for a hashed id whose digest belongs to another text (a human edit)."""
-    digest = id_digest(item_id, query_id, facet_id)
-    if digest is None:
-        return True
-    # the workbench's older banks hashed the unstripped text
-    return digest in (text_hash(text), hashlib.md5(text.encode("utf-8")).hexdigest())
-
-
-@dataclass
-class BankItem:
-    query_id: str
-    item_id: str
-    kind: str
-    text: str
-    facet_id: str | None = None
-    answers: list[str] | None = None
-    extra: dict = field(default_factory=dict)  # unknown keys, kept so a rewrite loses nothing
-    edited: bool = False  # the text changed under this (kept) id; grades must match text_hash
-    importance: str | None = None  # "vital" | "okay" (RAG nugget scores); None: not given
-
-    @property
-    def text_hash(self) -> str:
-        return text_hash(self.text)
-
-    def to_json(self) -> dict:
-        obj = {"query_id": self.query_id, "item_id": self.item_id, "kind": self.kind, "text": self.text}
-        if self.facet_id is not None:
-            obj["facet_id"] = self.facet_id
-        if self.answers is not None:
-            obj["answers"] = self.answers
-        if self.importance is not None:
-            obj["importance"] = self.importance
-        obj.update(self.extra)
-        return obj
-
-
 _OUR_KEYS = {"query_id", "item_id", "kind", "text", "facet_id", "answers", "importance"}
-IMPORTANCE = ("vital", "okay")
 
 
 def _importance(value, name: str, lineno: int) -> str | None:
@@ -352,3 +297,33 @@ def write_bank(items: Iterable[BankItem], path: str | os.PathLike | None) -> Non
     with atomic_output(path) as out:
         for item in items:
             out.write(dumps(item.to_json()) + "\n")
+
+
+def convert_bank(bank: str, target: str, output: str | None, *, topics: str | None = None, kind: str | None = None,
+                 default_importance: str = "vital", log=lambda msg: None) -> None:
+    """exam-nuggets bank: BANK (any format read_bank reads) written as ``target``: ours,
+    nuggetizer or autojudge; ``topics`` gives the query texts the other two formats hold
+    (else the texts the bank carries). ``log`` hears what was filled in by default."""
+    from .nugget_banks import query_texts, write_autojudge_bank, write_nuggetizer_bank
+
+    items = read_bank(bank, kind=kind)
+    queries = {}
+    if topics:
+        from .reports import read_requests
+
+        queries = read_requests(topics)
+    if target == "ours":
+        write_bank(items, output)
+    elif target == "nuggetizer":
+        write_nuggetizer_bank(items, output, queries, default_importance)
+        unlabelled = sum(1 for i in items if i.importance is None)
+        if unlabelled:
+            log(f"{unlabelled} of {len(items)} items have no importance and are written as {default_importance} "
+                "(--default-importance)")
+    else:
+        write_autojudge_bank(items, output, queries)
+    if target != "ours":
+        without = sorted({i.query_id for i in items} - set(query_texts(items, queries)))
+        if without:
+            log(f"{len(without)} topics have no query text (e.g. {', '.join(without[:3])}); "
+                "give --topics to fill it in")

@@ -90,14 +90,8 @@ def read_leaderboard(path: str | os.PathLike, fmt: str = "tsv") -> Leaderboard:
     """Read a leaderboard file or directory in the given shape (``auto`` sniffs it)."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown leaderboard format {fmt!r}")
-    files = _files(path)
+    files = leaderboard_files(path)
     if fmt == "auto":
-        from .assignments import is_assignment_file
-
-        if len(files) == 1 and is_assignment_file(files[0]):  # the nuggetizer's assign output: score it
-            from ..measures.assignment_scores import leaderboard_from_assignments
-
-            return leaderboard_from_assignments(files[0])
         fmt = sniff_format(files[0])
     if fmt == "tsv":
         if len(files) != 1:
@@ -106,7 +100,7 @@ def read_leaderboard(path: str | os.PathLike, fmt: str = "tsv") -> Leaderboard:
     return _read_long(files, fmt, display_name(path))
 
 
-def _files(path: str | os.PathLike) -> list[str]:
+def leaderboard_files(path: str | os.PathLike) -> list[str]:
     p = os.fspath(path)
     if p != "-" and os.path.isdir(p):
         names = sorted(n for n in os.listdir(p) if not n.startswith(".") and os.path.isfile(os.path.join(p, n)))

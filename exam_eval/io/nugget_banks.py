@@ -38,7 +38,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 
 from ..errors import InputError
-from .banks import IMPORTANCE, BankItem, make_item_id
+from .bank_items import IMPORTANCE, BankItem, make_item_id
 from .jsonl import dumps
 from .openers import atomic_output
 

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..errors import InputError
-from ..grading.segment import segment_id
 
 
 @dataclass(frozen=True)
@@ -75,6 +74,13 @@ class Report:
             for c in s.citations:
                 seen.setdefault(c.doc_id, None)
         return list(seen)
+
+
+def segment_id(run_id: str, query_id: str, n: int, text: str) -> str:
+    """The id of the n-th passage cut from a generated text: run/query/n-md5(text)[:10]
+    (exam_eval.grading.segment); report sentences use the same ids."""
+    digest = hashlib.md5(text.encode("utf-8")).hexdigest()[:10]
+    return f"{run_id}/{query_id}/{n}-{digest}"
 
 
 def sentence_id(run_id: str, topic_id: str, index: int, text: str) -> str:

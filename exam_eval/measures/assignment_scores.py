@@ -50,3 +50,13 @@ def leaderboard_from_assignments(path: str | os.PathLike) -> Leaderboard:
         for m in measures:
             topics.setdefault(m, {}).setdefault(run, {})[qid] = vals[m]
     return Leaderboard(measures, rows, topics, "assignments", list(measures))
+
+
+def write_listwise_assignments(reports, grades, items, path) -> None:
+    """The nuggetizer's assign-output file (one line per report, with run_id) of
+    listwise grades (exam-nuggets assign --assignments)."""
+    from ..grading.listwise import SCALE
+    from ..io.nugget_banks import write_nuggetizer_assignments
+    from . import nugget_scores as ns
+
+    write_nuggetizer_assignments(ns.assign(reports, grades, items, ns.thresholds_for(SCALE)), items, path)

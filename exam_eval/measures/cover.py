@@ -107,3 +107,32 @@ def exam_cover(index: CoverIndex, run: Run, k: int = 20, complete: bool = False)
     res.n_mean, res.n_stderr = mean_stderr(norms)
     res.n_queries = len(covers)
     return res
+
+
+def read_cover_index(grades: str, min_grade: int, *, bank: str | None = None, model: str | None = None,
+                     prompt: str | None = None, kind: str | None = None, log=lambda msg: None) -> CoverIndex:
+    """exam-cover's index from a grades file: with ``bank``, the bank's items define each
+    query's items and grades of deleted items or of edited items' old text are left out
+    (see exam_eval.measures.bank_filter); unparsed grades answer nothing and are counted."""
+    from ..errors import InputError
+    from ..io.banks import read_bank
+    from ..io.grades import read_grades
+    from .bank_filter import BankFilterStats, current_grades, effective_ids
+
+    bank_items = items = None
+    if bank is not None:
+        items = read_bank(bank, kind=kind, keep_edited_ids=True)  # edits are matched by text hash
+        bank_items = effective_ids(items)
+    graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
+    if items is not None:
+        dropped = BankFilterStats()
+        graded = current_grades(graded, items, dropped)
+        for notice in dropped.notices(grades):
+            log(notice)
+    unparsed = sum(1 for g in graded if not g.parse_ok)
+    if unparsed:
+        log(f"{grades}: {unparsed} unparsed grades (they count as not answering)")
+    index = build_index(graded, min_grade, bank_items)
+    if not index.items:
+        raise InputError("no grades for bank items (direct relevance grades cannot give a cover score)", grades)
+    return index

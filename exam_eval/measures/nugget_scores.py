@@ -328,3 +328,82 @@ def citation_qrels(reports: Sequence[Report], mode: str, *,
         stats.cited = len(labels)
         stats.unlabelled = sum(v is None for v in labels.values())
     return qrels
+
+
+# -- one set of reports, as exam-nuggets score and api.nugget_scores score it -------------
+
+def thresholds_of(grades: Sequence[Grade], support_min: int | None, partial_min: int | None,
+                  label: str = "") -> Thresholds:
+    """The support levels of one prompt's grades (``label`` names them in messages):
+    grades of several prompts are refused, since their scales need not agree."""
+    graders = {g.prompt for g in grades}
+    if len(graders) != 1:
+        where = f"{label}: " if label else ""
+        raise UsageError(f"{where}grades of {len(graders)} prompts; score one prompt's grades at a time")
+    (prompt,) = graders
+    grader = f"{label} prompt {prompt!r}" if label else f"prompt {prompt!r}"
+    return thresholds_for(scale_of(prompt), support_min, partial_min, grader=grader)
+
+
+def warn_unparsed(grades: Iterable[Grade], path: str, log) -> None:
+    unparsed = sum(1 for g in grades if not g.parse_ok)
+    if unparsed:
+        log(f"{path}: {unparsed} unparsed grades (they count as no support)")
+
+
+@dataclass
+class ReportScores:
+    per: dict[tuple[str, str], dict[str, float | None]]  # (run, topic) -> measure -> value
+    means: dict[str, dict[str, float]]  # run -> measure -> mean over topics
+    assigned: list[Assignment]
+    measures: list[str]
+
+
+def score_reports(reports: Sequence[Report], grades: Sequence[Grade], items: Mapping[str, Sequence[BankItem]],
+                  thresholds: Thresholds, *, measures: Sequence[str] = (), default_importance: str = "vital",
+                  complete: bool = False, support_index: Mapping[tuple[str, str, str], int] | None = None,
+                  kind: str = "bank", log=lambda msg: None) -> ReportScores:
+    """Nugget scores, EXAM-Cover and (with ``support_index``) citation support of every
+    report on a topic with ``items``; what is left out or ungraded is said through ``log``.
+    ``measures``: those to average (default: all that the inputs allow)."""
+    scored = [r for r in reports if items.get(r.topic_id)]
+    if len(scored) < len(reports):
+        missing = sorted({r.topic_id for r in reports if not items.get(r.topic_id)})
+        log(f"{len(reports) - len(scored)} reports are on topics without {kind} items and are not scored "
+            f"(topics {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})")
+
+    available = list(NUGGET_MEASURES + COVER_MEASURES) + (list(SUPPORT_MEASURES) if support_index is not None else [])
+    chosen = list(measures) or available
+    unknown = [m for m in chosen if m not in available]
+    if unknown:
+        raise UsageError(f"unknown measure {unknown[0]!r} for these inputs; choose from {', '.join(available)}")
+
+    per: dict[tuple[str, str], dict[str, float | None]] = {}
+    ungraded = 0
+    assigned = assign(scored, grades, items, thresholds)
+    for a in assigned:
+        per[(a.run_id, a.topic_id)] = report_nugget_scores(a, items[a.topic_id], default_importance)
+        ungraded += len(a.ungraded)
+    if ungraded:
+        log(f"{ungraded} (report, item) pairs have no parsed grade for any of the report's sentences "
+            "(scored as no support)")
+    unlabelled = sum(1 for its in items.values() for i in its if i.importance is None)
+    if unlabelled and any(m.startswith(("nugget_vital", "nugget_weighted")) for m in chosen):
+        log(f"{unlabelled} bank items have no importance and count as {default_importance}")
+    for key, (cover, norm) in report_covers(scored, grades, items, thresholds).items():
+        per[key]["exam_cover"] = cover
+        per[key]["n_exam_cover"] = norm
+    if support_index is not None:
+        pairs = bad = 0
+        for r in scored:
+            res = citation_support(r, support_index)
+            per[(r.run_id, r.topic_id)].update(support_precision=res.precision, support_recall=res.recall)
+            pairs += res.pairs
+            bad += res.ungraded_pairs
+        if bad:
+            log(f"{bad} of {pairs} (sentence, citation) pairs have no support grade (scored 0)")
+
+    topics = sorted({t for (_, t) in per}) if complete else None
+    summary = average_runs(per, chosen, topics)
+    means = {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
+    return ReportScores(per, means, assigned, chosen)

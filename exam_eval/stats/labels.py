@@ -21,8 +21,10 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import InputError
-from ..io.grades import Grade
-from ..io.trec import Qrels
+from ..io.grades import Grade, read_grades
+from ..io.labels import looks_like_grades
+from ..io.openers import display_name
+from ..io.trec import Qrels, read_qrels
 
 
 @dataclass
@@ -118,3 +120,15 @@ def calibrated(llm: LabelDists, human: Qrels, labelled: Iterable[str], smoothing
     mapping = counts / counts.sum(axis=1, keepdims=True)
     dists = {q: {d: p @ mapping for d, p in docs.items()} for q, docs in llm.dists.items()}
     return LabelDists(np.array(hvalues, dtype=float), dists, llm.missing @ mapping)
+
+
+def read_llm_dists(path: str, model, prompt, kind, log):
+    """Label distributions of an LLM side (qrels or grades) and whether grades had probs."""
+    if not looks_like_grades(path):
+        return from_qrels(read_qrels(path)), False
+    grades = read_grades(path, model=model, prompt=prompt, kind=kind)
+    has_probs = any(g.probs for g in grades)
+    dists, unparsed = from_grades(grades, display_name(path))
+    if unparsed:
+        log(f"{display_name(path)}: {unparsed} unparsed grade(s) ignored")
+    return dists, has_probs

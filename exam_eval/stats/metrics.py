@@ -71,6 +71,16 @@ def parse_metric(spec: str, rel_level: int = 1) -> Metric:
     return METRICS[m.group(1)](int(m.group(2)), rel_level)
 
 
+def cover_k(metric: str) -> int | None:
+    """k of exam-cover@k (exam-cover alone: 20); None for a rank metric (parse_metric's)."""
+    m = metric.strip().lower().replace("_", "-")
+    if m == "exam-cover":
+        return 20
+    if m.startswith("exam-cover@") and m[len("exam-cover@"):].isdigit() and int(m[len("exam-cover@"):]) > 0:
+        return int(m[len("exam-cover@"):])
+    return None
+
+
 def value_range(metric: Metric, top_label: float) -> tuple[float, float]:
     """Where a query's value (and so any mean of them) can lie.
 

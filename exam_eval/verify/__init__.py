@@ -6,4 +6,6 @@ check the grader and fix the bank instead of judging passages.
 - ``uncovered``: passages judged relevant that no item grades >= tau.
 - ``grid``:      passages x items with grades (TSV or HTML).
 - ``report``:    one self-contained HTML page with all of it plus the leaderboards.
+
+Uses io, measures and stats; imported only by exam-verify (and exam-correlate's plot).
 """

@@ -1,10 +1,12 @@
 """Figures for the report, as base64 PNG data URIs (the page must work offline and
-without scripts). matplotlib is imported here only, and only when a figure is drawn."""
+without scripts), and exam-correlate's leaderboard scatter plot. matplotlib is imported
+here only, and only when a figure is drawn."""
 
 from __future__ import annotations
 
 import base64
 import io
+import os
 
 
 def _pyplot():
@@ -58,3 +60,30 @@ def heatmap(rows: list[str], cols: list[str], values, title: str, label: str) ->
         return _data_uri(fig)
     finally:
         plt.close(fig)
+
+
+def leaderboard_scatter(path, tvals, pvals, tcol, pcol, result, truth, pred) -> None:
+    """exam-correlate leaderboard --plot: TRUTH vs PRED, one labelled dot per system, as a PNG file."""
+    from ..io.openers import atomic_output, display_name
+    from ..stats.leaderboards import fmt, is_rank
+
+    plt = _pyplot()
+
+    names = sorted(set(tvals) & set(pvals))
+    fig, ax = plt.subplots(figsize=(8, 6))
+    xs, ys = [tvals[n] for n in names], [pvals[n] for n in names]
+    ax.scatter(xs, ys, s=18)
+    for n, x, y in zip(names, xs, ys):
+        ax.annotate(n, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+    if is_rank(tcol):
+        ax.invert_xaxis()
+    if is_rank(pcol):
+        ax.invert_yaxis()
+    ax.set_xlabel(f"{os.path.basename(display_name(truth))}: {tcol}")
+    ax.set_ylabel(f"{os.path.basename(display_name(pred))}: {pcol}")
+    ax.set_title(f"Spearman {fmt(result['spearman'])}, Kendall tau-b {fmt(result['kendall_tau_b'])}, "
+                 f"tau-AP {fmt(result['tau_ap'])} (n={result['n']})", fontsize=10)
+    fig.tight_layout()
+    with atomic_output(path, binary=True) as out:
+        fig.savefig(out, format="png", dpi=150)
+    plt.close(fig)

@@ -7,9 +7,9 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..io.banks import BankItem, read_bank
-from ..io.grades import Grade
+from ..io.grades import Grade, read_grades
 from ..io.jsonl import iter_jsonl
 from ..io.openers import display_name
 from ..io.trec import Qrels, read_qrels
@@ -142,3 +142,23 @@ def check_bank_matches(table: GradeTable, bank: dict[str, BankItem], bank_path) 
 def one_line(text: str) -> str:
     """Tabs and newlines would break a TSV row; collapse all whitespace runs."""
     return " ".join(str(text).split())
+
+
+def load_grade_table(grades_path, model, prompt, kind, bank_path):
+    """The grades as a GradeTable, and the bank (item id -> item) they must match."""
+    grades = read_grades(grades_path, model=model, prompt=prompt, kind=kind)
+    table = GradeTable.from_grades(grades)
+    if not table.by_item:
+        raise UsageError(f"{grades_path} has no grades of bank items (only direct relevance grades?)")
+    bank = load_bank(bank_path)
+    check_bank_matches(table, bank, bank_path)
+    return table, bank
+
+
+def extraction_answers(grades_path, prompt, path):
+    """--extraction-prompt's answers from ``path`` (default: the grades file), or None."""
+    if prompt is None:
+        if path is not None:
+            raise UsageError("--extraction-grades needs --extraction-prompt")
+        return None
+    return extracted_answers(path or grades_path, prompt)

@@ -25,21 +25,13 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from exam_eval.errors import UsageError
+from exam_eval.grading.types import Parsed  # noqa: F401  (its old home)
 
 PLACEHOLDER = re.compile(r"\{(query|question|nugget|item|context|answer|correct_answer)\}")
 TARGETS = ("question", "nugget", "direct")
 MODES = ("score", "generate")
-
-
-@dataclass(frozen=True)
-class Parsed:
-    grade: int | None  # None when unparseable (parse_ok False) or pending verification
-    parse_ok: bool
-    answer: str | None  # extracted answer text for extraction prompts, else None
-    note: str = ""  # e.g. "unanswerable", "no rating found"
 
 
 @dataclass(frozen=True)
@@ -182,6 +174,10 @@ class Prompt:
         return {m.group(1) for t in texts for m in PLACEHOLDER.finditer(t)}
 
 
+# How every 0-5 self-rating prompt (EXAM++, the workbench) is read: the digit the model
+# ranks highest, 0 worst to 5 best; generated text goes through the rating parser.
+SELF_RATING = dict(mode="score", labels=("0", "1", "2", "3", "4", "5"), scale=(0, 5), parser="rating")
+
 REGISTRY: dict[str, Prompt] = {}
 
 
@@ -190,21 +186,3 @@ def register(prompt: Prompt) -> Prompt:
         raise ValueError(f"prompt id {prompt.id!r} registered twice")
     REGISTRY[prompt.id] = prompt
     return prompt
-
-
-def get_prompt(name_or_path: str) -> Prompt:
-    """A registered prompt by id, or a custom prompt loaded from an existing file."""
-    import exam_eval.grading.prompts  # noqa: F401  (registers the published prompts)
-
-    # A published id wins over a file of the same name in the working directory; say
-    # "file:sun" or "./sun" for the file. Files are re-read each time (they may be edited).
-    if name_or_path in REGISTRY and not name_or_path.startswith("file:"):
-        return REGISTRY[name_or_path]
-    path = name_or_path[5:] if name_or_path.startswith("file:") else name_or_path
-    if Path(path).is_file():
-        from exam_eval.grading.prompts.custom import load_prompt_file
-
-        return register(load_prompt_file(path))
-    known = ", ".join(sorted(k for k in REGISTRY if not k.startswith("file:")))
-    raise UsageError(f"unknown prompt {name_or_path!r} (neither a prompt id nor an existing file); "
-                     f"known prompts: {known}")

@@ -13,7 +13,7 @@ blank line, the six choice lines, a blank line, then ``Question: ... Context: ..
 line (as in both papers).
 """
 
-from exam_eval.grading.prompts.base import Prompt, register
+from exam_eval.grading.prompts.base import SELF_RATING, Prompt, register
 
 SOURCE = "EXAM++ Table 2"
 
@@ -21,10 +21,7 @@ register(Prompt(
     id="question-selfrating",
     source=SOURCE,
     target="question",
-    mode="score",
-    labels=("0", "1", "2", "3", "4", "5"),
-    scale=(0, 5),
-    parser="rating",
+    **SELF_RATING,
     description="self-rated answerability of an exam question, 0 (worst) to 5 (best)",
     template=(
         "Can the question be answered based on the available context? choose one:\n"

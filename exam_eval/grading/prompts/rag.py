@@ -36,85 +36,16 @@ citation-support answers one of its three labels (or the option names "Full Supp
 
 from __future__ import annotations
 
-import ast
-import json
-import re
 from dataclasses import dataclass
 
-from exam_eval.grading.prompts.base import Parsed, Prompt, register
+from exam_eval.grading.parsing import parse_label_list, parse_support_label  # noqa: F401  (their old home)
+from exam_eval.grading.prompts.base import Prompt, register
 
 NUGGETIZER_SOURCE = "AutoNuggetizer (Pradeep et al. 2024), castorini/nuggetizer assigner_template.yaml"
 SUPPORT_SOURCE = "TREC 2024 RAG support (Thakur et al. 2025), via vectara/open-rag-eval"
 
 NUGGET_LABELS = ("not_support", "partial_support", "support")
 SUPPORT_LABELS = ("no_support", "partial_support", "full_support")
-
-
-def _norm_label(text: str) -> str:
-    t = text.strip().strip("\"'`.,;:!()[]{}* \t\n").lower()
-    return re.sub(r"[\s\-]+", "_", t)
-
-
-def _label_grade(prompt: Prompt, word: str) -> int | None:
-    norm = _norm_label(word)
-    for i, label in enumerate(prompt.labels):
-        if norm == label:
-            return prompt.scale[0] + i
-    return None
-
-
-def _strip_fences(text: str) -> str:
-    return re.sub(r"```[a-zA-Z]*", "", text).strip()
-
-
-def parse_label_list(prompt: Prompt, text: str) -> Parsed:
-    """The nuggetizer's answer: a list with one label per nugget (here: one nugget)."""
-    t = _strip_fences(text or "")
-    if not t:
-        return Parsed(None, False, None, "empty output")
-    grade = _label_grade(prompt, t)
-    if grade is not None:
-        return Parsed(grade, True, None)
-    m = re.search(r"\[[^\[\]]*\]", t)
-    if not m:
-        return Parsed(None, False, None, "no label list found")
-    value = None
-    for loader in (ast.literal_eval, json.loads):
-        try:
-            value = loader(m.group(0))
-            break
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        return Parsed(None, False, None, "label list is not a list of strings")
-    if len(value) != 1:
-        return Parsed(None, False, None, f"expected 1 label, got {len(value)}")
-    grade = _label_grade(prompt, value[0])
-    if grade is None:
-        return Parsed(None, False, None, f"unknown label {value[0]!r}")
-    return Parsed(grade, True, None)
-
-
-_OPTION_NAMES = {"full support": "full_support", "partial support": "partial_support", "no support": "no_support"}
-
-
-def parse_support_label(prompt: Prompt, text: str) -> Parsed:
-    """One of full_support / partial_support / no_support (or the option names)."""
-    t = _strip_fences(text or "")
-    if not t:
-        return Parsed(None, False, None, "empty output")
-    grade = _label_grade(prompt, t)
-    if grade is not None:
-        return Parsed(grade, True, None)
-    low = t.lower()
-    for name, label in _OPTION_NAMES.items():
-        low = low.replace(name, label)
-    found = set(re.findall(r"\b(full_support|partial_support|no_support)\b", low))
-    if len(found) > 1:
-        return Parsed(None, False, None, "several support labels: " + ", ".join(sorted(found)))
-    if not found:
-        return Parsed(None, False, None, "no support label found")
-    return Parsed(_label_grade(prompt, found.pop()), True, None)
 
 
 @dataclass(frozen=True)

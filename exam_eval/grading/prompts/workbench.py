@@ -15,7 +15,7 @@ bullet and closing period, a blank line before and after the list, as in EXAM++ 
 Words, capitalisation (``Key Fact:``) and order are the paper's.
 """
 
-from exam_eval.grading.prompts.base import Prompt, register
+from exam_eval.grading.prompts.base import SELF_RATING, Prompt, register
 
 SOURCE = "RUBRIC workbench Table 2"
 
@@ -23,10 +23,7 @@ register(Prompt(
     id="nugget-selfrating",
     source=SOURCE,
     target="nugget",
-    mode="score",
-    labels=("0", "1", "2", "3", "4", "5"),
-    scale=(0, 5),
-    parser="rating",
+    **SELF_RATING,
     description="self-rated coverage of a nugget (key fact), 0 (not mentioned) to 5",
     template=(
         "Given the context, evaluate the coverage of the specified key fact (nugget). Use this scale:\n"

@@ -1,0 +1,72 @@
+"""A back end from a command's flags: the --backend-option pairs, the checks against the
+prompt, and EXAM++'s answer verifier. exam-grade, exam-nuggets support and api.grade
+build their graders here; nothing is loaded until the first batch."""
+
+from __future__ import annotations
+
+from ..errors import UsageError
+
+
+def split_backend_options(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        key, sep, value = v.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--backend-option must be KEY=VALUE, got {v!r}")
+        out[key.strip().replace("-", "_")] = _scalar(value)
+    return out
+
+
+def _scalar(value: str):
+    """``-O batch_size=4`` means the number 4, ``-O logprobs=false`` the boolean."""
+    low = value.strip().lower()
+    if low in ("true", "false"):
+        return low == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], prompt):
+    """The back end of the flags (``options``, None where not given) and the --backend-option
+    pairs, checked against ``prompt``; validates options and model path, loads nothing.
+    ``options`` takes the --backend-option values too (the verifier reads them)."""
+    from .base import get_backend
+
+    extra = split_backend_options(backend_options)
+    clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
+    if clash:
+        raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
+    options.update(extra)
+    grader = get_backend(backend, **options)
+    grader.check_prompt(prompt)
+    return grader
+
+
+def attach_verifier(grader, backend: str, verifier_model, verifier_backend: str, options: dict) -> None:
+    """EXAM++'s LLM answer verification, by the grading model or by a model of its own."""
+    import inspect
+
+    from ..grading.prompts import get_prompt
+    from .base import PromptBackend, backend_class, get_backend
+
+    verifier = get_prompt("answer-verification")
+    if not grader.can_verify:
+        raise UsageError(f"--verify llm: back end {backend!r} has no extracted answers to verify")
+    if verifier_model:
+        cls = backend_class(verifier_backend)
+        if not issubclass(cls, PromptBackend):
+            raise UsageError(f"--verifier-backend must be an LLM back end, not {verifier_backend!r}")
+        # the grading options that also make sense for the verifier (device, server ...)
+        shared = ("device", "dtype", "base_url", "api_key_env", "concurrency")
+        params = inspect.signature(cls.__init__).parameters
+        kw = {k: options.get(k) for k in shared if k in params and options.get(k) is not None}
+        vb = get_backend(verifier_backend, model=verifier_model, **kw)
+        vb.check_prompt(verifier)
+        grader.verifier_backend = vb
+    elif not isinstance(grader, PromptBackend):
+        raise UsageError(f"--verify llm with {backend!r}: give the verifying LLM with --verifier-model")
+    grader.verifier = verifier

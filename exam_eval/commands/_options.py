@@ -1,0 +1,66 @@
+"""Option blocks that several commands share, defined once: the back-end flags of
+exam-grade and exam-nuggets support, and their cache/shard/dry-run/output flags."""
+
+from __future__ import annotations
+
+import click
+
+from ._base import check_appended_output
+
+# what builds the back end (backends.factory.make_grader takes them as a dict)
+BACKEND_OPTIONS = [
+    click.option("--backend", default="hf-seq2seq", show_default=True, metavar="NAME", help="hf-seq2seq, hf-causal, hf-qa, endpoint, embedding, scripted."),
+    click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large]."),
+    click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available."),
+    click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="Weights dtype (HF back ends)."),
+    click.option("--engine", "engine_name", default=None, type=click.Choice(["auto", "torch", "ctranslate2"]),
+                 help="hf-seq2seq, hf-causal: what runs the model; auto = ctranslate2 where installed for hf-seq2seq, "
+                      "torch for hf-causal (torch with --dtype, ctranslate2 with --compute-type). [auto]"),
+    click.option("--compute-type", default=None, metavar="TYPE",
+                 help="--engine ctranslate2: int8 (CPU default; hf-causal: float32), int8_float32, int16 (closer to float32), float32; CUDA: bfloat16 (default), "
+                      "float16, int8_float16, int8_bfloat16."),
+    click.option("--recheck-margin", type=click.FloatRange(min=0), default=None, metavar="M",
+                 help="--engine ctranslate2, scoring: regrade in float32 the pairs whose two best label logits are less "
+                      "than M standard deviations (of the logits over the vocabulary) apart; 0 turns it off. "
+                      "[0.2 for the int8 compute types, else 0]"),
+    click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise)."),
+    click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit."),
+    click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="Generation length limit."),
+    click.option("--num-beams", type=click.IntRange(min=1), default=None, help="Beam search width for generation (default greedy)."),
+    click.option("--base-url", default=None, metavar="URL", help="endpoint: OpenAI-compatible base URL (…/v1)."),
+    click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY]."),
+    click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight [64; see man exam-nuggets, THROUGHPUT]."),
+]
+
+# how a grading run reads and writes: -O pairs, the cache, one shard, a dry run, the output
+RUN_OPTIONS = [
+    click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE", help="Further back-end option (repeatable), e.g. -O delay=0.1 for scripted."),
+    click.option("--cache", "cache_path", default=None, metavar="FILE", help="Grade cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite]."),
+    click.option("--no-cache", is_flag=True, help="Neither read nor write the grade cache."),
+    click.option("--shard", default=None, metavar="I/N", help="Grade only shard I of N (1-based; stable split by work key)."),
+    click.option("--dry-run", is_flag=True, help="Report pool size, pairs, cache hits and estimated time; grade nothing."),
+    click.option("-o", "--output", default=None, metavar="FILE", callback=check_appended_output,
+                 help="Append grades to FILE (resumable; .gz ok; checked before any work). Default: stdout."),
+]
+
+# the keyword names BACKEND_OPTIONS give a command, as make_grader wants them
+_SETTINGS = {"engine_name": "engine"}
+BACKEND_SETTINGS = ("model", "device", "dtype", "engine_name", "compute_type", "recheck_margin", "batch_size",
+                    "max_input_tokens", "max_new_tokens", "num_beams", "base_url", "api_key_env", "concurrency")
+
+
+def _apply(options):
+    def decorate(f):
+        for option in reversed(options):  # click lists options in the order they are written
+            f = option(f)
+        return f
+    return decorate
+
+
+backend_flags = _apply(BACKEND_OPTIONS)
+run_flags = _apply(RUN_OPTIONS)
+
+
+def backend_settings(params: dict) -> dict:
+    """The back-end flags among a command's parameters, keyed as the back ends take them."""
+    return {_SETTINGS.get(k, k): params[k] for k in BACKEND_SETTINGS}

@@ -1,0 +1,237 @@
+"""exam-grade's inputs: the pool of passages (runs, qrels, response segments, report
+sentences), their texts, the bank items and query texts, all read and checked before a
+model loads; and the run files of graded segments. Used by exam-grade; notes go to ``log``."""
+
+from __future__ import annotations
+
+import os
+from typing import Callable, Mapping
+
+from ..errors import InputError, UsageError
+
+Log = Callable[[str], None]
+
+
+def _quiet(msg: str) -> None:
+    pass
+
+
+def read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, bank, prompt, direct,
+                keep_edited_ids=False, reports=(), track_spec=None, report_unit="sentence",
+                cited_documents=False, log: Log = _quiet) -> dict:
+    """Everything exam-grade grades, read and checked before a model loads: the pool
+    (docs per query), passage texts, bank items, query texts, response and report segments."""
+    from .pool import Pool
+    from .segment import read_responses
+    from ..io.banks import BankReport, items_by_query, read_bank
+    from ..io.irds import irds_qrels, looks_like_irds_id
+    from ..io.passages import read_passages
+    from ..io.reports import read_requests
+
+    pool = Pool()
+    for r in runs:
+        pool.add_run(r, depth)
+    for q in qrels:
+        if looks_like_irds_id(q):
+            for qid, docs in sorted(irds_qrels(q).items()):
+                for doc in sorted(docs):
+                    pool.add(qid, doc)
+        else:
+            pool.add_qrels(q)
+    segments = []
+    if responses:
+        segments = read_responses(responses)
+        pool.add_segments(segments, None)  # a response is graded whole; -k applies in exam-cover
+    report_segs, the_reports = (report_segments_of(reports, track_spec, report_unit, cited_documents, passages, log)
+                                if reports else ([], []))
+    pool.add_segments(report_segs, None)
+
+    items = None
+    if bank:
+        report = BankReport()
+        all_items = read_bank(bank, report=report, keep_edited_ids=keep_edited_ids)
+        for notice in report.notices(bank):
+            log(notice)
+        wanted_kind = [i for i in all_items if i.kind == prompt.target]
+        if not wanted_kind:
+            kinds = sorted({i.kind for i in all_items})
+            raise InputError(f"no {prompt.target} items for prompt {prompt.id!r} (the bank holds {', '.join(kinds)}s)", bank)
+        items = items_by_query(wanted_kind)
+
+    queries: dict[str, str] = {}
+    if topics:
+        queries = read_requests(topics)  # also the request files of RAG tracks
+        if the_reports and track_spec:
+            check_topic_coverage(the_reports, queries, track_spec, topics, log)
+    elif "query" in prompt.placeholders:
+        raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
+
+    # queries that can be graded at all, so only their passages are read
+    if items is not None:
+        from .engine import check_bank_coverage
+
+        covered = check_bank_coverage(items, pool.docs, bank)
+        unbanked = sorted(set(pool.docs) - set(items))
+        if unbanked:
+            log(f"{len(unbanked)} pooled queries have no bank items and are not graded (e.g. {', '.join(unbanked[:3])})")
+        if len(covered) < len(items):
+            log(f"{len(items) - len(covered)} bank queries have no pooled passages")
+        docs = {q: list(pool.docs[q]) for q in pool.docs if q in items}
+    else:
+        docs = {q: list(d) for q, d in pool.docs.items()}
+    if "query" in prompt.placeholders:
+        lacking = sorted(q for q in docs if q not in queries)
+        if lacking:
+            raise InputError(f"no topic text for {len(lacking)} pooled queries (e.g. {', '.join(lacking[:3])})", topics)
+
+    wanted = {d for ds in docs.values() for d in ds} - set(pool.texts)
+    texts = dict(pool.texts)
+    if wanted:
+        if not passages:
+            raise UsageError(f"{len(wanted)} pooled passages need texts: give --passages (file or ir_datasets ID)")
+        texts.update(read_passages(passages, wanted))
+    missing = sorted(d for d in {d for ds in docs.values() for d in ds} if not (texts.get(d) or "").strip())
+    if missing:
+        if on_missing == "error":
+            raise InputError(f"{len(missing)} pooled passages have no text (e.g. {', '.join(missing[:3])}); "
+                             "use --on-missing skip to grade the rest", passages or responses)
+        log(f"{len(missing)} pooled passages have no text and are skipped (e.g. {', '.join(missing[:3])})")
+    gone = set(missing)
+    docs = {q: [d for d in ds if d not in gone] for q, ds in docs.items()}
+    docs = {q: ds for q, ds in docs.items() if ds}
+    if not docs:
+        raise InputError("no pooled passage has text", passages or responses)
+    pool_size = sum(len(ds) for ds in docs.values())
+    return dict(docs=docs, texts=texts, items=items, queries=queries, segments=segments, report_segments=report_segs,
+                pool=pool_size, missing=len(missing))
+
+
+def report_segments_of(paths, track_spec, unit, cited_documents, passages, log: Log = _quiet):
+    from .report_units import report_segments
+    from ..io.reports import read_reports
+
+    reports = read_reports(list(paths), track_spec=track_spec)
+    smelly = [r for r in reports if r.warnings]
+    if smelly:
+        r = smelly[0]
+        log(f"{len(smelly)} reports break rules that track spec {track_spec} only warns about "
+            f"(e.g. {r.source}:{r.line}: {r.warnings[0]})")
+    cited = None
+    if cited_documents:
+        cited, wanted = cited_texts(reports, passages)
+        lacking = sorted(wanted - set(cited))
+        if lacking and not passages:
+            raise UsageError(f"{len(lacking)} cited documents need texts for --cited-documents: give --passages")
+        if lacking:
+            log(f"{len(lacking)} cited documents have no text and are left out of the context "
+                f"(e.g. {', '.join(lacking[:3])})")
+    segs = report_segments(reports, unit, cited)
+    if not segs:
+        raise InputError("no report has a sentence with text", ", ".join(paths))
+    return segs, reports
+
+
+def cited_texts(reports, passages) -> tuple[dict[str, str], set[str]]:
+    """Texts of the documents the reports cite (the reports' own first, then ``passages``:
+    a file, an ir_datasets ID or a mapping), and the ids of all cited documents."""
+    from ..io.passages import read_passages
+
+    wanted = {d for r in reports for d in r.cited_doc_ids()}
+    cited = {d: t for r in reports for d, t in r.documents.items() if d in wanted}
+    lacking = wanted - set(cited)
+    if isinstance(passages, Mapping):
+        cited.update({d: t for d, t in passages.items() if d in lacking})
+    elif passages and lacking:
+        cited.update(read_passages(str(passages), lacking))
+    return cited, wanted
+
+
+def check_topic_coverage(reports, queries, track_spec, topics, log: Log = _quiet) -> None:
+    from ..io.reports import check_topic_coverage as spec_coverage
+
+    errors, warnings = spec_coverage(reports, queries, track_spec)
+    if errors:
+        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
+        raise InputError(f"track spec {track_spec}: {errors[0]}{more}", topics)
+    for w in warnings[:3]:
+        log(f"track spec {track_spec} warns: {w}")
+    if len(warnings) > 3:
+        log(f"... and {len(warnings) - 3} more such warnings")
+
+
+def write_segment_runs(segments, path: str, option: str = "--responses") -> None:
+    from .segment import segments_to_runs
+    from ..io.openers import atomic_output, output_folder
+    from ..io.trec import write_run
+
+    runs = segments_to_runs(segments)
+    if path.endswith(os.sep) or os.path.isdir(path):
+        with output_folder(path):
+            for run_id, run in runs.items():
+                with atomic_output(os.path.join(path, f"{run_id}.run")) as out:
+                    write_run(run, out, run_id)
+        return
+    if len(runs) > 1:
+        raise UsageError(f"{option} holds {len(runs)} runs; give {option}-run-out a directory (one file per run)")
+    (run_id, run), = runs.items()
+    with atomic_output(path) as out:
+        write_run(run, out, run_id)
+
+
+def support_units(reports, *, track_spec, passages, topics, on_missing, prompt, grader, shard, log: Log = _quiet):
+    """exam-nuggets support's work: one unit per (sentence, cited document) text pair of
+    the reports, the statement being the sentence. Returns (units, pairs, documents
+    without text)."""
+    from . import engine
+    from .cache import unit_key
+    from .types import GradeRequest
+    from ..io.bank_items import BankItem
+    from ..io.reports import read_reports
+
+    rs = read_reports(list(reports), track_spec=track_spec)
+    texts: dict[str, str] = {}
+    for r in rs:
+        texts.update(r.documents)
+    wanted = {c.doc_id for r in rs for s in r.sentences for c in s.citations} - set(texts)
+    if wanted and passages:
+        from ..io.passages import read_passages
+
+        texts.update(read_passages(passages, wanted))
+    missing = sorted(d for d in {c.doc_id for r in rs for s in r.sentences for c in s.citations}
+                     if not (texts.get(d) or "").strip())
+    if missing:
+        if on_missing == "error" or not passages and len(missing) == len(wanted):
+            hint = "" if passages else "; give --passages"
+            raise InputError(f"{len(missing)} cited documents have no text (e.g. {', '.join(missing[:3])}){hint}",
+                             passages or ", ".join(reports))
+        log(f"{len(missing)} cited documents have no text and are skipped (e.g. {', '.join(missing[:3])})")
+    queries: dict[str, str] = {}
+    if "query" in prompt.placeholders:
+        if not topics:
+            raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
+        from ..io.reports import read_requests
+
+        queries = read_requests(topics)
+
+    uses_query = "query" in prompt.placeholders
+    units: dict[str, engine.Unit] = {}
+    npairs = 0
+    for r in rs:
+        query = queries.get(r.topic_id, "")
+        for s in r.sentences:
+            statement = BankItem(r.topic_id, s.doc_id, "statement", s.text)
+            for doc in dict.fromkeys(c.doc_id for c in s.citations):
+                passage = texts.get(doc)
+                if not (passage or "").strip():
+                    continue
+                key = unit_key(grader.cache_identity, prompt.hash, query if uses_query else None, s.text, passage, None)
+                if not engine.in_shard(key, shard):
+                    continue
+                unit = units.get(key)
+                if unit is None:
+                    unit = units[key] = engine.Unit(key, GradeRequest(prompt, query, s.text, passage, None))
+                unit.pairs.append(engine.Pair(r.topic_id, doc, statement))
+                npairs += 1
+    if not npairs:
+        raise InputError("no report sentence cites a document with text", ", ".join(reports))
+    return units, npairs, missing

@@ -1,0 +1,63 @@
+"""The data every grader shares: what is asked of a back end, what it answers, and
+what a parser reads. A leaf of exam_eval.grading: the engine, the cache, the parsers,
+the prompts and every back end import these types from here, never from each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .prompts.base import Prompt
+
+
+@dataclass(frozen=True)
+class Parsed:
+    grade: int | None  # None when unparseable (parse_ok False) or pending verification
+    parse_ok: bool
+    answer: str | None  # extracted answer text for extraction prompts, else None
+    note: str = ""  # e.g. "unanswerable", "no rating found"
+
+
+@dataclass(frozen=True)
+class GradeRequest:
+    prompt: "Prompt"
+    query: str
+    item_text: str | None  # None for direct relevance prompts
+    context: str  # the passage
+    answer_keys: tuple[str, ...] | None = None
+    # for the answer-verification prompt: the extracted answer and the key it is checked against
+    answer: str | None = None
+    correct_answer: str | None = None
+
+    def texts(self, context: str) -> dict:
+        return dict(query=self.query, item=self.item_text, context=context, answer=self.answer,
+                    correct_answer=self.correct_answer)
+
+
+class GradeResult(NamedTuple):
+    answer: str | None  # raw model output (or the label read in scoring mode)
+    grade: int | None  # None exactly when parse_ok is False
+    probs: dict[str, float] | None  # normalised over the prompt's labels, when scored
+    parse_ok: bool
+    # the model call itself failed (an endpoint error after all retries): nothing to
+    # record; the engine neither writes nor caches it, so a rerun tries again
+    failed: bool = False
+
+
+FAILED = GradeResult(None, None, None, False, True)
+
+
+class Grader(Protocol):
+    """What the engine needs from a back end (exam_eval.backends.base.Backend is one)."""
+
+    name: str
+    model_id: str
+    batch_size: int
+    engine: str | None
+
+    @property
+    def cache_identity(self) -> str: ...
+
+    def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]: ...

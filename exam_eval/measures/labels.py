@@ -1,0 +1,59 @@
+"""Relevance labels from whatever the user has (a qrels file, an ir_datasets ID, or
+grades, sniffed by exam_eval.io.labels): grades become labels as exam-qrels makes them."""
+
+from __future__ import annotations
+
+from ..errors import InputError
+from ..io.grades import read_grades
+from ..io.irds import irds_qrels
+from ..io.labels import looks_like_grades, sniff_labels
+from ..io.openers import display_name
+from ..io.trec import Qrels, read_qrels
+from .bank_filter import BankFilterStats, current_grades
+from .exam_qrels import LabelStats, grades_to_qrels
+
+
+def load_labels(spec: str, *, label: str = "max", min_grade: int | None = None,
+                model: str | None = None, prompt: str | None = None, kind: str | None = None,
+                bank_items=None, log=None) -> Qrels:
+    """Qrels from a qrels file, an ir_datasets ID, or grades.
+
+    With ``bank_items`` (the bank's items, read with ``keep_edited_ids=True``), only
+    grades of those items' current texts are used: the grades file is append-only, so
+    after a bank edit it still holds grades of deleted and of edited questions (see
+    :mod:`exam_eval.measures.bank_filter`). Direct relevance grades (no item) are kept.
+    """
+    what = sniff_labels(spec)
+    if what == "irds":
+        return irds_qrels(spec)
+    if what == "qrels":
+        return read_qrels(spec)
+    grades = read_grades(spec, model=model, prompt=prompt, kind=kind)
+    if bank_items is not None:
+        dropped = BankFilterStats()
+        grades = current_grades(grades, bank_items, dropped)
+        for notice in dropped.notices(spec) if log is not None else ():
+            log(notice)
+    stats = LabelStats()
+    qrels = grades_to_qrels(grades, label=label, min_grade=min_grade, stats=stats)
+    if stats.unparsed_grades and log is not None:
+        log(f"{spec}: {stats.unparsed_grades} unparsed grades ignored; "
+            f"{stats.unlabelled} passages had no parsed grade and get no label")
+    if not qrels:
+        raise InputError("no passage has a parsed grade", spec)
+    return qrels
+
+
+def read_llm_qrels(path: str, model, prompt, kind, log) -> Qrels:
+    """An LLM side of a comparison: qrels, or grades read as labels (the maximum grade over
+    a query's items), as exam-correlate reads them."""
+    if not looks_like_grades(path):
+        return read_qrels(path)
+    stats = LabelStats()
+    qrels = grades_to_qrels(read_grades(path, model=model, prompt=prompt, kind=kind), label="max", stats=stats)
+    if stats.unlabelled or stats.unparsed_grades:
+        log(f"{display_name(path)}: {stats.unparsed_grades} unparsed grade(s) ignored; "
+            f"{stats.unlabelled} passage(s) without any parsed grade left unlabelled")
+    if not qrels:
+        raise InputError("no passage has a parsed grade", display_name(path))
+    return qrels

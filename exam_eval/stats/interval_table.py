@@ -1,0 +1,131 @@
+"""exam-correlate interval's table: read the two label sources and the runs, choose the
+labelled queries, and compute every method's interval per run (exam_eval.stats.intervals)
+or per-query CRC intervals. Notes go to ``log``; ``advance`` is called after each run."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import InputError, UsageError
+from ..io.openers import display_name, iter_lines
+from ..io.trec import read_run, run_name
+from .crc import CoverageError, min_labelled_per_query
+from .intervals import compute_intervals, compute_per_query
+from .leaderboards import fmt
+from .metrics import cover_k
+from .sources import CoverSource, RankMetricSource
+
+
+@dataclass
+class IntervalTable:
+    header: str
+    rows: list[str]
+    failed: list[str] = field(default_factory=list)  # "run/method" of the intervals that failed
+    first_error: str | None = None
+
+
+def read_labelled(path: str, allowed: set[str]) -> list[str]:
+    name = display_name(path)
+    out: list[str] = []
+    seen: set[str] = set()
+    for lineno, line in iter_lines(path):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        qid = fields[0]
+        if qid not in allowed:
+            raise InputError(f"query {qid} has no human judgments or no LLM labels", name, lineno)
+        if qid not in seen:
+            seen.add(qid)
+            out.append(qid)
+    if not out:
+        raise InputError("no query ids", name)
+    return out
+
+
+def interval_rows(human: str, llm: str, runs: Sequence[str], *, metric: str, rel_level: int, min_grade: int,
+                  labelled_file: str | None, n_labelled: int | None, alpha: float, samples: int, seed: int,
+                  mapping: str, chosen: list[str], crc_correction: str, per_query: bool, model=None, prompt=None,
+                  kind=None, log: Callable[[str], None] = lambda msg: None,
+                  advance: Callable[[], None] = lambda: None) -> IntervalTable:
+    k = cover_k(metric)
+    if k is None:
+        source = RankMetricSource(human, llm, metric, rel_level, model, prompt, kind, log)
+    else:
+        source = CoverSource(human, llm, k, min_grade, model, prompt, kind, log)
+
+    run_data = [(run_name(p), read_run(p)) for p in runs]
+    names = [n for n, _ in run_data]
+    if len(set(names)) != len(names):
+        raise UsageError("two runs have the same name: " + ", ".join(sorted({n for n in names if names.count(n) > 1})))
+
+    queries = sorted(source.llm_queries)
+    judged = sorted(set(queries) & source.human_queries)
+    if not judged:
+        raise InputError(f"no query of {display_name(human)} has LLM labels", display_name(llm))
+    if labelled_file:
+        labelled = read_labelled(labelled_file, set(judged))
+    elif n_labelled is not None:
+        if not 2 <= n_labelled <= len(judged):
+            raise UsageError(f"--n-labelled must be between 2 and {len(judged)} (queries judged and LLM-labelled)")
+        labelled = sorted(random.Random(seed).sample(judged, n_labelled))
+    else:
+        labelled = judged
+    for name, run in run_data:
+        if not set(run) & set(queries):
+            raise InputError(f"run {name} has none of the {len(queries)} LLM-labelled queries", name)
+
+    need = min_labelled_per_query(alpha, crc_correction)
+    if per_query and len(labelled) < need:
+        raise CoverageError(f"per-query CRC at 1-alpha = {1 - alpha:g} needs at least {need} labelled "
+                            f"queries (--crc-correction {crc_correction}), got {len(labelled)}")
+    if len(labelled) == len(queries) and any(m.startswith("ppi") for m in chosen):
+        chosen = [m for m in chosen if not m.startswith("ppi")]
+        log("every query is labelled, so PPI has no unlabelled queries to use: PPI left out")
+        if not chosen:
+            raise UsageError("nothing left to compute: PPI needs unlabelled queries (use --labelled/--n-labelled)")
+
+    source.prepare(labelled, mapping)
+    log(f"{len(queries)} queries with LLM labels, {len(labelled)} labelled with human judgments; "
+        f"metric {source.name}, 1-alpha = {1 - alpha:g}, mapping {mapping}")
+    position = {q: i for i, q in enumerate(queries)}
+    idx = np.array([position[q] for q in labelled], dtype=np.int64)
+
+    bounds = source.value_range()
+    rows: list[str] = []
+    failed: list[str] = []
+    first_error = None
+    for name, run in run_data:
+        predicted, truth = source.build(run, queries, labelled)
+        if predicted.unlabelled:
+            log(f"{name}: {predicted.unlabelled} top-ranked passage(s) without LLM label "
+                "(counted as the lowest LLM label / answering nothing)")
+        if per_query:
+            pq = compute_per_query(predicted, queries, labelled, truth, alpha, crc_correction)
+            log(f"{name}: per-query CRC lambda_low={pq.lam_low:.4f} lambda_high={pq.lam_high:.4f}")
+            lower, upper = np.clip(pq.lower, *bounds), np.clip(pq.upper, *bounds)
+            for i, q in enumerate(pq.queries):
+                hv = pq.human.get(q)
+                rows.append("\t".join([name, q, "1" if hv is not None else "0", "" if hv is None else fmt(hv),
+                                       fmt(lower[i]), fmt(pq.predicted[i]), fmt(upper[i]),
+                                       fmt(upper[i] - lower[i])]))
+        else:
+            failures: list = []
+            for r in compute_intervals(predicted, idx, truth, alpha, samples, seed, chosen, crc_correction,
+                                       bounds, failures):
+                if r.detail:
+                    log(f"{name}: {r.method} {r.detail}")
+                rows.append("\t".join([name, source.name, r.method, fmt(r.lower), fmt(r.estimate),
+                                       fmt(r.upper), fmt(r.width), fmt(r.llm_mean)]))
+            for f in failures:
+                log(f"{name}: {f.method} failed: {f.reason}")
+                failed.append(f"{name}/{f.method}")
+                first_error = first_error or f.reason
+        advance()
+    header = ("run\tquery\tlabelled\thuman\tlower\tpredicted\tupper\twidth" if per_query
+              else "run\tmetric\tmethod\tlower\testimate\tupper\twidth\tllm_mean")
+    return IntervalTable(header, rows, failed, first_error)
