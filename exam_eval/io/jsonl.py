@@ -1,13 +1,68 @@
-"""JSON Lines reading with located errors."""
+"""JSON Lines reading with located errors.
+
+Every JSON input goes through :func:`iter_jsonl` (or :func:`loads_checked` for a value
+read otherwise), which refuses, naming file and line, what no producer of our formats
+writes and what would fail later without a location: nesting deeper than
+:data:`MAX_DEPTH` levels (Python's decoder would end in a RecursionError), ``NaN`` and
+``Infinity`` (not JSON; Python's decoder accepts them), and escaped lone surrogates
+(``"\\ud800"``: not Unicode text, so any later hashing or writing of the string fails).
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, Iterator
 
 from ..errors import InputError
 from .openers import display_name, iter_lines
+
+MAX_DEPTH = 64  # our formats nest at most 6 levels; the decoder itself gives up near 1,000
+
+# an escaped UTF-16 surrogate: only these can make a lone one (the decoder joins pairs)
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _constant(name: str):
+    raise ValueError(f"{name} is not allowed in JSON (not a number)")
+
+
+def _check(value: Any, line: str) -> None:
+    """Depth and lone surrogates; walks the value only when the raw line could fail."""
+    deep = line.count("[") + line.count("{") > MAX_DEPTH
+    if not deep and not _SURROGATE_ESCAPE.search(line):
+        return
+    stack = [(value, 1, "")]
+    while stack:
+        v, depth, where = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                bad = v[exc.start]
+                raise ValueError(f"lone surrogate \\u{ord(bad):04x} in the string at {where or 'top level'} "
+                                 "(an escaped half of a UTF-16 pair is not text)") from None
+        elif isinstance(v, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+            if isinstance(v, dict):
+                for k, x in v.items():
+                    stack.append((k, depth, f"a key of {where or 'the top level'}"))
+                    stack.append((x, depth + 1, f"{where}.{k}" if where else str(k)))
+            else:
+                stack.extend((x, depth + 1, f"{where}[{i}]") for i, x in enumerate(v))
+
+
+def loads_checked(line: str) -> Any:
+    """json.loads, with the refusals of the module docstring as ValueError (their reason);
+    json.JSONDecodeError (also a ValueError) for invalid JSON."""
+    try:
+        value = json.loads(line, parse_constant=_constant)
+    except RecursionError:
+        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    _check(value, line)
+    return value
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
@@ -17,9 +72,12 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield lineno, json.loads(line)
+            value = loads_checked(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON ({exc.msg} at column {exc.colno})", name, lineno) from None
+        except ValueError as exc:
+            raise InputError(str(exc), name, lineno) from None
+        yield lineno, value
 
 
 def require_fields(obj: Any, fields: tuple[str, ...], name: str, lineno: int) -> None:
