@@ -54,11 +54,14 @@ def _check(value: Any, line: str) -> None:
                 stack.extend((x, depth + 1, f"{where}[{i}]") for i, x in enumerate(v))
 
 
+_DECODER = json.JSONDecoder(parse_constant=_constant)  # one decoder: json.loads would build one per call
+
+
 def loads_checked(line: str) -> Any:
     """json.loads, with the refusals of the module docstring as ValueError (their reason);
     json.JSONDecodeError (also a ValueError) for invalid JSON."""
     try:
-        value = json.loads(line, parse_constant=_constant)
+        value = _DECODER.decode(line)
     except RecursionError:
         raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels") from None
     _check(value, line)
