@@ -139,7 +139,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     (fraction of bank items the report supports), and with --support-grades
     support_precision and support_recall (TREC 2024 RAG support evaluation).
     """
-    from ..io.banks import items_by_query, read_bank
+    from ..io.banks import BankReport, items_by_query, read_bank
     from ..io.grades import read_grades
     from ..io.openers import atomic_output
     from ..io.track_leaderboards import write_track_leaderboard
@@ -159,7 +159,10 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         kind = kinds[0]
     th = _thresholds(graded, support_min, partial_min, "GRADES")
     _warn_unparsed(graded, grades)
-    items = items_by_query(read_bank(bank, kind=kind))
+    bank_report = BankReport()
+    items = items_by_query(read_bank(bank, kind=kind, report=bank_report))
+    for notice in bank_report.notices(bank):
+        _log(notice)
     sup_index = None
     if support_grades:
         sgraded = read_grades(support_grades)
@@ -321,10 +324,13 @@ def bank_cmd(bank, target, topics, kind, default_importance, output):
     BANK may be in any format exam_eval reads (ours, the workbench's, multiple-choice,
     the nuggetizer's, AutoJudge NuggetBank); importance (vital / okay) and ids are kept.
     """
-    from ..io.banks import read_bank, write_bank
+    from ..io.banks import BankReport, read_bank, write_bank
     from ..io.nugget_banks import write_autojudge_bank, write_nuggetizer_bank
 
-    items = read_bank(bank, kind=kind)
+    report = BankReport()
+    items = read_bank(bank, kind=kind, report=report)
+    for notice in report.notices(bank):
+        _log(notice)
     queries = {}
     if topics:
         from ..io.reports import read_requests

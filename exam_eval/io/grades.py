@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
 
 from ..errors import InputError, UsageError
-from .jsonl import dumps, iter_jsonl, require_fields
+from .jsonl import dumps, iter_jsonl, json_id, require_fields
 from .openers import display_name
 
 
@@ -92,23 +92,6 @@ _REQUIRED = ("query_id", "doc_id", "item_id", "grade", "parse_ok", "model", "pro
 WORKBENCH_SCALE = (0, 5)  # the reference workbench's self-ratings
 
 
-def _id(obj: dict, key: str, name: str, lineno: int, *, nullable: bool = False) -> str | None:
-    """A query, document or item id: a string or an integer, one TREC field (no white
-    space, no control characters), as every file exam-grade reads gives it."""
-    v = obj.get(key)
-    if type(v) is str and v.isprintable() and v.split() == [v]:  # the common case, first
-        return v
-    if v is None and nullable:
-        return None
-    if isinstance(v, bool) or not isinstance(v, (str, int)):
-        raise InputError(f"'{key}' must be a string{' or null' if nullable else ''}, got {_show(v)}", name, lineno)
-    v = str(v)
-    if v.split() != [v] or not v.isprintable():
-        raise InputError(f"'{key}' {v!r} is empty or holds white space or control characters "
-                         "(not allowed in TREC files)", name, lineno)
-    return v
-
-
 def _text_or_null(obj: dict, key: str, name: str, lineno: int) -> str | None:
     v = obj.get(key)
     if v is not None and not isinstance(v, str):
@@ -164,11 +147,11 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
                                           or min(values) < -1e-6 or max(values) > 1 + 1e-6)):
             raise InputError("'probs' must be an object of label -> probability (0 to 1), or null", name, lineno)
     kind = obj.get("kind")
-    if kind not in (None, "question", "nugget"):
-        raise InputError(f"'kind' must be 'question', 'nugget' or null, got {_show(kind)}", name, lineno)
+    if kind is not None and not isinstance(kind, str):  # question, nugget, statement (citation support)
+        raise InputError(f"'kind' must be a string or null, got {_show(kind)}", name, lineno)
     return Grade(
-        query_id=_id(obj, "query_id", name, lineno), doc_id=_id(obj, "doc_id", name, lineno),
-        item_id=_id(obj, "item_id", name, lineno, nullable=True), kind=kind,
+        query_id=json_id(obj["query_id"], "query_id", name, lineno), doc_id=json_id(obj["doc_id"], "doc_id", name, lineno),
+        item_id=json_id(obj["item_id"], "item_id", name, lineno, trec=False, nullable=True), kind=kind,
         grade=grade, probs=probs, answer=_text_or_null(obj, "answer", name, lineno), parse_ok=parse_ok,
         model=obj["model"], prompt=obj["prompt"], prompt_hash=_text_or_null(obj, "prompt_hash", name, lineno),
         item_hash=_text_or_null(obj, "item_hash", name, lineno), engine=_text_or_null(obj, "engine", name, lineno),
@@ -188,11 +171,11 @@ def _grades_from_workbench(obj: list, name: str, lineno: int) -> Iterator[Grade]
     """One workbench line: ``[query_id, [paragraph, ...]]`` with ``exam_grades``."""
     if len(obj) != 2 or not isinstance(obj[1], list):
         raise InputError("workbench line must be [query_id, [paragraphs]]", name, lineno)
-    qid = _id({"query_id": obj[0]}, "query_id", name, lineno)
+    qid = json_id(obj[0], "query_id", name, lineno)
     for para in obj[1]:
         if not isinstance(para, dict) or "paragraph_id" not in para:
             raise InputError("workbench paragraph without 'paragraph_id'", name, lineno)
-        doc_id = _id(para, "paragraph_id", name, lineno)
+        doc_id = json_id(para["paragraph_id"], "paragraph_id", name, lineno)
         for block in _objects(para.get("exam_grades"), "'exam_grades'", name, lineno):
             model = str(block.get("llm"))
             info = block.get("prompt_info") or {}
@@ -208,7 +191,7 @@ def _grades_from_workbench(obj: list, name: str, lineno: int) -> Iterator[Grade]
                 key = "question_id" if kind == "question" else "nugget_id"
                 if rating.get(key) is None:
                     raise InputError("self_rating without question_id or nugget_id", name, lineno)
-                item_id = _id(rating, key, name, lineno)
+                item_id = json_id(rating[key], key, name, lineno, trec=False)
                 value = rating.get("self_rating")
                 ok = type(value) is int
                 if ok:

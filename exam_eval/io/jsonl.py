@@ -91,6 +91,26 @@ def require_fields(obj: Any, fields: tuple[str, ...], name: str, lineno: int) ->
         raise InputError("missing field" + ("s " if len(missing) > 1 else " ") + ", ".join(repr(m) for m in missing), name, lineno)
 
 
+def json_id(value: Any, key: str, name: str, lineno: int, *, trec: bool = True, nullable: bool = False) -> str | None:
+    """An id read from JSON: a string or an integer (as hand-made files write query ids),
+    never a boolean, float, list or object. A ``trec`` id (query, document) becomes one
+    field of a TREC file: no white space; no id holds control characters."""
+    if type(value) is str and value.isprintable() and (value.split() == [value] if trec else value.strip()):
+        return value  # the common case, first
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        shown = json.dumps(value)[:40] if isinstance(value, (bool, float)) else type(value).__name__
+        raise InputError(f"'{key}' must be a string{' or null' if nullable else ''}, got {shown}", name, lineno)
+    value = str(value)
+    if not value.strip():
+        raise InputError(f"'{key}' is empty", name, lineno)
+    if not value.isprintable() or (trec and value.split() != [value]):
+        raise InputError(f"'{key}' {value!r} holds {'white space or ' if trec else ''}control characters"
+                         + (" (not allowed in TREC files)" if trec else ""), name, lineno)
+    return value
+
+
 def dumps(obj: Any) -> str:
     """One compact, key-order-preserving line (stable bytes for diffs and hashing)."""
     return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
