@@ -144,6 +144,8 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
                                      name, lineno) from None
                 if lineno == 1 and line.startswith("\ufeff"):
                     line = line[1:]
+                if "\x00" in line:  # C readers (trec_eval, pytrec_eval) would cut the line there
+                    raise InputError("NUL byte in the line (binary data, not text)", name, lineno)
                 yield lineno, line
 
 

@@ -16,6 +16,7 @@ from .openers import display_name, iter_lines
 
 Run = dict[str, dict[str, float]]      # qid -> docno -> score
 Qrels = dict[str, dict[str, int]]      # qid -> docno -> label
+LABEL_MAX = 2 ** 31 - 1  # trec_eval and pytrec_eval keep labels in a C int
 
 
 def run_name(path: str | os.PathLike) -> str:
@@ -77,6 +78,9 @@ def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
             label = int(label_s)
         except ValueError:
             raise InputError(f"relevance label {label_s!r} is not an integer", name, lineno) from None
+        if not -LABEL_MAX <= label <= LABEL_MAX:
+            raise InputError(f"relevance label {label_s} is out of range (a 32-bit integer, as in trec_eval)",
+                             name, lineno)
         key = (qid, docno)
         if key in where:
             raise InputError(f"duplicate judgment of {docno} for query {qid} (first on line {where[key]})", name, lineno)
