@@ -119,24 +119,33 @@ def cases(tmp_path_factory):
     topics_jsonl = d / "topics.jsonl"
     topics_jsonl.write_text("".join(json.dumps({"query_id": q, "text": t}) + "\n" for q, t in
                                     (line.split("\t", 1) for line in f["topics.tsv"].read_text().splitlines())))
+    responses = d / "responses.jsonl"
+    responses.write_text("".join(json.dumps({"query_id": q, "run_id": r, "text": t}) + "\n" for q, r, t in (
+        ("101", "gen", "Bees collect nectar.\n\nThey dry it into honey."), ("102", "gen", "Bread prices rose."),
+        ("101", "gen2", "Honey is made by bees."))))
     bank_to = ["nuggets", "bank", "--to", "nuggetizer", "--topics", None, f["nuggets.jsonl"]]
+    dry = ["grade", "--dry-run", "--backend", "scripted", "--prompt", "question-selfrating", "--no-cache",
+           "--bank", f["questions.jsonl"]]
     out = [
         ("run", f["good.run"], ["qrels", "-m", "map", "-m", "P.5", f["qrels.txt"], None]),
         ("run", f["good.run"], ["cover", grades, None]),
         ("qrels", f["qrels.txt"], ["qrels", "-m", "map", None, f["good.run"]]),
         ("grades", grades, ["qrels", None]),
         ("grades", grades, ["cover", None, f["good.run"]]),
+        ("grades", grades, ["verify", "grading", None, "--bank", f["questions.jsonl"], "--top", "2"]),
+        ("qrels", f["qrels.txt"], ["correlate", "agreement", None, grades]),
         ("bank", f["questions.jsonl"], ["nuggets", "bank", "--to", "ours", None]),
         ("bank", f["questions.jsonl"], ["cover", "--bank", None, grades, f["good.run"]]),
         ("bank", f["nuggets.jsonl"], ["nuggets", "bank", "--to", "autojudge", None]),
+        ("bank", f["questions.jsonl"], ["verify", "grading", grades, "--bank", None, "--top", "1"]),
         ("reports", reports, ["nuggets", "score", "--reports", None, "--bank", f["nuggets.jsonl"], report_grades]),
         ("leaderboard", leaderboard, ["correlate", "leaderboard", None, per_query]),
         ("leaderboard", per_query, ["correlate", "leaderboard", leaderboard, None]),
         ("topics", f["topics.tsv"], bank_to),
         ("topics", topics_jsonl, bank_to),
-        ("passages", f["passages.jsonl"], ["grade", "--dry-run", "--backend", "scripted", "--prompt",
-                                           "question-selfrating", "--no-cache", "--bank", f["questions.jsonl"],
-                                           "--passages", None, f["good.run"]]),
+        ("topics", f["topics.tsv"], ["genq", "--dry-run", None]),
+        ("passages", f["passages.jsonl"], [*dry, "--passages", None, f["good.run"]]),
+        ("responses", responses, [*dry, "--responses", None]),
     ]
     if SHARED.is_dir():  # real collections' files, when the machine has them
         out += _collection_slice(d)
@@ -284,7 +293,7 @@ def gz_flipped(data, rng, is_json):
 
 MUTATIONS = [truncate, flip, nul, bom, crlf, bad_utf8, surrogate, deep, huge_line, wrong_type, duplicate, empty,
              gz_truncated, gz_flipped]
-READERS = ["run", "qrels", "grades", "bank", "reports", "leaderboard", "topics", "passages"]
+READERS = ["run", "qrels", "grades", "bank", "reports", "leaderboard", "topics", "passages", "responses"]
 
 
 def _check(res, argv, path: Path, expect, baseline, base: Path) -> None:

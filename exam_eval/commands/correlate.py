@@ -18,7 +18,7 @@ import random
 import click
 
 from ..errors import InputError, UsageError
-from ..io.openers import atomic_output, display_name, iter_lines, open_text
+from ..io.openers import atomic_output, display_name, iter_lines
 from ..io.leaderboard import FORMATS as LEADERBOARD_FORMATS
 from ..io.trec import Qrels, read_qrels, read_run, run_name
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
@@ -293,10 +293,9 @@ def _scatter(path, tvals, pvals, tcol, pcol, result, truth, pred) -> None:
 
 def _looks_like_grades(path: str) -> bool:
     """Grades files are JSON lines; qrels are whitespace-separated columns."""
-    with open_text(path) as f:
-        for line in f:
-            if line.strip():
-                return line.lstrip()[:1] in "{["
+    for _, line in iter_lines(path):
+        if line.strip():
+            return line.lstrip()[:1] in "{["
     return False
 
 

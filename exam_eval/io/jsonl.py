@@ -111,6 +111,17 @@ def json_id(value: Any, key: str, name: str, lineno: int, *, trec: bool = True, 
     return value
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(obj: Any) -> str:
-    """One compact, key-order-preserving line (stable bytes for diffs and hashing)."""
-    return json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+    """One compact, key-order-preserving line (stable bytes for diffs and hashing).
+
+    A lone surrogate (which a model's answer can hold: a JSON reply may escape one) becomes
+    U+FFFD, so that the line can be written as UTF-8 and read back."""
+    line = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = _LONE_SURROGATE.sub("\ufffd", line)
+    return line
