@@ -266,3 +266,29 @@ def test_blank_sentence_refused_as_autojudge_base_does_unless_the_spec_allows_it
     assert res.code == 0, res.stderr
     graded = [json.loads(x) for x in out.read_text().splitlines()]
     assert [g["doc_id"].split("/")[2][:2] for g in graded] == ["1-"]  # the first sentence only
+
+
+def test_lone_surrogates_in_model_answers_are_written_readably(tmp_path):
+    """A model's JSON reply may escape a lone surrogate: the grade line records U+FFFD,
+    so the grades file stays UTF-8 and readable."""
+    from exam_eval.io.grades import read_grades
+    from exam_eval.io.jsonl import dumps
+
+    line = dumps(json.loads(grade()) | {"answer": json.loads('"4 \\ud800"')})
+    assert "\ud800" not in line and "4 \ufffd" in line
+    path = tmp_path / "g.jsonl"
+    path.write_bytes((line + "\n").encode("utf-8"))
+    assert read_grades(path)[0].answer == "4 \ufffd"
+
+
+def test_deep_model_output_and_scripted_rules(tmp_path):
+    from exam_eval.genq.parse import _load
+
+    assert _load(DEEP) is None or isinstance(_load(DEEP), list)  # no RecursionError
+    rules = write(tmp_path / "rules.json", None, DEEP.encode())
+    (tmp_path / "runs").mkdir()
+    r = write(tmp_path / "runs" / "r.jsonl", [report()])
+    res = run("grade", "--backend", "scripted", "-O", f"script={rules}", "--prompt", "nugget-selfrating",
+              "--no-cache", "--bank", write(tmp_path / "b.jsonl", [item()]), "--reports", r,
+              "-o", tmp_path / "g.jsonl")
+    refused(res, rules, None, "nested deeper than")
