@@ -292,3 +292,14 @@ def test_deep_model_output_and_scripted_rules(tmp_path):
               "--no-cache", "--bank", write(tmp_path / "b.jsonl", [item()]), "--reports", r,
               "-o", tmp_path / "g.jsonl")
     refused(res, rules, None, "nested deeper than")
+
+
+def test_report_ids_that_cannot_be_trec_fields(tmp_path):
+    b = write(tmp_path / "b.jsonl", [item()])
+    g = write(tmp_path / "g.jsonl", [grade()])
+    for i, (line, cause) in enumerate([
+            (report(sentences=[{"text": "a", "citations": ["p 064"]}]), "cites the document id 'p 064'"),
+            (report(sentences=[{"text": "a", "citations": [0]}], references=[""]), "cites the document id ''"),
+            (report(md={"run_id": "r\u0000", "topic_id": "101", "team_id": "t"}), "contains control characters")]):
+        r = write(tmp_path / f"r{i}.jsonl", [line])
+        refused(run("nuggets", "score", "--reports", r, "--bank", b, g), r, 1, cause)

@@ -108,45 +108,42 @@ def open_text(path: str | os.PathLike) -> Iterator[IO[str]]:
             text.detach()
 
 
-def _text_lines(raw: bytes) -> list[bytes]:
-    """One physical line without its end; a bare CR also ends a line (as in text mode)."""
-    if raw.endswith(b"\n"):
-        raw = raw[:-1]
-    if raw.endswith(b"\r"):
-        raw = raw[:-1]
-    return raw.split(b"\r") if b"\r" in raw else [raw]
+def _decoded(raw: bytes, name: str, lineno: int) -> str:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line)", name, lineno) from None
+    if "\x00" in line:  # C readers (trec_eval, pytrec_eval) would cut the line there
+        raise InputError("NUL byte in the line (binary data, not text)", name, lineno)
+    return line
 
 
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without its end) of a UTF-8 text input.
 
     Lines are decoded one by one, so invalid UTF-8 is reported on the line that holds
-    it; a byte-order mark at the start of the file is dropped; a truncated or corrupt
-    gzip stream is reported on the line where it breaks off.
+    it; a byte-order mark at the start of the file is dropped; a bare CR ends a line as
+    in text mode; a truncated or corrupt gzip stream is reported on the line where it
+    breaks off.
     """
     name = display_name(path)
     with open_binary(path) as fh:
         lineno = 0
-        it = iter(fh)
-        while True:
-            try:
-                raw = next(it, None)
-            except _READ_ERRORS as exc:
-                raise InputError(_read_reason(exc), name, lineno + 1) from None
-            if raw is None:
-                return
-            for part in _text_lines(raw):
+        try:
+            for raw in fh:
+                if raw.endswith(b"\n"):
+                    raw = raw[:-1]
+                if b"\r" in raw:
+                    parts = (raw[:-1] if raw.endswith(b"\r") else raw).split(b"\r")
+                    for part in parts[:-1]:
+                        lineno += 1
+                        yield lineno, _decoded(part, name, lineno).removeprefix("\ufeff" if lineno == 1 else "")
+                    raw = parts[-1]
                 lineno += 1
-                try:
-                    line = part.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line)",
-                                     name, lineno) from None
-                if lineno == 1 and line.startswith("\ufeff"):
-                    line = line[1:]
-                if "\x00" in line:  # C readers (trec_eval, pytrec_eval) would cut the line there
-                    raise InputError("NUL byte in the line (binary data, not text)", name, lineno)
-                yield lineno, line
+                line = _decoded(raw, name, lineno)
+                yield lineno, (line.removeprefix("\ufeff") if lineno == 1 else line)
+        except _READ_ERRORS as exc:
+            raise InputError(_read_reason(exc), name, lineno + 1) from None
 
 
 # --------------------------------------------------------------------------- outputs

@@ -274,6 +274,8 @@ def _metadata(md) -> dict:
             raise _Bad(f"metadata.{key} is empty")
         if any(ch.isspace() for ch in value):
             raise _Bad(f"metadata.{key} {value!r} contains whitespace (not allowed in TREC files)")
+        if not value.isprintable():
+            raise _Bad(f"metadata.{key} {value!r} contains control characters")
     out = dict(md)
     out.update(topic_id=topic, narrative_id=topic, request_id=topic)  # as autojudge-base syncs them
     return out
@@ -395,6 +397,10 @@ def parse_report(obj, *, spec=None, source: str | None = None, line: int | None 
             cites = tuple(Citation(refs[i]) for i in c)
         else:
             cites = tuple(Citation(d) for d in c)
+        for cite in cites:  # a cited document becomes a qrels line (exam-nuggets qrels)
+            if cite.doc_id.split() != [cite.doc_id] or not cite.doc_id.isprintable():
+                raise InputError(f"{key}[{n - 1}] cites the document id {cite.doc_id!r}, which is empty or holds "
+                                 "white space or control characters (not allowed in TREC files)", source, line)
         sentences.append(ReportSentence(sentence_id(run_id, topic_id, n, s["text"]), n, s["text"], cites))
     extra = {k: v for k, v in obj["metadata"].items() if k not in ("run_id", "topic_id", "team_id", "narrative_id")}
     return Report(run_id, topic_id, md["team_id"], tuple(sentences), tuple(refs or ()), source, line, extra,
