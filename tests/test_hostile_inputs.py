@@ -153,9 +153,21 @@ def test_wrong_json_types_name_the_field(tmp_path):
     refused(run("nuggets", "bank", "--to", "ours", b), b, 1, "'query_id' must be a string")
 
 
-def test_qrels_label_beyond_a_c_int_is_refused(tmp_path):
-    q = write(tmp_path / "q.txt", ["101 0 p064 1", "101 0 p092 99999999999999999999"])
-    refused(run("qrels", "-m", "map", q, DEMO / "good.run"), q, 2, "out of range")
+def test_labels_and_scores_no_trec_file_holds(tmp_path):
+    """A label of 2*10^9 took pytrec_eval 15 GB, one of 10^6 minutes of nDCG; 10^20
+    overflowed its C int. Python alone reads 1_0 as 10 and Arabic-Indic digits."""
+    for i, label in enumerate(["99999999999999999999", "2000000000", "10001", "-10001"]):
+        q = write(tmp_path / f"q{i}.txt", ["101 0 p064 1", f"101 0 p092 {label}"])
+        refused(run("qrels", "-m", "ndcg", q, DEMO / "good.run"), q, 2, "out of range")
+    q = write(tmp_path / "ok.txt", ["101 0 p064 10000", "101 0 p092 -10000"])
+    assert run("qrels", "-m", "ndcg", q, DEMO / "good.run").code == 0
+    for i, label in enumerate(["1_0", "\u0661"]):
+        q = write(tmp_path / f"u{i}.txt", ["101 0 p064 1", f"101 0 p092 {json.loads(chr(34) + label + chr(34))}"])
+        refused(run("qrels", "-m", "map", q, DEMO / "good.run"), q, 2, "is not an integer")
+    r = write(tmp_path / "r.run", ["101 Q0 p064 1 2_0 t"])
+    refused(run("qrels", "-m", "map", DEMO / "qrels.txt", r), r, 1, "is not a number")
+    g = write(tmp_path / "g.jsonl", [grade(prompt="file:custom", grade=2_000_000_000)])
+    refused(run("qrels", g), g, 1, "out of range")
 
 
 # ---------------------------------------------------------------- 2. values no producer writes

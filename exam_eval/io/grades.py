@@ -34,6 +34,7 @@ from typing import IO, Iterable, Iterator
 from ..errors import InputError, UsageError
 from .jsonl import dumps, iter_jsonl, json_id, require_fields
 from .openers import display_name
+from .trec import LABEL_MAX
 
 
 @dataclass(slots=True)
@@ -123,6 +124,8 @@ def prompt_scale(prompt: str) -> tuple[int, int] | None:
 def _check_grade(grade: int, scale: tuple[int, int] | None, what: str, name: str, lineno: int) -> None:
     if scale is not None and not scale[0] <= grade <= scale[1]:
         raise InputError(f"grade {grade} is outside the {scale[0]}-{scale[1]} scale of {what}", name, lineno)
+    if scale is None and not -LABEL_MAX <= grade <= LABEL_MAX:  # a custom prompt's grade becomes a label
+        raise InputError(f"grade {grade} is out of range (at most {LABEL_MAX} either way)", name, lineno)
 
 
 def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
