@@ -133,6 +133,9 @@ def cases(tmp_path_factory):
         ("grades", grades, ["qrels", None]),
         ("grades", grades, ["cover", None, f["good.run"]]),
         ("grades", grades, ["verify", "grading", None, "--bank", f["questions.jsonl"], "--top", "2"]),
+        # the output exam-grade resumes: its grades are read before any work
+        ("grades", grades, [*dry, "--passages", f["passages.jsonl"], "-k", "3", f["good.run"], f["poor.run"],
+                            "-o", None]),
         ("qrels", f["qrels.txt"], ["correlate", "agreement", None, grades]),
         ("bank", f["questions.jsonl"], ["nuggets", "bank", "--to", "ours", None]),
         ("bank", f["questions.jsonl"], ["cover", "--bank", None, grades, f["good.run"]]),
@@ -332,6 +335,8 @@ def test_mutated_inputs_end_cleanly(reader, cases, tmp_path):
                 if made is None:
                     continue
                 new, expect = made
+                if expect == "fail" and template[-2:] == ["-o", None]:
+                    expect = "any"  # exam-grade's own output: a torn tail is repaired on resume
                 suffix = ".gz" if mutate.__name__.startswith("gz_") else base.suffix
                 path = tmp_path / f"{n}-{base.stem}.{mutate.__name__}{attempt}{suffix}"
                 path.write_bytes(new)
