@@ -315,3 +315,9 @@ def test_report_ids_that_cannot_be_trec_fields(tmp_path):
             (report(md={"run_id": "r\u0000", "topic_id": "101", "team_id": "t"}), "contains control characters")]):
         r = write(tmp_path / f"r{i}.jsonl", [line])
         refused(run("nuggets", "score", "--reports", r, "--bank", b, g), r, 1, cause)
+
+
+def test_verify_needs_ids_unique_across_queries(tmp_path):
+    bank = write(tmp_path / "b.jsonl", [item(item_id="q1", text="first"), item(query_id="102", item_id="q1", text="other")])
+    g = write(tmp_path / "g.jsonl", [grade(item_id="q1")])
+    refused(run("verify", "grading", g, "--bank", bank), bank, None, "item_id q1 names different texts")
