@@ -321,3 +321,17 @@ def test_verify_needs_ids_unique_across_queries(tmp_path):
     bank = write(tmp_path / "b.jsonl", [item(item_id="q1", text="first"), item(query_id="102", item_id="q1", text="other")])
     g = write(tmp_path / "g.jsonl", [grade(item_id="q1")])
     refused(run("verify", "grading", g, "--bank", bank), bank, None, "item_id q1 names different texts")
+
+
+def test_bank_filter_matches_ids_per_query(tmp_path):
+    """The same id in two queries (a user's own names) is two items; each query's grades
+    stay with its own item, none is taken for a stale grade of the other's text."""
+    from exam_eval.io.banks import text_hash
+
+    bank = write(tmp_path / "b.jsonl", [item(item_id="q1", text="first", kind="question"),
+                                        item(query_id="102", item_id="q1", text="other", kind="question")])
+    g = write(tmp_path / "g.jsonl", [grade(item_id="q1", item_hash=text_hash("first"), grade=5),
+                                     grade(query_id="102", doc_id="p071", item_id="q1", item_hash=text_hash("other"),
+                                           grade=3)])
+    res = run("qrels", "--bank", bank, g)
+    assert (res.code, res.stdout) == (0, "101 0 p064 5\n102 0 p071 3\n"), res.stderr
