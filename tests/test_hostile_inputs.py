@@ -335,3 +335,25 @@ def test_bank_filter_matches_ids_per_query(tmp_path):
                                            grade=3)])
     res = run("qrels", "--bank", bank, g)
     assert (res.code, res.stdout) == (0, "101 0 p064 5\n102 0 p071 3\n"), res.stderr
+
+
+@pytest.mark.parametrize("text, refused_for", [
+    ("[" * 64 + "]" * 64, None),
+    ("[" * 65 + "]" * 65, "nested deeper than 64"),
+    ('{"x": "' + "[" * 100 + '"}', None),  # brackets inside a string are text
+    ('["' + "]" * 100 + '", ' + "[" * 65 + "]" * 65 + "]", "nested deeper than 64"),  # ... either way
+    ('{"a": "\\\\ud800"}', None),  # an escaped backslash, then the letters "ud800"
+    ('["\\ud83d\\ude00"]', None),  # a pair
+    ('["\\ud800\\ud800\\udc00"]', "lone surrogate \\ud800"),
+    ('["\\udc00\\ud800"]', "lone surrogate \\udc00"),
+    ('{"n": Infinity}', "Infinity is not allowed"),
+    ('{"n": -Infinity}', "-Infinity is not allowed"),
+])
+def test_json_refusals(text, refused_for):
+    from exam_eval.io.jsonl import loads_checked
+
+    if refused_for is None:
+        assert loads_checked(text) == json.loads(text)
+    else:
+        with pytest.raises(ValueError, match=re.escape(refused_for)):
+            loads_checked(text)
