@@ -209,6 +209,8 @@ def _grades_from_workbench(obj: list, name: str, lineno: int) -> Iterator[Grade]
                 raise InputError("workbench 'prompt_info' must be an object", name, lineno)
             value = block.get("self_ratings")
             ok = type(value) is int
+            if ok:
+                _check_grade(value, None, "", name, lineno)
             answer = block.get("answer")
             yield Grade(qid, doc_id, None, None, value if ok else None, None,
                         answer if isinstance(answer, str) else None, ok,
