@@ -11,6 +11,14 @@ EXIT_USAGE = 1
 EXIT_INPUT = 2
 
 
+def printable(text: str) -> str:
+    """``text`` as one printable line: a newline, NUL or lone surrogate taken from the
+    input (an id, a file name) is shown escaped, never written raw to the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+
+
 class ExamEvalError(Exception):
     exit_code = EXIT_INPUT
 
@@ -33,7 +41,7 @@ class InputError(ExamEvalError):
             if self.line is not None:
                 where += f":{self.line}"
             where += ": "
-        return where + self.reason
+        return printable(where + self.reason)
 
 
 class UsageError(ExamEvalError):

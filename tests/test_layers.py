@@ -20,6 +20,11 @@ PACKAGE = Path(__file__).resolve().parent.parent / "exam_eval"
 # its own layer.
 LAYERS: list[tuple[str, ...]] = [
     ("exam_eval", "exam_eval.errors", "exam_eval.progress", "exam_eval.data"),
+    # the grade types, output parsers and published prompts are data that needs only
+    # errors: below io, so the grades reader can hold a grade to its prompt's scale
+    ("exam_eval.grading.types",),
+    ("exam_eval.grading.parsing",),
+    ("exam_eval.grading.prompts",),
     ("exam_eval.io",),
     ("exam_eval.grading",),
     ("exam_eval.backends", "exam_eval.measures"),
@@ -187,9 +192,9 @@ def test_the_layer_rule_catches_an_upward_import():
     fake = {"exam_eval.io.trec": {"exam_eval.grading.engine"}, "exam_eval.grading.engine": {"exam_eval.io.trec"},
             "exam_eval.backends.base": {"exam_eval.measures.cover"}, "exam_eval.measures.cover": set()}
     assert _violations(fake, LAYERS, "exam_eval") == [
-        "exam_eval.backends.base (layer 3, exam_eval.backends) imports exam_eval.measures.cover "
-        "(layer 3, exam_eval.measures)",
-        "exam_eval.io.trec (layer 1, exam_eval.io) imports exam_eval.grading.engine (layer 2, exam_eval.grading)",
+        "exam_eval.backends.base (layer 6, exam_eval.backends) imports exam_eval.measures.cover "
+        "(layer 6, exam_eval.measures)",
+        "exam_eval.io.trec (layer 4, exam_eval.io) imports exam_eval.grading.engine (layer 5, exam_eval.grading)",
     ]
 
 

@@ -142,6 +142,18 @@ def test_track_specs_equal_autojudge_base(reference):
             assert value == other, (name, key)
 
 
+def _refused_on_purpose(case) -> bool:
+    """Reports we refuse though autojudge-base loads them (issue 21): a boolean among the
+    citations, which pydantic's lax mode reads as index 0 or 1."""
+    sents = case.get("responses") if isinstance(case, dict) else None
+    for s in sents if isinstance(sents, list) else []:
+        c = s.get("citations") if isinstance(s, dict) else None
+        values = c.values() if isinstance(c, dict) else c if isinstance(c, list) else ()
+        if any(isinstance(x, bool) for x in values):
+            return True
+    return False
+
+
 def test_loader_accepts_and_resolves_like_autojudge_base(reference):
     cases = _cases()
     assert len(reference["cases"]) == len(cases)
@@ -149,6 +161,9 @@ def test_loader_accepts_and_resolves_like_autojudge_base(reference):
     for case, ref in zip(cases, reference["cases"]):
         for spec_name in [None, *SPECS]:
             ours = _ours(case, spec_name)
+            if _refused_on_purpose(case):
+                assert ours is None, (case, spec_name)
+                continue
             if not ref["loaded"]:
                 assert ours is None, (case, spec_name, "autojudge-base refuses this report")
                 continue

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from ..errors import InputError
-from ..io.jsonl import iter_jsonl
+from ..io.jsonl import iter_jsonl, loads_checked
 from ..io.openers import display_name, open_text
 from .base import GradeRequest, PromptBackend
 
@@ -38,10 +38,15 @@ def _load_rules(path: str) -> list[dict]:
         head = fh.read(1)
     if head == "[":
         with open_text(path) as fh:
-            try:
-                rules = json.load(fh)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"invalid JSON: {exc.msg}", name, exc.lineno) from None
+            text = fh.read()
+        try:
+            rules = loads_checked(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON: {exc.msg}", name, exc.lineno) from None
+        except ValueError as exc:
+            raise InputError(str(exc), name) from None
+        if not isinstance(rules, list):
+            raise InputError("expected a JSON list of rules", name)
         numbered = list(enumerate(rules, 1))
     else:
         numbered = list(iter_jsonl(path))

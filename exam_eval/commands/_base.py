@@ -17,7 +17,7 @@ from typing import Callable, NoReturn
 
 import click
 
-from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed
+from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed, printable
 from ..io.openers import _StdoutGuard, check_output, silence_stdout
 from ..progress import silence_library_progress
 
@@ -33,7 +33,7 @@ def fail(prog: str, message: str, code: int) -> NoReturn:
 
 def _say(prog: str, message: str) -> None:
     try:
-        sys.stderr.write(f"{prog}: {message}\n")
+        sys.stderr.write(f"{prog}: {printable(message)}\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):  # stderr itself is gone: nothing to tell
         pass

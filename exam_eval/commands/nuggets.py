@@ -149,7 +149,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     (fraction of bank items the report supports), and with --support-grades
     support_precision and support_recall (TREC 2024 RAG support evaluation).
     """
-    from ..io.banks import items_by_query, read_bank
+    from ..io.banks import BankReport, items_by_query, read_bank
     from ..io.grades import read_grades
     from ..io.openers import atomic_output, output_folder
     from ..io.track_leaderboards import write_track_leaderboard
@@ -174,7 +174,10 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         kind = kinds[0]
     th = ns.thresholds_of(graded, support_min, partial_min, "GRADES")
     ns.warn_unparsed(graded, grades, _log)
-    items = items_by_query(read_bank(bank, kind=kind))
+    bank_report = BankReport()
+    items = items_by_query(read_bank(bank, kind=kind, report=bank_report))
+    for notice in bank_report.notices(bank):
+        _log(notice)
     sup_index = None
     if support_grades:
         sgraded = read_grades(support_grades)

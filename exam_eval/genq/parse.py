@@ -87,7 +87,7 @@ def _load(candidate: str):
         return None
     try:
         return json.loads(candidate)
-    except ValueError:
+    except (ValueError, RecursionError):  # a model's answer may nest without end
         pass
     literal = _ASSIGN.sub("", candidate, count=1)
     try:

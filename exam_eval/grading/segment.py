@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ..errors import InputError
-from ..io.jsonl import iter_jsonl, require_fields
+from ..io.jsonl import iter_jsonl, json_id, require_fields
 from ..io.openers import display_name
 from ..io.reports import segment_id
 
@@ -116,7 +116,7 @@ def read_responses(path: str, **kw) -> list[Segment]:
         require_fields(obj, ("query_id", "run_id", "text"), name, lineno)
         if not isinstance(obj["text"], str):
             raise InputError("'text' must be a string", name, lineno)
-        key = (str(obj["run_id"]), str(obj["query_id"]))
+        key = (json_id(obj["run_id"], "run_id", name, lineno), json_id(obj["query_id"], "query_id", name, lineno))
         if key in seen:
             raise InputError(f"second response of run {key[0]!r} for query {key[1]!r} "
                              f"(first on line {seen[key]})", name, lineno)

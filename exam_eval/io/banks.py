@@ -40,7 +40,7 @@ from .bank_items import (  # noqa: F401  (their old home)
     make_item_id,
     text_hash,
 )
-from .jsonl import dumps, iter_jsonl, require_fields
+from .jsonl import dumps, iter_jsonl, json_id, require_fields
 from .openers import atomic_output, display_name
 
 _OUR_KEYS = {"query_id", "item_id", "kind", "text", "facet_id", "answers", "importance"}
@@ -59,7 +59,9 @@ def _item_from_ours(obj: dict, name: str, lineno: int) -> BankItem:
     require_fields(obj, ("query_id", "kind", "text"), name, lineno)
     if obj["kind"] not in KINDS:
         raise InputError(f"kind must be 'question' or 'nugget', got {obj['kind']!r}", name, lineno)
-    if not isinstance(obj["text"], str) or not obj["text"].strip():
+    if not isinstance(obj["text"], str):
+        raise InputError(f"text must be a string, got {type(obj['text']).__name__}", name, lineno)
+    if not obj["text"].strip():
         raise InputError("empty item text", name, lineno)
     answers = obj.get("answers")
     if answers is not None:
@@ -67,14 +69,13 @@ def _item_from_ours(obj: dict, name: str, lineno: int) -> BankItem:
             answers = [answers]
         if not isinstance(answers, list) or not all(isinstance(a, str) for a in answers):
             raise InputError("'answers' must be a list of strings", name, lineno)
-    facet = obj.get("facet_id")
     item_id = obj.get("item_id")
     return BankItem(
-        query_id=str(obj["query_id"]),
-        item_id=None if item_id is None or item_id == "" else str(item_id),
+        query_id=json_id(obj["query_id"], "query_id", name, lineno),
+        item_id=None if item_id is None or item_id == "" else json_id(item_id, "item_id", name, lineno, trec=False),
         kind=obj["kind"],
         text=obj["text"],
-        facet_id=None if facet is None else str(facet),
+        facet_id=json_id(obj.get("facet_id"), "facet_id", name, lineno, trec=False, nullable=True),
         answers=answers,
         extra={k: v for k, v in obj.items() if k not in _OUR_KEYS},
         importance=_importance(obj.get("importance"), name, lineno),
@@ -86,8 +87,8 @@ def _items_from_workbench(obj: dict, name: str, lineno: int) -> Iterator[BankIte
     entries = obj.get("items") if "items" in obj else obj.get("questions")
     if not isinstance(entries, list):
         raise InputError("workbench bank line without an 'items' or 'questions' list", name, lineno)
-    qid = str(obj.get("query_id"))
-    facet = obj.get("facet_id")
+    qid = json_id(obj.get("query_id"), "query_id", name, lineno)
+    facet = json_id(obj.get("facet_id"), "facet_id", name, lineno, trec=False, nullable=True)
     for entry in entries:
         if not isinstance(entry, dict):
             raise InputError("workbench bank item is not an object", name, lineno)
@@ -98,14 +99,19 @@ def _items_from_workbench(obj: dict, name: str, lineno: int) -> Iterator[BankIte
             kind, item_id, text = "nugget", entry.get("nugget_id"), entry.get("nugget_text")
         else:
             raise InputError("workbench bank item without question_text or nugget_text", name, lineno)
-        if not isinstance(text, str) or not text.strip():
+        if text is not None and not isinstance(text, str):
+            raise InputError(f"workbench bank item text must be a string, got {type(text).__name__}", name, lineno)
+        if text is None or not text.strip():
             raise InputError(f"workbench bank item {item_id!r} without text", name, lineno)
-        efacet = entry.get("facet_id", facet)
+        efacet = json_id(entry.get("facet_id", facet), "facet_id", name, lineno, trec=False, nullable=True)
         answers = entry.get("answers") or entry.get("correct")
         if isinstance(answers, str):
             answers = [answers]
-        yield BankItem(str(entry.get("query_id", qid)), None if item_id in (None, "") else str(item_id), kind, text,
-                       None if efacet is None else str(efacet), answers or None,
+        if answers and not (isinstance(answers, list) and all(isinstance(a, str) for a in answers)):
+            raise InputError("'answers' must be a list of strings", name, lineno)
+        item_id = None if item_id in (None, "") else json_id(item_id, kind + "_id", name, lineno, trec=False)
+        yield BankItem(json_id(entry.get("query_id", qid), "query_id", name, lineno), item_id, kind, text,
+                       efacet, answers or None,
                        importance=_importance(entry.get("importance"), name, lineno))
 
 
@@ -160,6 +166,8 @@ def _item_from_tqa(obj: dict, name: str, lineno: int) -> BankItem | None:
         return None
     if obj.get("query_id") is None:
         raise InputError("multiple-choice line without 'query_id'", name, lineno)
+    qid = json_id(obj["query_id"], "query_id", name, lineno)
+    item_id = json_id(obj["qid"], "qid", name, lineno, trec=False)
     choices = obj.get("choices")
     key = obj.get("correctKey")
     correct = obj.get("correct")
@@ -179,9 +187,8 @@ def _item_from_tqa(obj: dict, name: str, lineno: int) -> BankItem | None:
         if not isinstance(correct, str):
             raise InputError("'correct' must be the correct answer's text", name, lineno)
         answer = correct
-    facet = obj.get("facet_id")
-    return BankItem(str(obj["query_id"]), str(obj["qid"]), "question", text,
-                    None if facet is None else str(facet), [answer] if answer and answer.strip() else None, extra)
+    facet = json_id(obj.get("facet_id"), "facet_id", name, lineno, trec=False, nullable=True)
+    return BankItem(qid, item_id, "question", text, facet, [answer] if answer and answer.strip() else None, extra)
 
 
 @dataclass
@@ -191,6 +198,7 @@ class BankReport:
     assigned: list[tuple[int, str]] = field(default_factory=list)  # (lineno, new id)
     edited: list[tuple[int, str, str]] = field(default_factory=list)  # (lineno, id in file, id used)
     keep_edited_ids: bool = False
+    repeats: list[tuple[int, str]] = field(default_factory=list)  # (lineno, item id) of dropped exact repeats
 
     def notices(self, name: str) -> list[str]:
         out = []
@@ -205,6 +213,10 @@ class BankReport:
             out.append(f"{name}: {len(self.edited)} items have a text that no longer matches their item_id "
                        f"(edited by hand?), {what}; e.g. line {lineno}: {old}"
                        + ("" if self.keep_edited_ids else f" -> {new}"))
+        if self.repeats:
+            lineno, item_id = self.repeats[0]
+            out.append(f"{name}: {len(self.repeats)} exact repeats of an item (same query, id and text) dropped; "
+                       f"e.g. line {lineno}: {item_id}")
         return out
 
 
@@ -263,22 +275,29 @@ def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: 
     """All items (optionally one kind).
 
     An exact repeat (same id, same text: generators do repeat themselves, e.g. 3 of the 464
-    DL19 nuggets) is dropped, and noted as ``(lineno, item_id)`` in ``repeats`` when given;
-    the same id with a different text is an error naming both lines. ``skipped``,
+    DL19 nuggets) is dropped, and noted as ``(lineno, item_id)`` in ``repeats`` when given
+    (else in ``report.repeats``, which its notices mention); the same id with a different
+    text is an error naming both lines. Ids are unique per query. ``skipped``,
     ``report``, ``keep_edited_ids``: see :func:`iter_bank`.
     """
     name = display_name(path)
     items: list[BankItem] = []
-    seen: dict[str, tuple[int, str]] = {}
+    # ids key data per query (grades are keyed by query, passage and item), so the same id
+    # under two queries is two items: AutoJudge's ids are md5(text), without the query
+    seen: dict[tuple[str, str], tuple[int, str]] = {}
     for lineno, item in iter_bank(path, skipped=skipped, report=report, keep_edited_ids=keep_edited_ids):
-        if item.item_id in seen:
-            first_line, first_text = seen[item.item_id]
+        key = (item.query_id, item.item_id)
+        if key in seen:
+            first_line, first_text = seen[key]
             if first_text == item.text:
                 if repeats is not None:
                     repeats.append((lineno, item.item_id))
+                elif report is not None:
+                    report.repeats.append((lineno, item.item_id))
                 continue
-            raise InputError(f"item_id {item.item_id} already used for another text on line {first_line}", name, lineno)
-        seen[item.item_id] = (lineno, item.text)
+            raise InputError(f"item_id {item.item_id} of query {item.query_id} already used for another text "
+                             f"on line {first_line}", name, lineno)
+        seen[key] = (lineno, item.text)
         if kind is None or item.kind == kind:
             items.append(item)
     if not items and not allow_empty:
@@ -306,7 +325,10 @@ def convert_bank(bank: str, target: str, output: str | None, *, topics: str | No
     (else the texts the bank carries). ``log`` hears what was filled in by default."""
     from .nugget_banks import query_texts, write_autojudge_bank, write_nuggetizer_bank
 
-    items = read_bank(bank, kind=kind)
+    report = BankReport()
+    items = read_bank(bank, kind=kind, report=report)
+    for notice in report.notices(bank):
+        log(notice)
     queries = {}
     if topics:
         from .reports import read_requests

@@ -32,8 +32,9 @@ from dataclasses import dataclass
 from typing import IO, Iterable, Iterator
 
 from ..errors import InputError, UsageError
-from .jsonl import dumps, iter_jsonl, require_fields
+from .jsonl import dumps, iter_jsonl, json_id, require_fields
 from .openers import display_name
+from .trec import LABEL_MAX
 
 
 @dataclass(slots=True)
@@ -89,6 +90,42 @@ def write_grades(grades: Iterable[Grade], out: IO[str]) -> int:
 
 
 _REQUIRED = ("query_id", "doc_id", "item_id", "grade", "parse_ok", "model", "prompt")
+WORKBENCH_SCALE = (0, 5)  # the reference workbench's self-ratings
+
+
+def _text_or_null(obj: dict, key: str, name: str, lineno: int) -> str | None:
+    v = obj.get(key)
+    if v is not None and not isinstance(v, str):
+        raise InputError(f"'{key}' must be a string or null, got {_show(v)}", name, lineno)
+    return v
+
+
+def _show(v) -> str:
+    s = repr(v)
+    return s if len(s) <= 40 else s[:37] + "..."
+
+
+_NUMBERS = {int, float}
+_scales: dict[str, tuple[int, int] | None] = {}
+
+
+def prompt_scale(prompt: str) -> tuple[int, int] | None:
+    """The grade scale of a published prompt id; None for any other name (a custom prompt
+    file, a workbench prompt class): their scale is not known here."""
+    if prompt not in _scales:
+        # grading.prompts is a registry of data; imported only when grades are read
+        from ..grading.prompts import REGISTRY
+
+        p = REGISTRY.get(prompt) if not prompt.startswith("file:") else None
+        _scales[prompt] = tuple(p.scale) if p is not None else None
+    return _scales[prompt]
+
+
+def _check_grade(grade: int, scale: tuple[int, int] | None, what: str, name: str, lineno: int) -> None:
+    if scale is not None and not scale[0] <= grade <= scale[1]:
+        raise InputError(f"grade {grade} is outside the {scale[0]}-{scale[1]} scale of {what}", name, lineno)
+    if scale is None and not -LABEL_MAX <= grade <= LABEL_MAX:  # a custom prompt's grade becomes a label
+        raise InputError(f"grade {grade} is out of range (at most {LABEL_MAX} either way)", name, lineno)
 
 
 def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
@@ -101,53 +138,92 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
         raise InputError(f"'grade' must be an integer or null, got {grade!r}", name, lineno)
     if grade is None and parse_ok:
         raise InputError("'grade' is null but 'parse_ok' is true", name, lineno)
+    for key in ("model", "prompt"):
+        if not isinstance(obj[key], str) or not obj[key]:
+            raise InputError(f"'{key}' must be a non-empty string, got {_show(obj[key])}", name, lineno)
+    if grade is not None:
+        _check_grade(grade, prompt_scale(obj["prompt"]), f"prompt {obj['prompt']}", name, lineno)
     probs = obj.get("probs")
     if probs is not None:
-        if not isinstance(probs, dict) or not all(isinstance(v, (int, float)) for v in probs.values()):
-            raise InputError("'probs' must be an object of label -> probability, or null", name, lineno)
-    item_id = obj["item_id"]
+        values = probs.values() if isinstance(probs, dict) else None
+        if values is None or (values and (not set(map(type, values)) <= _NUMBERS
+                                          or min(values) < -1e-6 or max(values) > 1 + 1e-6)):
+            raise InputError("'probs' must be an object of label -> probability (0 to 1), or null", name, lineno)
+    kind = obj.get("kind")
+    if kind is not None and not isinstance(kind, str):  # question, nugget, statement (citation support)
+        raise InputError(f"'kind' must be a string or null, got {_show(kind)}", name, lineno)
     return Grade(
-        query_id=str(obj["query_id"]), doc_id=str(obj["doc_id"]),
-        item_id=None if item_id is None else str(item_id), kind=obj.get("kind"),
-        grade=grade, probs=probs, answer=obj.get("answer"), parse_ok=parse_ok,
-        model=str(obj["model"]), prompt=str(obj["prompt"]), prompt_hash=obj.get("prompt_hash"),
-        item_hash=obj.get("item_hash"), engine=obj.get("engine"),
+        query_id=json_id(obj["query_id"], "query_id", name, lineno), doc_id=json_id(obj["doc_id"], "doc_id", name, lineno),
+        item_id=json_id(obj["item_id"], "item_id", name, lineno, trec=False, nullable=True), kind=kind,
+        grade=grade, probs=probs, answer=_text_or_null(obj, "answer", name, lineno), parse_ok=parse_ok,
+        model=obj["model"], prompt=obj["prompt"], prompt_hash=_text_or_null(obj, "prompt_hash", name, lineno),
+        item_hash=_text_or_null(obj, "item_hash", name, lineno), engine=_text_or_null(obj, "engine", name, lineno),
     )
+
+
+def _objects(value, what: str, name: str, lineno: int) -> list[dict]:
+    """A workbench list of objects (null: none)."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise InputError(f"workbench {what} must be a list of objects", name, lineno)
+    return value
 
 
 def _grades_from_workbench(obj: list, name: str, lineno: int) -> Iterator[Grade]:
     """One workbench line: ``[query_id, [paragraph, ...]]`` with ``exam_grades``."""
     if len(obj) != 2 or not isinstance(obj[1], list):
         raise InputError("workbench line must be [query_id, [paragraphs]]", name, lineno)
-    qid = str(obj[0])
+    qid = json_id(obj[0], "query_id", name, lineno)
     for para in obj[1]:
         if not isinstance(para, dict) or "paragraph_id" not in para:
             raise InputError("workbench paragraph without 'paragraph_id'", name, lineno)
-        doc_id = str(para["paragraph_id"])
-        for block in (para.get("exam_grades") or ()):
+        doc_id = json_id(para["paragraph_id"], "paragraph_id", name, lineno)
+        for block in _objects(para.get("exam_grades"), "'exam_grades'", name, lineno):
             model = str(block.get("llm"))
             info = block.get("prompt_info") or {}
-            prompt = str(info.get("prompt_class") or (block.get("llm_options") or {}).get("prompt_template"))
-            answers = {str(p[0]): p[1] for p in (block.get("answers") or ()) if len(p) == 2}
-            for rating in (block.get("self_ratings") or ()):
-                item_id = rating.get("question_id")
-                kind = "question"
-                if item_id is None:
-                    item_id = rating.get("nugget_id")
-                    kind = "nugget"
-                    if item_id is None:
-                        raise InputError("self_rating without question_id or nugget_id", name, lineno)
+            options = block.get("llm_options") or {}
+            if not isinstance(info, dict) or not isinstance(options, dict):
+                raise InputError("workbench 'prompt_info' and 'llm_options' must be objects", name, lineno)
+            prompt = str(info.get("prompt_class") or options.get("prompt_template"))
+            answers = {}
+            for p in _pairs(block.get("answers"), name, lineno):
+                answers[str(p[0])] = p[1]
+            for rating in _objects(block.get("self_ratings"), "'self_ratings'", name, lineno):
+                kind = "question" if rating.get("question_id") is not None else "nugget"
+                key = "question_id" if kind == "question" else "nugget_id"
+                if rating.get(key) is None:
+                    raise InputError("self_rating without question_id or nugget_id", name, lineno)
+                item_id = json_id(rating[key], key, name, lineno, trec=False)
                 value = rating.get("self_rating")
                 ok = type(value) is int
+                if ok:
+                    _check_grade(value, WORKBENCH_SCALE, "the workbench's self-ratings", name, lineno)
+                answer = answers.get(item_id)
                 yield Grade(qid, doc_id, item_id, kind, value if ok else None, None,
-                            answers.get(item_id), ok, model, prompt, None)
-        for block in (para.get("grades") or ()):
+                            answer if isinstance(answer, str) else None, ok, model, prompt, None)
+        for block in _objects(para.get("grades"), "'grades'", name, lineno):
             # direct relevance prompts: one label per passage
             info = block.get("prompt_info") or {}
+            if not isinstance(info, dict):
+                raise InputError("workbench 'prompt_info' must be an object", name, lineno)
             value = block.get("self_ratings")
             ok = type(value) is int
-            yield Grade(qid, doc_id, None, None, value if ok else None, None, block.get("answer"), ok,
+            if ok:
+                _check_grade(value, None, "", name, lineno)
+            answer = block.get("answer")
+            yield Grade(qid, doc_id, None, None, value if ok else None, None,
+                        answer if isinstance(answer, str) else None, ok,
                         str(block.get("llm")), str(info.get("prompt_class")), None)
+
+
+def _pairs(value, name: str, lineno: int) -> list:
+    """The workbench's ``answers``: [[item id, answer text], ...]."""
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(p, list) and len(p) == 2 for p in value):
+        raise InputError("workbench 'answers' must be a list of [item id, answer] pairs", name, lineno)
+    return value
 
 
 def iter_grades(path: str | os.PathLike) -> Iterator[tuple[int, Grade]]:

@@ -9,7 +9,7 @@ import sys
 
 from ..errors import InputError
 from .irds import looks_like_irds_id
-from .openers import display_name, iter_lines, open_text
+from .openers import display_name, iter_lines
 from .trec import Qrels, read_qrels
 
 
@@ -34,10 +34,9 @@ def stderr_log(prog: str):
 
 def looks_like_grades(path: str) -> bool:
     """Grades files are JSON lines; qrels are whitespace-separated columns."""
-    with open_text(path) as f:
-        for line in f:
-            if line.strip():
-                return line.lstrip()[:1] in "{["
+    for _, line in iter_lines(path):
+        if line.strip():
+            return line.lstrip()[:1] in "{["
     return False
 
 

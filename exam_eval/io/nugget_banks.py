@@ -39,7 +39,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from ..errors import InputError
 from .bank_items import IMPORTANCE, BankItem, make_item_id
-from .jsonl import dumps
+from .jsonl import dumps, json_id
 from .openers import atomic_output
 
 FORMATS = ("ours", "nuggetizer", "autojudge")
@@ -57,7 +57,9 @@ def _importance_of(value, name: str, lineno: int, *, strict: bool) -> tuple[str 
 
 def _text(obj: dict, key: str, name: str, lineno: int) -> str:
     text = obj.get(key)
-    if not isinstance(text, str) or not text.strip():
+    if text is not None and not isinstance(text, str):
+        raise InputError(f"{key!r} must be a string, got {type(text).__name__}", name, lineno)
+    if text is None or not text.strip():
         raise InputError(f"nugget without {key!r} text", name, lineno)
     return text
 
@@ -66,6 +68,7 @@ def _from_nuggetizer(obj: dict, name: str, lineno: int) -> Iterator[BankItem]:
     qid = obj.get("qid", obj.get("query_id"))
     if qid is None:
         raise InputError("nuggetizer line without 'qid'", name, lineno)
+    qid = json_id(qid, "qid", name, lineno)
     nuggets = obj.get("nuggets")
     if not isinstance(nuggets, list):
         raise InputError("'nuggets' must be a list", name, lineno)
@@ -95,9 +98,12 @@ def _answers(value) -> list[str] | None:
 
 def _from_autojudge(obj: dict, name: str, lineno: int) -> Iterator[BankItem]:
     meta = obj.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise InputError("NuggetBank 'metadata' must be an object", name, lineno)
     qid = obj.get("query_id") or meta.get("topic_id") or meta.get("query_id")
     if qid is None:
         raise InputError("NuggetBank without 'query_id'", name, lineno)
+    qid = json_id(qid, "query_id", name, lineno)
     for bank_key, kind, text_key, id_key in (("nugget_bank", "question", "question", "question_id"),
                                               ("claim_bank", "nugget", "claim", "claim_id")):
         bank = obj.get(bank_key)
@@ -114,11 +120,12 @@ def _from_autojudge(obj: dict, name: str, lineno: int) -> Iterator[BankItem]:
                 raise InputError(f"'{bank_key}' entry is not an object", name, lineno)
             text = _text(entry, text_key, name, lineno)
             item_id = entry.get(id_key) or hashlib.md5(text.encode("utf-8")).hexdigest()
+            item_id = json_id(item_id, id_key, name, lineno, trec=False)
             importance, extra = _importance_of(entry.get("importance"), name, lineno, strict=False)
             if isinstance(obj.get("title_query"), str) and obj["title_query"].strip():
                 extra["query_text"] = obj["title_query"]
             answers = _answers(entry.get("answers")) if kind == "question" else None
-            yield BankItem(str(entry.get("query_id") or qid), str(item_id), kind, text, None, answers,
+            yield BankItem(json_id(entry.get("query_id") or qid, "query_id", name, lineno), item_id, kind, text, None, answers,
                            extra, importance=importance)
 
 

@@ -15,6 +15,7 @@ import os
 import stat
 import sys
 import tempfile
+import zlib
 from typing import IO, Iterator
 
 from ..errors import InputError, OutputClosed, OutputError, UsageError
@@ -48,9 +49,18 @@ def _not_a_dir_reason(path: str) -> str:
     return f"{culprit} is a file, not a directory" if culprit else "a component of the path is not a directory"
 
 
+# a corrupt deflate stream (a flipped byte in a .gz) raises zlib.error, which is no OSError
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def _read_reason(exc: BaseException) -> str:
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    return f"cannot read: {reason}" + (" (truncated or corrupt gzip?)" if isinstance(exc, (EOFError, zlib.error)) else "")
+
+
 @contextlib.contextmanager
-def open_text(path: str | os.PathLike) -> Iterator[IO[str]]:
-    """Open a text input; gzip is detected by magic bytes, not only by suffix."""
+def open_binary(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """Open an input as bytes (path or ``-``); gzip is detected by magic bytes, not only by suffix."""
     name = display_name(path)
     if str(path) == "-":
         raw = sys.stdin.buffer
@@ -71,34 +81,69 @@ def open_text(path: str | os.PathLike) -> Iterator[IO[str]]:
             raise InputError(f"cannot open: {exc.strerror or exc}", name) from None
         close = True
     try:
-        stream: IO[bytes] = gzip.GzipFile(fileobj=buffered) if _is_gzip(buffered) else buffered
-        text = io.TextIOWrapper(stream, encoding="utf-8", newline=None)
         try:
-            yield text
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 text ({exc.reason})", name) from None
-        except (OSError, EOFError) as exc:  # truncated or corrupt gzip, EIO, EISDIR on read
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise InputError(f"cannot read: {reason}", name) from None
-        finally:
-            text.detach()
+            gz = _is_gzip(buffered)
+        except OSError as exc:  # EISDIR on read, EIO
+            raise InputError(_read_reason(exc), name) from None
+        yield gzip.GzipFile(fileobj=buffered) if gz else buffered
     finally:
         if close:
             buffered.close()
 
 
-def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, line without trailing newline)."""
+@contextlib.contextmanager
+def open_text(path: str | os.PathLike) -> Iterator[IO[str]]:
+    """Open a text input (UTF-8, a leading byte-order mark dropped); see :func:`open_binary`.
+    Line readers use :func:`iter_lines`, which names the line of a decoding error."""
     name = display_name(path)
-    with open_text(path) as fh:
+    with open_binary(path) as stream:
+        text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline=None)
+        try:
+            yield text
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 text ({exc.reason})", name) from None
+        except _READ_ERRORS as exc:  # truncated or corrupt gzip, EIO, EISDIR on read
+            raise InputError(_read_reason(exc), name) from None
+        finally:
+            text.detach()
+
+
+def _decoded(raw: bytes, name: str, lineno: int) -> str:
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line)", name, lineno) from None
+    if "\x00" in line:  # C readers (trec_eval, pytrec_eval) would cut the line there
+        raise InputError("NUL byte in the line (binary data, not text)", name, lineno)
+    return line
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line without its end) of a UTF-8 text input.
+
+    Lines are decoded one by one, so invalid UTF-8 is reported on the line that holds
+    it; a byte-order mark at the start of the file is dropped; a bare CR ends a line as
+    in text mode; a truncated or corrupt gzip stream is reported on the line where it
+    breaks off.
+    """
+    name = display_name(path)
+    with open_binary(path) as fh:
         lineno = 0
         try:
-            for lineno, line in enumerate(fh, 1):
-                yield lineno, line.rstrip("\n").rstrip("\r")
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 text ({exc.reason})", name, lineno + 1) from None
-        except (OSError, EOFError) as exc:
-            raise InputError(f"cannot read: {exc}", name, lineno + 1) from None
+            for raw in fh:
+                if raw.endswith(b"\n"):
+                    raw = raw[:-1]
+                if b"\r" in raw:
+                    parts = (raw[:-1] if raw.endswith(b"\r") else raw).split(b"\r")
+                    for part in parts[:-1]:
+                        lineno += 1
+                        yield lineno, _decoded(part, name, lineno).removeprefix("\ufeff" if lineno == 1 else "")
+                    raw = parts[-1]
+                lineno += 1
+                line = _decoded(raw, name, lineno)
+                yield lineno, (line.removeprefix("\ufeff") if lineno == 1 else line)
+        except _READ_ERRORS as exc:
+            raise InputError(_read_reason(exc), name, lineno + 1) from None
 
 
 # --------------------------------------------------------------------------- outputs

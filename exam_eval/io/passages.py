@@ -8,7 +8,7 @@ import os
 
 from ..errors import InputError
 from .irds import irds_docs, looks_like_irds_id
-from .jsonl import iter_jsonl, require_fields
+from .jsonl import iter_jsonl, json_id, require_fields
 from .openers import display_name, iter_lines
 
 
@@ -47,7 +47,7 @@ def read_passages(spec: str | os.PathLike, wanted: set[str] | None = None) -> di
             if isinstance(obj, dict) and "doc_id" not in obj and "docno" in obj:
                 obj = dict(obj, doc_id=obj["docno"])
             require_fields(obj, ("doc_id", "text"), name, lineno)
-            add(str(obj["doc_id"]), obj["text"], lineno)
+            add(json_id(obj["doc_id"], "doc_id", name, lineno), obj["text"], lineno)
     else:
         for lineno, line in iter_lines(spec):
             if not line.strip():

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -99,9 +100,10 @@ def report_id(run_id: str, topic_id: str, text: str) -> str:
 # (an index given as 2.0 or "2", a confidence given as "0.7"); the citation shape of a
 # report is chosen the way pydantic chooses a member of the union
 # ``List[Neuclir] | List[Ragtime] | List[Rag24]``: the first that every sentence matches
-# exactly, else the first that every sentence matches after conversion. Two departures,
-# both refusals of ids that would break TREC files and our sentence ids: an empty
-# run_id/topic_id, and one containing whitespace.
+# exactly, else the first that every sentence matches after conversion. Departures, all
+# refusals: an empty run_id/topic_id, and one containing whitespace (they would break
+# TREC files and our sentence ids); a boolean citation (pydantic reads [true] as index
+# 1); a confidence that is not finite.
 
 _SHAPES = ("neuclir", "ragtime", "rag24")
 _TASKS = ("multilingual", "english", "rag")
@@ -133,7 +135,10 @@ def _lax_float(v):
 
 
 def _shape_citations(c, shape: str, strict: bool):
-    """The citations of one sentence in ``shape``, or raise ValueError."""
+    """The citations of one sentence in ``shape``, or raise ValueError.
+
+    Departing from pydantic's lax mode, a boolean is never an index or a confidence
+    (``[true]`` is not reference 1) and a confidence must be finite."""
     if c is None:
         return None
     if shape == "neuclir":
@@ -142,17 +147,48 @@ def _shape_citations(c, shape: str, strict: bool):
     elif shape == "ragtime":
         if isinstance(c, dict):
             if strict:
-                if all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in c.values()):
+                if all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in c.values()):
                     return {k: float(x) for k, x in c.items()}
             else:
-                return {k: _lax_float(x) for k, x in c.items()}
+                return {k: _confidence(x) for k, x in c.items()}
     elif isinstance(c, list):  # rag24
         if strict:
             if all(isinstance(x, int) and not isinstance(x, bool) for x in c):
                 return list(c)
         else:
-            return [_lax_int(x) for x in c]
+            return [_index(x) for x in c]
     raise ValueError(c)
+
+
+def _index(v) -> int:
+    if isinstance(v, bool):
+        raise ValueError(v)
+    return _lax_int(v)
+
+
+def _confidence(v) -> float:
+    if isinstance(v, bool):
+        raise ValueError(v)
+    v = _lax_float(v)
+    if not math.isfinite(v):
+        raise ValueError(v)
+    return v
+
+
+def _why_no_shape(c) -> str | None:
+    """A specific reason why the citations ``c`` fit no shape, where there is one."""
+    values = list(c.values()) if isinstance(c, dict) else c if isinstance(c, list) else []
+    if any(isinstance(x, bool) for x in values):
+        return "holds true/false, which is neither a document id, an index into 'references' nor a confidence"
+    if isinstance(c, dict):
+        for doc, x in c.items():
+            try:
+                bad = not math.isfinite(_lax_float(x))
+            except ValueError:
+                continue
+            if bad:
+                return f"gives document {_show(doc)} the confidence {_show(x)}: NaN and infinities are not allowed"
+    return None
 
 
 def _choose_shape(cits: list) -> tuple[str, list]:
@@ -164,6 +200,9 @@ def _choose_shape(cits: list) -> tuple[str, list]:
                 continue
     for i, c in enumerate(cits):  # name the first sentence that fits no shape on its own
         if not any(_fits(c, shape) for shape in _SHAPES):
+            why = _why_no_shape(c)
+            if why:
+                raise _Bad(f"[{i}].citations {why}")
             raise _Bad(f"[{i}].citations must be a list of document ids, a list of indices into "
                        f"'references' or a map document id -> confidence, got {_show(c)}")
     raise _Bad(".citations mixes shapes (document ids, indices, id -> confidence maps) in one report")
@@ -178,7 +217,10 @@ def _fits(c, shape: str) -> bool:
 
 
 def _show(v) -> str:
-    s = json.dumps(v, ensure_ascii=False)
+    try:
+        s = json.dumps(v, ensure_ascii=False)
+    except (RecursionError, TypeError, ValueError):  # from Python callers: any object
+        s = repr(type(v).__name__)
     return s if len(s) <= 60 else s[:57] + "..."
 
 
@@ -238,6 +280,8 @@ def _metadata(md) -> dict:
             raise _Bad(f"metadata.{key} is empty")
         if any(ch.isspace() for ch in value):
             raise _Bad(f"metadata.{key} {value!r} contains whitespace (not allowed in TREC files)")
+        if not value.isprintable():
+            raise _Bad(f"metadata.{key} {value!r} contains control characters")
     out = dict(md)
     out.update(topic_id=topic, narrative_id=topic, request_id=topic)  # as autojudge-base syncs them
     return out
@@ -300,6 +344,11 @@ def _check_ranking(obj: dict) -> None:
         raise _Bad("'ranking' must be a list of {doc_id, rank} or of {query_id, test_collection, ranked_docs}")
 
 
+# why a finding is an error: blank sentences are refused as autojudge-base refuses them
+_HINTS = {"blank_sentence": " (a track spec that lists blank_sentence among its smells, such as rag25-autojudge, "
+                            "ragtime25 or dragun25, accepts it; the sentence is then not graded)"}
+
+
 def parse_report(obj, *, spec=None, source: str | None = None, line: int | None = None,
                  request_limit: int | None = None) -> Report:
     """One decoded report line -> :class:`Report`; InputError(reason, source, line) when
@@ -308,7 +357,8 @@ def parse_report(obj, *, spec=None, source: str | None = None, line: int | None 
 
     try:
         if not isinstance(obj, dict):
-            raise _Bad(f"expected a JSON object (one report per line), got {_show(obj)}")
+            raise _Bad("expected a JSON object (one report per line: metadata, responses or answer, references), "
+                       f"got {_show(obj)}")
         if "metadata" not in obj:
             raise _Bad("missing 'metadata'")
         md = _metadata(obj["metadata"])
@@ -332,7 +382,10 @@ def parse_report(obj, *, spec=None, source: str | None = None, line: int | None 
 
     def add(category: str, message: str) -> None:
         smells = spec.smells if spec is not None else ()
-        (warnings if category in smells else errors).append(message)
+        if category in smells:
+            warnings.append(message)
+        else:
+            errors.append(message + _HINTS.get(category, ""))
 
     check_report({"metadata": md, "references": refs}, shape, raw_sents, spec, add, request_limit)
     if errors:
@@ -350,6 +403,10 @@ def parse_report(obj, *, spec=None, source: str | None = None, line: int | None 
             cites = tuple(Citation(refs[i]) for i in c)
         else:
             cites = tuple(Citation(d) for d in c)
+        for cite in cites:  # a cited document becomes a qrels line (exam-nuggets qrels)
+            if cite.doc_id.split() != [cite.doc_id] or not cite.doc_id.isprintable():
+                raise InputError(f"{key}[{n - 1}] cites the document id {cite.doc_id!r}, which is empty or holds "
+                                 "white space or control characters (not allowed in TREC files)", source, line)
         sentences.append(ReportSentence(sentence_id(run_id, topic_id, n, s["text"]), n, s["text"], cites))
     extra = {k: v for k, v in obj["metadata"].items() if k not in ("run_id", "topic_id", "team_id", "narrative_id")}
     return Report(run_id, topic_id, md["team_id"], tuple(sentences), tuple(refs or ()), source, line, extra,

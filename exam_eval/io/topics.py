@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..errors import InputError
 from .irds import irds_queries, looks_like_irds_id
-from .jsonl import iter_jsonl, require_fields
+from .jsonl import iter_jsonl, json_id, require_fields
 from .openers import display_name, iter_lines
 
 
@@ -38,6 +38,12 @@ def _sniff(path) -> str:
     return "empty"
 
 
+def _check_qid(qid: str, name: str, lineno: int) -> None:
+    if qid.split() != [qid] or not qid.isprintable():
+        raise InputError(f"query id {qid!r} holds white space or control characters (not allowed in TREC files)",
+                         name, lineno)
+
+
 def _read_tsv(path, name) -> dict[str, Topic]:
     topics: dict[str, Topic] = {}
     for lineno, line in iter_lines(path):
@@ -49,6 +55,7 @@ def _read_tsv(path, name) -> dict[str, Topic]:
         qid, text = qid.strip(), text.strip()
         if not qid or not text:
             raise InputError("empty query id or text", name, lineno)
+        _check_qid(qid, name, lineno)
         if qid in topics:
             raise InputError(f"duplicate query id {qid}", name, lineno)
         topics[qid] = Topic(qid, text)
@@ -59,7 +66,7 @@ def _read_jsonl(path, name) -> dict[str, Topic]:
     topics: dict[str, Topic] = {}
     for lineno, obj in iter_jsonl(path):
         require_fields(obj, ("query_id", "text"), name, lineno)
-        qid, text = str(obj["query_id"]), obj["text"]
+        qid, text = json_id(obj["query_id"], "query_id", name, lineno), obj["text"]
         if not isinstance(text, str) or not text.strip():
             raise InputError("empty query text", name, lineno)
         if qid in topics:
@@ -99,6 +106,7 @@ def _read_trec(path, name) -> dict[str, Topic]:
                 if tag == "/top":
                     if not qid or not title:
                         raise InputError("topic without <num> or <title>", name, start)
+                    _check_qid(qid, name, start)
                     if qid in topics:
                         raise InputError(f"duplicate query id {qid}", name, start)
                     topics[qid] = Topic(qid, " ".join(title.split()))

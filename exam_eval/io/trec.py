@@ -17,6 +17,17 @@ from .openers import display_name, iter_lines
 
 Run = dict[str, dict[str, float]]      # qid -> docno -> score
 Qrels = dict[str, dict[str, int]]      # qid -> docno -> label
+# trec_eval (and pytrec_eval) size per-query tables by the largest label: at 10^6, nDCG
+# runs for minutes, and at 2*10^9 it takes 15 GB; no test collection grades that finely
+LABEL_MAX = 10_000
+
+
+def _c_number(s: str) -> str:
+    """``s`` if trec_eval's atof/atol read it as Python does; Python alone takes digit
+    group underscores (1_0) and non-ASCII digits, which trec_eval reads otherwise."""
+    if "_" in s or not s.isascii():
+        raise ValueError(s)
+    return s
 
 
 def run_name(path: str | os.PathLike) -> str:
@@ -48,7 +59,7 @@ def read_run_tagged(path: str | os.PathLike, *, allow_empty: bool = False) -> tu
         qid, _, docno, _, score_s, line_tag = fields[:6]
         tag = line_tag
         try:
-            score = float(score_s)
+            score = float(_c_number(score_s))
         except ValueError:
             raise InputError(f"score {score_s!r} is not a number", name, lineno) from None
         if not math.isfinite(score):
@@ -76,9 +87,12 @@ def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
             raise InputError(f"expected 4 fields 'qid iter docno label', found {len(fields)}", name, lineno)
         qid, _, docno, label_s = fields
         try:
-            label = int(label_s)
+            label = int(_c_number(label_s))
         except ValueError:
             raise InputError(f"relevance label {label_s!r} is not an integer", name, lineno) from None
+        if not -LABEL_MAX <= label <= LABEL_MAX:
+            raise InputError(f"relevance label {label_s} is out of range (at most {LABEL_MAX} either way: "
+                             "trec_eval's tables grow with the largest label)", name, lineno)
         key = (qid, docno)
         if key in where:
             raise InputError(f"duplicate judgment of {docno} for query {qid} (first on line {where[key]})", name, lineno)

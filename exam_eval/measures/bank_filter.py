@@ -58,18 +58,18 @@ def effective_ids(items: Iterable[BankItem]) -> dict[str, list[str]]:
 def current_grades(grades: Iterable[Grade], items: Iterable[BankItem],
                    stats: BankFilterStats | None = None) -> list[Grade]:
     """``items``: the bank read with ``keep_edited_ids=True`` (ids as in the file, edits marked)."""
-    accepted: dict[str, BankItem] = {}
+    accepted: dict[tuple[str, str], BankItem] = {}  # ids are unique per query (AutoJudge's: md5 of the text)
     for item in items:
-        accepted[item.item_id] = item
+        accepted[(item.query_id, item.item_id)] = item
         if item.edited:
-            accepted[effective_id(item)] = item
+            accepted[(item.query_id, effective_id(item))] = item
     stats = stats if stats is not None else BankFilterStats()
     kept: list[Grade] = []
     for g in grades:
         if g.item_id is None:
             kept.append(g)
             continue
-        item = accepted.get(g.item_id)
+        item = accepted.get((g.query_id, g.item_id))
         if item is None:
             stats.not_in_bank += 1
             continue

@@ -87,7 +87,13 @@ def read_human_qrels(spec: str) -> Qrels:
 def load_bank(path: str | os.PathLike | None) -> dict[str, BankItem]:
     if path is None:
         return {}
-    return {item.item_id: item for item in read_bank(path)}
+    out: dict[str, BankItem] = {}
+    for item in read_bank(path):  # ids are unique per query; here they key items alone
+        first = out.setdefault(item.item_id, item)
+        if first.text != item.text:
+            raise InputError(f"item_id {item.item_id} names different texts in queries {first.query_id} and "
+                             f"{item.query_id}; exam-verify needs ids unique across queries", display_name(path))
+    return out
 
 
 def embedded_texts(paths: Iterable[str | os.PathLike]) -> dict[tuple[str, str], str]:
