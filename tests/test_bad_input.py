@@ -44,7 +44,8 @@ CASES = [
     ("cover grades bad json", "exam-cover", "grades", "{\n", ":1:", "invalid JSON"),
     ("cover run bad score", "exam-cover", "run", GOOD_RUN + "2 Q0 x 2 1,0 t\n", ":4:", "not a number"),
     ("cover run duplicate", "exam-cover", "run", "1 Q0 a 1 1 t\n1 Q0 a 2 1 t\n", ":2:", "duplicate"),
-    ("cover run 7 fields", "exam-cover", "run", GOOD_RUN + "2 Q0 c 1 1.0 t extra\n", ":4:", "expected 6 fields"),
+    # fields after the sixth are ignored (as trec_eval does), so five is the bad count
+    ("cover run 5 fields", "exam-cover", "run", GOOD_RUN + "2 Q0 c 1 1.0\n", ":4:", "expected 6 fields"),
     ("cover bank bad kind", "exam-cover", "bank", json.dumps({"query_id": "1", "item_id": "1/x", "kind": "essay", "text": "q?"}) + "\n", ":1:", "kind must be"),
     ("cover bank empty text", "exam-cover", "bank", json.dumps({"query_id": "1", "item_id": "1/x", "kind": "question", "text": " "}) + "\n", ":1:", "empty item text"),
     ("cover run not utf8", "exam-cover", "run", b"1 Q0 \xff\xfe 1 1 t\n", ":1:", "UTF-8"),

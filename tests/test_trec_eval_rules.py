@@ -194,3 +194,19 @@ def test_max_docs_zero_scores_an_empty_ranking(tmp_path, run_cli):
         assert got[("num_rel", q)] == str(sum(lab >= 1 for lab in QRELS[q].values()))
         assert got[("relstring", q)] == "''"
         assert got[("iprec_at_recall_0.00", q)] == "  -nan"
+
+
+def test_run_fields_after_the_sixth_are_ignored(tmp_path, run_cli):
+    # trec_eval's parse_results_line reads six fields and skips the rest of the line
+    # (its own test/results.trunc has "STANDARD more junk at end of lines.")
+    qp, rp = write_case(tmp_path, QRELS, RUN)
+    extra = tmp_path / "extra.run"
+    extra.write_text("".join(f"{line}\tmore junk\t at end \r\n" for line in rp.read_text().splitlines()))
+    plain = run_cli("exam-qrels", "-q", "-m", "all_trec", qp, rp)
+    junk = run_cli("exam-qrels", "-q", "-m", "all_trec", qp, extra)
+    assert junk.returncode == 0, junk.stderr
+    assert junk.stdout == plain.stdout and "runid                 \tall\ttag\n" in junk.stdout
+    short = tmp_path / "short.run"
+    short.write_text("1 Q0 a 1 3\n")
+    res = run_cli("exam-qrels", qp, short)
+    assert res.returncode == 2 and f"{short}:1: expected 6 fields" in res.stderr

@@ -1,6 +1,7 @@
 """TREC run and qrels files, read as strictly as trec_eval and with better locations.
 
-Run:   ``qid Q0 docno rank score tag`` (rank ignored; order = score desc, docno desc).
+Run:   ``qid Q0 docno rank score tag`` (rank ignored; order = score desc, docno desc);
+       fields after the sixth are ignored, as trec_eval 9.0.8 ignores them.
 Qrels: ``qid iter docno label`` (integer label; negative = judged but unjudged-like,
        as in trec_eval).
 """
@@ -42,9 +43,9 @@ def read_run_tagged(path: str | os.PathLike, *, allow_empty: bool = False) -> tu
         fields = line.split()
         if not fields:
             continue
-        if len(fields) != 6:
+        if len(fields) < 6:
             raise InputError(f"expected 6 fields 'qid Q0 docno rank score tag', found {len(fields)}", name, lineno)
-        qid, _, docno, _, score_s, line_tag = fields
+        qid, _, docno, _, score_s, line_tag = fields[:6]
         tag = line_tag
         try:
             score = float(score_s)
