@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
+from ..errors import ExamEvalError, UsageError
 from ..io.banks import read_bank
 from ..io.labels import load_labels, stderr_log
 from ..io.leaderboard import write_leaderboard
@@ -11,9 +14,10 @@ from ..io.openers import atomic_output
 from ..io.trec import write_qrels
 from ..measures.exam_qrels import LABEL_MODES
 from ..measures.registry import parse_measures
-from ..measures.trec_eval import evaluate, require_overlap, write_trec_eval
+from ..measures.trec_eval import Evaluation, TrecEvalRefusal, evaluate, require_overlap, write_trec_eval
+from ..parallel import fork_map
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
-from ._runs import read_runs
+from ._runs import read_run_any, run_names
 
 PROG = "exam-qrels"
 
@@ -76,17 +80,41 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     bank_items = read_bank(bank, keep_edited_ids=True) if bank is not None else None  # see bank_filter
     qrels = load_labels(labels, label=label_mode, min_grade=min_grade, model=model, prompt=prompt,
                         kind=kind, bank_items=bank_items, log=log)
-    loaded = read_runs(runs)
     options = dict(level=level, judged_only=judged_only, max_docs=max_docs, complete=complete)
-    if not loaded:
+    if not runs:
         with atomic_output(output) as out:
             write_qrels(qrels, out)
         return 0
-    evaluations = []
-    for (name, run, tag), path in zip(loaded, runs):
-        ev = evaluate(qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
-        require_overlap(ev, path, labels)
-        evaluations.append((name, ev))
+    named: list[tuple[str, str]] = []
+    clash = None
+    try:
+        for item in run_names(runs):
+            named.append(item)
+    except UsageError as exc:   # said after the runs before the clash are read, as ever
+        clash = exc
+
+    def score(item: tuple[str, str]) -> Evaluation | ExamEvalError:
+        run, tag = read_run_any(item[1])
+        try:
+            ev = evaluate(qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
+            require_overlap(ev, item[1], labels)
+            return ev
+        except (TrecEvalRefusal, UsageError) as exc:
+            if not isinstance(run, dict):
+                run.check_all()   # its duplicates come first: every run is read before a refusal
+            return exc
+
+    # one run per worker at a time (one run: its queries are spread over the workers)
+    if "-" in runs:   # stdin can be read once, so by this process
+        scored = [score(item) for item in named]
+    else:
+        scored = fork_map(score, named, [_size(path) for _, path in named])
+    if clash is not None:
+        raise clash
+    refused = next((ev for ev in scored if isinstance(ev, ExamEvalError)), None)
+    if refused is not None:
+        raise refused
+    evaluations = list(zip((name for name, _ in named), scored))
     with atomic_output(output) as out:
         if len(evaluations) == 1:
             write_trec_eval(evaluations[0][1], out, per_query=per_query, summary=not no_summary)
@@ -95,6 +123,13 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
             rows = {name: {c: ev.summary[c] for c in columns} for name, ev in evaluations}
             write_leaderboard(rows, columns, out)
     return 0
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 1
 
 
 main = make_main(cli, PROG)

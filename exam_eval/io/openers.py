@@ -15,6 +15,8 @@ import os
 import stat
 import sys
 import tempfile
+import zlib
+from dataclasses import dataclass
 from typing import IO, Iterator
 
 from ..errors import InputError, OutputClosed, OutputError, UsageError
@@ -49,12 +51,18 @@ def _not_a_dir_reason(path: str) -> str:
 
 
 @contextlib.contextmanager
-def open_text(path: str | os.PathLike) -> Iterator[IO[str]]:
-    """Open a text input; gzip is detected by magic bytes, not only by suffix."""
+def open_text(path: str | os.PathLike, *, raw: bytes | None = None) -> Iterator[IO[str]]:
+    """Open a text input; gzip is detected by magic bytes, not only by suffix.
+
+    ``raw``: the input's bytes, read already (by :func:`slurp`), read through the same layers.
+    """
     name = display_name(path)
-    if str(path) == "-":
-        raw = sys.stdin.buffer
-        buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+    if raw is not None:
+        buffered = io.BufferedReader(io.BytesIO(raw))
+        close = True
+    elif str(path) == "-":
+        stdin = sys.stdin.buffer
+        buffered = stdin if hasattr(stdin, "peek") else io.BufferedReader(stdin)
         close = False
     else:
         try:
@@ -87,10 +95,10 @@ def open_text(path: str | os.PathLike) -> Iterator[IO[str]]:
             buffered.close()
 
 
-def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+def iter_lines(path: str | os.PathLike, *, raw: bytes | None = None) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without trailing newline)."""
     name = display_name(path)
-    with open_text(path) as fh:
+    with open_text(path, raw=raw) as fh:
         lineno = 0
         try:
             for lineno, line in enumerate(fh, 1):
@@ -99,6 +107,39 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
             raise InputError(f"not UTF-8 text ({exc.reason})", name, lineno + 1) from None
         except (OSError, EOFError) as exc:
             raise InputError(f"cannot read: {exc}", name, lineno + 1) from None
+
+
+@dataclass
+class Slurped:
+    """An input read whole: ``raw`` as read (what :func:`iter_lines` takes back, so that a
+    line-by-line reading sees the very same bytes, stdin included), ``data`` decompressed,
+    or None where decompressing failed (the line reader then reports that as it always has)."""
+
+    raw: bytes
+    data: bytes | None
+
+
+def slurp(path: str | os.PathLike) -> Slurped | None:
+    """The whole input in memory, for the bulk readers; None for a file that cannot be
+    opened or read (the line reader then opens it again and names the reason)."""
+    try:
+        if str(path) == "-":
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+    except OSError:
+        if str(path) == "-":
+            raise InputError("cannot read", display_name(path)) from None
+        return None
+    if raw[:2] != b"\x1f\x8b":
+        return Slurped(raw, raw)
+    try:
+        # the same reader as open_text's, so that what it accepts is the same
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+            return Slurped(raw, gz.read())
+    except (OSError, EOFError, zlib.error):
+        return Slurped(raw, None)
 
 
 # --------------------------------------------------------------------------- outputs
