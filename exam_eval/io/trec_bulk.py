@@ -4,7 +4,7 @@ line, for runs of millions of lines (a 2,000-query x 1,000-document run is 2 M l
 The bulk reader takes only what it can vouch for: ASCII text (CR, CRLF and LF line ends,
 as the line reader's universal newlines), fields separated by what ``str.split()``
 splits on; scores and labels are read by ``float`` and ``int``, as the line reader does. Anything else (a short line, a score that
-is not a number or not finite, a duplicate, non-ASCII or NUL bytes, an empty file)
+is not a number or not finite, a duplicate, non-ASCII or control bytes, an empty file)
 raises :class:`Decline`, and the caller hands the same bytes to the line reader in
 ``trec.py``, which gives its own result or its own refusal (message, file and line).
 So the two readers cannot differ in what they accept or say; only in speed and memory.
@@ -20,11 +20,16 @@ from typing import Callable
 
 import numpy as np
 
-# the bytes str.split() splits on among ASCII (bytes.split() would miss \x1c-\x1f)
-_SPACE = np.zeros(256, dtype=bool)
-_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
+# Among ASCII, str.split() splits on 9-13 and 28-32 (bytes.split() would miss 28-31):
+# every byte up to 32 but the other control bytes, which the bulk reader leaves to the
+# line reader, so that "a field byte" is simply "a byte above 32".
 _NEWLINE = 10
 _CHUNK = 2 << 20          # bytes per tokenizing step: bounds the temporaries, not the result
+
+
+# documents per batch of queries built and scored at once: large enough that the calls
+# into pytrec_eval cost nothing, small enough that the dicts are a few MB
+BATCH_DOCS = 1 << 15
 
 
 class Decline(Exception):
@@ -32,7 +37,7 @@ class Decline(Exception):
 
 
 def _normalized(data: bytes) -> bytes:
-    if not data or not data.isascii() or b"\x00" in data:
+    if not data or not data.isascii():
         raise Decline
     if b"\r" in data:  # universal newlines, as the line reader's TextIOWrapper
         data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
@@ -57,7 +62,9 @@ def _tokenize(a: np.ndarray, n_fields: int, exact: bool, wanted: tuple[int, ...]
             nl = np.flatnonzero(a[end:end + (1 << 16)] == _NEWLINE)
             end = size if not len(nl) else end + int(nl[0]) + 1  # no newline near: a long line, take the rest
         c = a[pos:end]
-        edge = np.diff((~_SPACE[c]).view(np.int8), prepend=np.int8(0), append=np.int8(0))
+        if ((c < 9) | ((c > 13) & (c < 28))).any():
+            raise Decline
+        edge = np.diff((c > 32).view(np.int8), prepend=np.int8(0), append=np.int8(0))
         starts = np.flatnonzero(edge == 1)
         ends = np.flatnonzero(edge == -1)
         line_of = np.cumsum(c == _NEWLINE, dtype=np.int32)[starts]           # line in the chunk
@@ -102,16 +109,59 @@ def _strings(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[str]:
     return joined.tobytes().decode("ascii").split("\n")[:-1]
 
 
+_MAX_DIGITS = 15   # below 2**53: digits / 10**k is then the correctly rounded value
+_POW10 = np.array([float(10**k) for k in range(_MAX_DIGITS + 2)])   # exact
+_ZERO, _DOT, _MINUS, _PLUS = ord("0"), ord("."), ord("-"), ord("+")
+
+
+def _plain_decimals(a: np.ndarray, s: np.ndarray, e: np.ndarray, dot: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(value, ok) of spans read as [+-]digits[.digits] (no dot unless ``dot``) with at
+    most 15 digits: the digits as an integer over a power of ten (both exact, so one
+    correctly rounded division: what ``float`` gives). ok is False for any other span
+    (exponents, nan, underscores, long ones)."""
+    lens = (e - s).astype(np.int64)
+    width = int(min(lens.max(), _MAX_DIGITS + 2))
+    ok = lens <= width
+    # right-aligned, left-padded with '0' (which changes no plain decimal)
+    idx = e.astype(np.int64)[:, None] - width + np.arange(width)
+    rows = np.where(idx >= s[:, None], a[np.maximum(idx, 0)], _ZERO)
+    lead = rows[np.arange(len(rows)), np.maximum(width - lens, 0)]
+    negative = lead == _MINUS
+    signed = negative | (lead == _PLUS)
+    rows[signed, np.maximum(width - lens, 0)[signed]] = _ZERO
+    mant = np.zeros(len(rows), dtype=np.int64)
+    dots = np.zeros(len(rows), dtype=np.int64)
+    frac = np.zeros(len(rows), dtype=np.int64)
+    for j in range(width):
+        col = rows[:, j]
+        digit = col - _ZERO            # uint8: wraps for bytes below '0'
+        is_digit = digit <= 9
+        is_dot = col == _DOT
+        ok &= is_digit | is_dot
+        dots += is_dot
+        frac = np.where(is_dot, width - 1 - j, frac)
+        mant = np.where(is_digit, mant * 10 + digit, mant)
+    ok &= (dots <= int(dot)) & (lens - signed - dots >= 1) & (lens - signed - dots <= _MAX_DIGITS)
+    value = mant / _POW10[np.where(ok, frac, 0)]
+    return np.where(negative, -value, value), ok
+
+
 def _numbers(a: np.ndarray, starts: np.ndarray, ends: np.ndarray, kind: type) -> np.ndarray:
-    """``float``/``int`` of each span, by ``kind`` itself, as the line reader does (a map in
-    C over strings made in bulk). Decline on an error, or an int beyond 64 bits."""
+    """``float``/``int`` of each span, as the line reader reads it: plain decimals in numpy
+    (exactly ``float``'s value; for ``int``, those without a dot), the rest by ``kind``
+    itself, one by one. Decline on an error, or an int beyond 64 bits."""
     out = np.empty(len(starts), dtype=np.float64 if kind is float else np.int64)
     step = 1 << 16
-    try:
-        for lo in range(0, len(starts), step):
-            out[lo:lo + step] = list(map(kind, _strings(a, starts[lo:lo + step], ends[lo:lo + step])))
-    except (ValueError, OverflowError):
-        raise Decline from None
+    for lo in range(0, len(starts), step):
+        s, e = starts[lo:lo + step], ends[lo:lo + step]
+        value, ok = _plain_decimals(a, s, e, dot=kind is float)
+        out[lo:lo + len(s)] = value if kind is float else np.where(ok, value, 0).astype(np.int64)
+        bad = np.flatnonzero(~ok)
+        if len(bad):
+            try:
+                out[lo + bad] = list(map(kind, _strings(a, s[bad], e[bad])))
+            except (ValueError, OverflowError):
+                raise Decline from None
     return out
 
 
@@ -184,8 +234,9 @@ class RunTable:
             at += n
         return out
 
-    def batch_indexes(self, docs_per_batch: int = 1 << 15) -> list[list[int]]:
+    def batch_indexes(self, docs_per_batch: int | None = None) -> list[list[int]]:
         """Every query, in batches of about ``docs_per_batch`` documents, in file order."""
+        docs_per_batch = docs_per_batch or BATCH_DOCS
         out: list[list[int]] = [[]]
         n = 0
         for k in range(len(self.qids)):
@@ -202,18 +253,53 @@ class RunTable:
             self.docs(ks)
 
 
-def scan_run(data: bytes) -> RunTable:
-    a = np.frombuffer(_normalized(data), dtype=np.uint8)
-    spans, (tag_s, tag_e) = _tokenize(a, 6, False, (0, 2, 4))
-    scores = _numbers(a, *spans[4], float)
+def _scan_run_part(a: np.ndarray, lo: int, hi: int) -> tuple:
+    """One stretch of whole lines: (docno spans, scores, qids, codes, tag span)."""
+    spans, (tag_s, tag_e) = _tokenize(a[lo:hi], 6, False, (0, 2, 4))
+    scores = _numbers(a[lo:hi], *spans[4], float)
     if not np.isfinite(scores).all():
         raise Decline
-    qids, codes = _group(a, *spans[0])
-    del spans[0]
+    qids, codes = _group(a[lo:hi], *spans[0])
+    offsets = np.int32 if len(a) < 2**31 else np.int64
+    doc_s, doc_e = (x.astype(offsets) + lo for x in spans[2])
+    return doc_s, doc_e, scores, qids, codes, (tag_s + lo, tag_e + lo)
+
+
+def _line_stretches(a: np.ndarray, n: int) -> list[tuple[int, int]]:
+    """n stretches of about equal size, cut after a newline."""
+    cuts = [0]
+    for k in range(1, n):
+        at = len(a) * k // n
+        nl = np.flatnonzero(a[at:at + (1 << 20)] == _NEWLINE)
+        if len(nl) and at + int(nl[0]) + 1 > cuts[-1] and at + int(nl[0]) + 1 < len(a):
+            cuts.append(at + int(nl[0]) + 1)
+    return list(zip(cuts, cuts[1:] + [len(a)]))
+
+
+def scan_run(data: bytes) -> RunTable:
+    from ..parallel import fork_map, worker_count
+
+    a = np.frombuffer(_normalized(data), dtype=np.uint8)
+    # stretches of the file in forked workers (a stretch with no line: Decline, as a
+    # whole file with none); below a few MB the fork costs more than it saves
+    stretches = _line_stretches(a, worker_count() if len(a) > (8 << 20) else 1)
+    parts = fork_map(lambda r: _scan_run_part(a, *r), stretches, [hi - lo for lo, hi in stretches])
+    qids: list[str] = []
+    code_of: dict[str, int] = {}
+    codes = []
+    for *_, names, part_codes, _ in parts:
+        for q in names:
+            if q not in code_of:
+                code_of[q] = len(qids)
+                qids.append(q)
+        codes.append(np.array([code_of[q] for q in names], dtype=np.int32)[part_codes])
+    codes = np.concatenate(codes)
     order = np.argsort(codes, kind="stable").astype(np.int32)
     bounds = np.searchsorted(codes[order], np.arange(len(qids) + 1))
-    tag = a[tag_s:tag_e].tobytes().decode("ascii")
-    return RunTable(qids, tag, a, order, bounds, spans[2], scores)
+    tag_s, tag_e = parts[-1][5]
+    doc = (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    scores = np.concatenate([p[2] for p in parts])
+    return RunTable(qids, a[tag_s:tag_e].tobytes().decode("ascii"), a, order, bounds, doc, scores)
 
 
 def scan_qrels(data: bytes) -> dict[str, dict[str, int]]:
