@@ -10,8 +10,8 @@
    documents below their own scores (37 x 43 x 1,000 = 1.6 M lines), DL19 qrels, default
    measures: one exam-qrels call against 37 trec_eval processes, one after the other.
 
-Each case runs --repeat times, trec_eval and exam-qrels alternating (which one goes first
-alternates too), every command a fresh process under /usr/bin/time (wall time and peak
+Each case runs --repeat times, trec_eval, exam-qrels and exam-qrels without forked workers
+(EXAM_EVAL_WORKERS=1) in turn (which one goes first rotates), every command a fresh process under /usr/bin/time (wall time and peak
 resident memory; GNU time reports the largest of the process and its children). Figures
 are medians; the ratio is exam-qrels over trec_eval (below 1: exam-qrels is faster).
 Outputs must be byte-identical (case 1); in case 2 every leaderboard cell must be the
@@ -119,21 +119,23 @@ def exam_qrels_cmd(*args) -> list[str]:
     return [sys.executable, "-m", "exam_eval.commands.qrels", *map(str, args)]
 
 
-def paired(repeat: int, a, b) -> tuple[list, list]:
-    """a() and b() alternately, repeat times each; the first to run alternates."""
-    ra, rb = [], []
+def alternated(repeat: int, *fns) -> list[list]:
+    """Each fn in turn, repeat rounds; the one that goes first rotates."""
+    out: list[list] = [[] for _ in fns]
     for i in range(repeat):
-        if i % 2 == 0:
-            ra.append(a())
-            rb.append(b())
-        else:
-            rb.append(b())
-            ra.append(a())
-    return ra, rb
+        for k in range(len(fns)):
+            j = (i + k) % len(fns)
+            out[j].append(fns[j]())
+    return out
 
 
 def checked(sample, ours: Path, theirs: Path, same: list[bool]):
     same.append(ours.read_bytes() == theirs.read_bytes())
+    return sample
+
+
+def checked_lb(sample, tsv: Path, te_outs: dict, agree: list[bool]):
+    agree.append(leaderboard_agrees(tsv, te_outs))
     return sample
 
 
@@ -191,6 +193,7 @@ def main() -> int:
     data.mkdir(parents=True, exist_ok=True)
     scratch.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    serial_env = dict(env, EXAM_EVAL_WORKERS="1")   # the same without forked workers
 
     run = data / f"synthetic-{args.queries}x{args.depth}-s{args.seed}.run"
     qrels = data / f"synthetic-{args.queries}x{args.qrels_lines}-s{args.seed}.qrels"
@@ -207,12 +210,15 @@ def main() -> int:
     for label, flags in (("default measures", []), ("-q -m all_trec", ["-q", "-m", "all_trec"])):
         te_out, ours_out = scratch / "trec_eval.out", scratch / "exam-qrels.out"
         identical: list[bool] = []
-        te_samples, ours_samples = paired(
+        te_samples, ours_samples, serial_samples = alternated(
             args.repeat, lambda f=flags, o=te_out: timed([binary, *f, str(qrels), str(run)], o),
             lambda f=flags, o=ours_out, t=te_out, same=identical: checked(
-                timed(exam_qrels_cmd(*f, qrels, run), o, env), o, t, same))
+                timed(exam_qrels_cmd(*f, qrels, run), o, env), o, t, same),
+            lambda f=flags, o=ours_out, t=te_out, same=identical: checked(
+                timed(exam_qrels_cmd(*f, qrels, run), o, serial_env), o, t, same))
         case = {"case": f"{args.queries} x {args.depth} run, {label}", "flags": flags,
                 "trec_eval": summary(te_samples), "exam_qrels": summary(ours_samples),
+                "exam_qrels_one_process": summary(serial_samples),
                 "byte_identical": all(identical), "output_bytes": te_out.stat().st_size}
         case["ratio_wall"] = case["exam_qrels"]["wall_s_median"] / case["trec_eval"]["wall_s_median"]
         case["ratio_peak"] = case["exam_qrels"]["peak_rss_mib_median"] / case["trec_eval"]["peak_rss_mib_median"]
@@ -231,16 +237,16 @@ def main() -> int:
             peaks = [timed([binary, str(dl19_qrels), str(p)], te_outs[p])[1] for p in runs]
             return time.perf_counter() - t, max(peaks)
 
-        def ours_lb():
-            return timed(exam_qrels_cmd(dl19_qrels, *runs), lb_out, env)
-
-        te_samples, ours_samples = paired(args.repeat, te_all, ours_lb)
-        agree = leaderboard_agrees(lb_out, te_outs)
+        agree = []
+        te_samples, ours_samples, serial_samples = alternated(
+            args.repeat, te_all,
+            lambda: checked_lb(timed(exam_qrels_cmd(dl19_qrels, *runs), lb_out, env), lb_out, te_outs, agree),
+            lambda: checked_lb(timed(exam_qrels_cmd(dl19_qrels, *runs), lb_out, serial_env), lb_out, te_outs, agree))
         case = {"case": f"leaderboard: {len(runs)} DL19 runs x 43 queries x 1000 (one exam-qrels call vs "
                         f"{len(runs)} trec_eval processes)",
                 "run_lines": sum(sum(1 for _ in open(p)) for p in runs), "runs": len(runs),
                 "trec_eval": summary(te_samples), "exam_qrels": summary(ours_samples),
-                "values_agree": agree}
+                "exam_qrels_one_process": summary(serial_samples), "values_agree": all(agree)}
         case["ratio_wall"] = case["exam_qrels"]["wall_s_median"] / case["trec_eval"]["wall_s_median"]
         case["ratio_peak"] = case["exam_qrels"]["peak_rss_mib_median"] / case["trec_eval"]["peak_rss_mib_median"]
         report["cases"].append(case)
@@ -253,11 +259,14 @@ def main() -> int:
     print(f"CPU: {m['cpu']} ({m['cores']} cores; {' '.join(m['cpu_flags'])}); python {m['python']}, "
           f"numpy {m['numpy']}, pytrec_eval {m['pytrec_eval']}; load {report['loadavg_before'][0]:.2f} "
           f"-> {report['loadavg_after'][0]:.2f}")
-    print(f"{'case':<60} {'trec_eval s':>11} {'ours s':>8} {'ratio':>6} {'te MiB':>7} {'ours MiB':>8} {'ratio':>6} same")
+    print(f"{'case':<44} {'trec_eval s':>11} {'ours s':>7} {'ratio':>6} {'1-proc s':>8} {'ratio':>6} "
+          f"{'te MiB':>7} {'ours MiB':>8} {'ratio':>6} same")
     for c in rows:
         same = c.get("byte_identical", c.get("values_agree"))
-        print(f"{c['case'][:60]:<60} {c['trec_eval']['wall_s_median']:11.2f} {c['exam_qrels']['wall_s_median']:8.2f} "
-              f"{c['ratio_wall']:6.2f} {c['trec_eval']['peak_rss_mib_median']:7.0f} "
+        one = c["exam_qrels_one_process"]["wall_s_median"]
+        print(f"{c['case'][:44]:<44} {c['trec_eval']['wall_s_median']:11.2f} {c['exam_qrels']['wall_s_median']:7.2f} "
+              f"{c['ratio_wall']:6.2f} {one:8.2f} {one / c['trec_eval']['wall_s_median']:6.2f} "
+              f"{c['trec_eval']['peak_rss_mib_median']:7.0f} "
               f"{c['exam_qrels']['peak_rss_mib_median']:8.0f} {c['ratio_peak']:6.2f} {same}")
     print(f"written {path}")
     return 0 if all(c.get("byte_identical", c.get("values_agree")) for c in rows) else 1
