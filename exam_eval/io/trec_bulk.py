@@ -67,8 +67,10 @@ def _tokenize(a: np.ndarray, n_fields: int, exact: bool, wanted: tuple[int, ...]
         edge = np.diff((c > 32).view(np.int8), prepend=np.int8(0), append=np.int8(0))
         starts = np.flatnonzero(edge == 1)
         ends = np.flatnonzero(edge == -1)
-        line_of = np.cumsum(c == _NEWLINE, dtype=np.int32)[starts]           # line in the chunk
-        first = np.flatnonzero(np.diff(line_of, prepend=-1))                # each line's first field
+        # each line's first field: the first field of the chunk and the first after each
+        # newline (a blank line gives the same one twice: once is kept)
+        first = np.concatenate(([0], np.searchsorted(starts, np.flatnonzero(c == _NEWLINE))))
+        first = first[(np.diff(first, append=len(starts)) > 0)]
         count = np.diff(first, append=len(starts))
         if len(count):
             if (count < n_fields).any() or (exact and (count != n_fields).any()):
