@@ -5,8 +5,8 @@ built evaluators), copy on write, so nothing is sent to it; it sends back its re
 (pickled, through a pipe). The parent works on the first share itself. A worker that
 fails in any way (bad input, a signal, an exception) sends nothing usable, and the
 parent redoes that share itself, in order: whatever error it meets is then raised in the
-parent, exactly as without workers. ``EXAM_EVAL_WORKERS=1`` turns workers off (any other
-number caps them); without ``fork`` (Windows) the work is done in the parent.
+parent, exactly as without workers. How many: the idle cores (see :func:`worker_count`)
+or ``EXAM_EVAL_WORKERS`` (1: none); without ``fork`` (Windows) the parent does it all.
 """
 
 from __future__ import annotations
@@ -23,15 +23,23 @@ _in_worker = False   # a worker does its share itself: no workers of workers
 
 
 def worker_count() -> int:
-    if _in_worker:
+    """EXAM_EVAL_WORKERS if set, else the cores this process may use that are idle now
+    (the cores less the 1-minute load average, rounded): on a machine busy with other
+    work a forked worker gets no core of its own, and only adds the cost of the fork."""
+    if _in_worker or not hasattr(os, "fork"):
         return 1
-    env = os.environ.get("EXAM_EVAL_WORKERS", "").strip()
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
-    cap = int(env) if env.isdigit() and int(env) > 0 else _MAX_WORKERS
-    return max(1, min(cores, cap, _MAX_WORKERS)) if hasattr(os, "fork") else 1
+    env = os.environ.get("EXAM_EVAL_WORKERS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return min(int(env), _MAX_WORKERS)
+    try:
+        idle = int(cores - os.getloadavg()[0] + 0.5)
+    except OSError:
+        idle = cores
+    return max(1, min(cores, idle, _MAX_WORKERS))
 
 
 def _shares(costs: Sequence[float], n: int) -> list[range]:
