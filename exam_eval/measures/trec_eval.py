@@ -28,6 +28,7 @@ What trec_eval 9.0.8 does, and so what we do:
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
@@ -189,11 +190,12 @@ def _placeheld(qrels: Qrels, queries: set[str]) -> Qrels:
 
 
 def _relstring(qrels_q: dict[str, int], docs: dict[str, float], length: float, judged_only: bool) -> str:
-    order = ranked(docs)
+    # the top of ranked(docs): (score, docno) pairs compared in C, no key function per document
+    pairs = zip(docs.values(), docs.keys())
     if judged_only:
-        order = [d for d in order if qrels_q.get(d, -1) >= 0]
+        pairs = ((s, d) for s, d in pairs if qrels_q.get(d, -1) >= 0)
     chars = []
-    for d in order[: max(int(length), 0)]:
+    for _, d in heapq.nlargest(max(int(length), 0), pairs):
         rel = qrels_q.get(d)
         if rel is None:
             chars.append("-")          # not in the pool
