@@ -3,9 +3,10 @@ line, for runs of millions of lines (a 2,000-query x 1,000-document run is 2 M l
 
 The bulk reader takes only what it can vouch for: ASCII text (CR, CRLF and LF line ends,
 as the line reader's universal newlines), fields separated by what ``str.split()``
-splits on; scores and labels are read by ``float`` and ``int``, as the line reader does. Anything else (a short line, a score that
-is not a number or not finite, a duplicate, non-ASCII or control bytes, an empty file)
-raises :class:`Decline`, and the caller hands the same bytes to the line reader in
+splits on, scores and labels with the value ``float`` and ``int`` give them (plain
+decimals computed exactly in numpy, the others by ``float``/``int`` themselves).
+Anything else (a short line, a score that is not a number or not finite, a duplicate,
+non-ASCII or control bytes, an empty file) raises :class:`Decline`, and the caller hands the same bytes to the line reader in
 ``trec.py``, which gives its own result or its own refusal (message, file and line).
 So the two readers cannot differ in what they accept or say; only in speed and memory.
 
