@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Iterator
+
 from ..errors import UsageError
-from ..io.trec import Run, read_run_tagged, run_name
+from ..io.trec import Run, read_run_table, read_run_tagged, run_name
+
+if TYPE_CHECKING:
+    from ..io.trec_bulk import RunTable
 
 
-def read_runs(paths: tuple[str, ...]) -> list[tuple[str, Run, str]]:
-    """[(leaderboard name, run, tag)], all read (and so validated) before any output."""
-    out = []
+def read_run_any(path: str) -> tuple[Run | RunTable, str]:
+    """(run, tag): a RunTable where the bulk reader took the file (see io.trec.read_run_table)."""
+    got = read_run_table(path)
+    return got if isinstance(got, tuple) else (got, got.tag)
+
+
+def run_names(paths: tuple[str, ...]) -> Iterator[tuple[str, str]]:
     seen: dict[str, str] = {}
     for path in paths:
         name = run_name(path) if path != "-" else "stdin"
         if name in seen:
             raise UsageError(f"two runs would share the leaderboard name {name!r}: {seen[name]} and {path}")
         seen[name] = path
-        run, tag = read_run_tagged(path)
-        out.append((name, run, tag))
-    return out
+        yield name, path
+
+
+def read_runs(paths: tuple[str, ...]) -> list[tuple[str, Run, str]]:
+    """[(leaderboard name, run, tag)], all read (and so validated) before any output."""
+    return [(name, *read_run_tagged(path)) for name, path in run_names(paths)]

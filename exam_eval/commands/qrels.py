@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
+from ..errors import ExamEvalError, UsageError
 from ..io.banks import read_bank
 from ..io.labels import stderr_log
 from ..measures.labels import load_labels
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output
-from ..io.trec import write_qrels
+from ..io.trec import read_run_tagged, write_qrels
 from ..measures.exam_qrels import LABEL_MODES
 from ..measures.registry import parse_measures
 from ..measures.judgment_formats import REL_FORMATS, check_measures, evaluate_judgments, read_judgments
-from ..measures.trec_eval import evaluate, require_overlap, write_trec_eval
+from ..measures.trec_eval import Evaluation, TrecEvalRefusal, evaluate, require_overlap, write_trec_eval
 from ..measures.zscores import read_zscores
+from ..parallel import fork_map
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
-from ._runs import read_runs
+from ._runs import read_run_any, run_names
 
 PROG = "exam-qrels"
 
@@ -90,23 +94,50 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
         if not runs:
             raise click.UsageError(f"-R {rel_format}: give a RUN to score (only qrels are written out)")
         qrels = read_judgments(rel_format, labels)
-    loaded = read_runs(runs)
     options = dict(level=level, judged_only=judged_only, max_docs=max_docs, complete=complete)
     if zscores_file is not None:
         options["zscores"] = read_zscores(zscores_file)
-    if not loaded:
+    if not runs:
         with atomic_output(output) as out:
             write_qrels(qrels, out)
         return 0
-    evaluations = []
-    for (name, run, tag), path in zip(loaded, runs):
-        if rel_format == "qrels":
-            check_measures(requests, rel_format, sorted(set(run) & set(qrels)), labels, qrels, level)
-            ev = evaluate(qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
+    named: list[tuple[str, str]] = []
+    clash = None
+    try:
+        for item in run_names(runs):
+            named.append(item)
+    except UsageError as exc:   # said after the runs before the clash are read, as ever
+        clash = exc
+
+    def score(item: tuple[str, str]) -> Evaluation | ExamEvalError:
+        if rel_format != "qrels":  # preference and jg judgments: the plain reader's run
+            run, tag = read_run_tagged(item[1])
         else:
-            ev = evaluate_judgments(rel_format, qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
-        require_overlap(ev, path, labels)
-        evaluations.append((name, ev))
+            run, tag = read_run_any(item[1])
+        try:
+            if rel_format == "qrels":
+                qids = run if isinstance(run, dict) else run.qids
+                check_measures(requests, rel_format, sorted(set(qids) & set(qrels)), labels, qrels, level)
+                ev = evaluate(qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
+            else:
+                ev = evaluate_judgments(rel_format, qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
+            require_overlap(ev, item[1], labels)
+            return ev
+        except (TrecEvalRefusal, UsageError) as exc:
+            if not isinstance(run, dict):
+                run.check_all()   # its duplicates come first: every run is read before a refusal
+            return exc
+    # one run per worker at a time (one run: its queries are spread over the workers)
+    if "-" in runs:   # stdin can be read once, so by this process
+        scored = [score(item) for item in named]
+    else:
+        scored = fork_map(score, named, [_size(path) for _, path in named])
+    if clash is not None:
+        raise clash
+    refused = next((ev for ev in scored if isinstance(ev, ExamEvalError)), None)
+    if refused is not None:
+        raise refused
+    evaluations = list(zip((name for name, _ in named), scored))
     with atomic_output(output) as out:
         if len(evaluations) == 1:
             write_trec_eval(evaluations[0][1], out, per_query=per_query, summary=not no_summary)
@@ -115,6 +146,13 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
             rows = {name: {c: ev.summary[c] for c in columns} for name, ev in evaluations}
             write_leaderboard(rows, columns, out)
     return 0
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 1
 
 
 main = make_main(cli, PROG)

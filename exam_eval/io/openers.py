@@ -16,6 +16,7 @@ import stat
 import sys
 import tempfile
 import zlib
+from dataclasses import dataclass
 from typing import IO, Iterator
 
 from ..errors import InputError, OutputClosed, OutputError, UsageError
@@ -59,12 +60,18 @@ def _read_reason(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def open_binary(path: str | os.PathLike) -> Iterator[IO[bytes]]:
-    """Open an input as bytes (path or ``-``); gzip is detected by magic bytes, not only by suffix."""
+def open_binary(path: str | os.PathLike, *, raw: bytes | None = None) -> Iterator[IO[bytes]]:
+    """Open an input as bytes (path or ``-``); gzip is detected by magic bytes, not only by suffix.
+
+    ``raw``: the input's bytes, read already (by :func:`slurp`), read through the same layers.
+    """
     name = display_name(path)
-    if str(path) == "-":
-        raw = sys.stdin.buffer
-        buffered = raw if hasattr(raw, "peek") else io.BufferedReader(raw)
+    if raw is not None:
+        buffered = io.BufferedReader(io.BytesIO(raw))
+        close = True
+    elif str(path) == "-":
+        stdin = sys.stdin.buffer
+        buffered = stdin if hasattr(stdin, "peek") else io.BufferedReader(stdin)
         close = False
     else:
         try:
@@ -92,11 +99,11 @@ def open_binary(path: str | os.PathLike) -> Iterator[IO[bytes]]:
 
 
 @contextlib.contextmanager
-def open_text(path: str | os.PathLike) -> Iterator[IO[str]]:
+def open_text(path: str | os.PathLike, *, raw: bytes | None = None) -> Iterator[IO[str]]:
     """Open a text input (UTF-8, a leading byte-order mark dropped); see :func:`open_binary`.
     Line readers use :func:`iter_lines`, which names the line of a decoding error."""
     name = display_name(path)
-    with open_binary(path) as stream:
+    with open_binary(path, raw=raw) as stream:
         text = io.TextIOWrapper(stream, encoding="utf-8-sig", newline=None)
         try:
             yield text
@@ -118,7 +125,7 @@ def _decoded(raw: bytes, name: str, lineno: int) -> str:
     return line
 
 
-def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+def iter_lines(path: str | os.PathLike, *, raw: bytes | None = None) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without its end) of a UTF-8 text input.
 
     Lines are decoded one by one, so invalid UTF-8 is reported on the line that holds
@@ -127,23 +134,56 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     breaks off.
     """
     name = display_name(path)
-    with open_binary(path) as fh:
+    with open_binary(path, raw=raw) as fh:
         lineno = 0
         try:
-            for raw in fh:
-                if raw.endswith(b"\n"):
-                    raw = raw[:-1]
-                if b"\r" in raw:
-                    parts = (raw[:-1] if raw.endswith(b"\r") else raw).split(b"\r")
+            for chunk in fh:
+                if chunk.endswith(b"\n"):
+                    chunk = chunk[:-1]
+                if b"\r" in chunk:
+                    parts = (chunk[:-1] if chunk.endswith(b"\r") else chunk).split(b"\r")
                     for part in parts[:-1]:
                         lineno += 1
                         yield lineno, _decoded(part, name, lineno).removeprefix("\ufeff" if lineno == 1 else "")
-                    raw = parts[-1]
+                    chunk = parts[-1]
                 lineno += 1
-                line = _decoded(raw, name, lineno)
+                line = _decoded(chunk, name, lineno)
                 yield lineno, (line.removeprefix("\ufeff") if lineno == 1 else line)
         except _READ_ERRORS as exc:
             raise InputError(_read_reason(exc), name, lineno + 1) from None
+
+
+@dataclass
+class Slurped:
+    """An input read whole: ``raw`` as read (what :func:`iter_lines` takes back, so that a
+    line-by-line reading sees the very same bytes, stdin included), ``data`` decompressed,
+    or None where decompressing failed (the line reader then reports that as it always has)."""
+
+    raw: bytes
+    data: bytes | None
+
+
+def slurp(path: str | os.PathLike) -> Slurped | None:
+    """The whole input in memory, for the bulk readers; None for a file that cannot be
+    opened or read (the line reader then opens it again and names the reason)."""
+    try:
+        if str(path) == "-":
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as fh:
+                raw = fh.read()
+    except OSError:
+        if str(path) == "-":
+            raise InputError("cannot read", display_name(path)) from None
+        return None
+    if raw[:2] != b"\x1f\x8b":
+        return Slurped(raw, raw)
+    try:
+        # the same reader as open_text's, so that what it accepts is the same
+        with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+            return Slurped(raw, gz.read())
+    except _READ_ERRORS:
+        return Slurped(raw, None)
 
 
 # --------------------------------------------------------------------------- outputs

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import math
 import os
-from typing import IO, Mapping
+from typing import IO, TYPE_CHECKING, Mapping
 
 from ..errors import InputError
-from .openers import display_name, iter_lines
+from .openers import Slurped, display_name, iter_lines, slurp
+
+if TYPE_CHECKING:
+    from .trec_bulk import RunTable
 
 Run = dict[str, dict[str, float]]      # qid -> docno -> score
 Qrels = dict[str, dict[str, int]]      # qid -> docno -> label
@@ -43,14 +46,43 @@ def read_run(path: str | os.PathLike, *, allow_empty: bool = False) -> Run:
     return read_run_tagged(path, allow_empty=allow_empty)[0]
 
 
+def read_run_table(path: str | os.PathLike, *, allow_empty: bool = False) -> RunTable | tuple[Run, str]:
+    """The run read in bulk (a :class:`RunTable`: documents built a batch of queries at a
+    time), or, for what the bulk reader leaves to the line reader, (run, tag) from it.
+    Either way the same queries, documents, scores and tag, and the same refusals; a
+    duplicate document in a table is refused when its query's documents are built."""
+    from .trec_bulk import Decline, scan_run
+
+    got = slurp(path)
+    if got is not None and got.data is not None:
+        try:
+            table = scan_run(got.data)
+        except Decline:
+            pass
+        else:
+            def duplicate() -> None:
+                _read_run_lines(path, got)
+                raise AssertionError("the bulk reader saw a duplicate the line reader did not")
+            table.on_duplicate = duplicate
+            return table
+    return _read_run_lines(path, got, allow_empty=allow_empty)
+
+
 def read_run_tagged(path: str | os.PathLike, *, allow_empty: bool = False) -> tuple[Run, str]:
     """The run and the tag of its last line (what trec_eval 9.0.8 prints as runid: it
     keeps the tag of the last line it parses, whatever the other lines say)."""
+    got = read_run_table(path, allow_empty=allow_empty)
+    if isinstance(got, tuple):
+        return got
+    return got.docs(list(range(len(got.qids)))), got.tag
+
+
+def _read_run_lines(path: str | os.PathLike, got: Slurped | None, *, allow_empty: bool = False) -> tuple[Run, str]:
     name = display_name(path)
     run: Run = {}
     tag = ""
     where: dict[tuple[str, str], int] = {}
-    for lineno, line in iter_lines(path):
+    for lineno, line in iter_lines(path, raw=None if got is None else got.raw):
         fields = line.split()
         if not fields:
             continue
@@ -75,10 +107,18 @@ def read_run_tagged(path: str | os.PathLike, *, allow_empty: bool = False) -> tu
 
 
 def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
+    from .trec_bulk import Decline, scan_qrels
+
+    got = slurp(path)
+    if got is not None and got.data is not None:
+        try:
+            return scan_qrels(got.data)
+        except Decline:
+            pass
     name = display_name(path)
     qrels: Qrels = {}
     where: dict[tuple[str, str], int] = {}
-    for lineno, line in iter_lines(path):
+    for lineno, line in iter_lines(path, raw=None if got is None else got.raw):
         fields = line.split()
         if not fields:
             # trec_eval skips blank lines in a run, not in qrels (get_qrels.c: Malformed line)

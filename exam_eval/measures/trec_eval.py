@@ -28,13 +28,17 @@ What trec_eval 9.0.8 does, and so what we do:
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ..errors import InputError, UsageError
-from ..io.c_numbers import trec_ranked
+from ..io.c_numbers import c_floats, trec_ranked
 from ..io.trec import Qrels, Run
+
+if TYPE_CHECKING:
+    from ..io.trec_bulk import RunTable
 from .registry import Request
 
 MIN_GEO_MEAN = 0.00001
@@ -163,12 +167,37 @@ def _with_placeholder(qrels: Qrels, queries: set[str]) -> Qrels:
     return out
 
 
+# Relabelled qrels are made once per qrels, not once per batch of queries: the
+# evaluators above are cached by the identity of the qrels they were built from.
+_DERIVED: dict[tuple, tuple[Qrels, Qrels]] = {}
+
+
+def _derived(qrels: Qrels, how, arg) -> Qrels:
+    key = (how, id(qrels), arg if not isinstance(arg, set) else frozenset(arg))
+    hit = _DERIVED.get(key)
+    if hit is None or hit[0] is not qrels:
+        if len(_DERIVED) >= 8:
+            _DERIVED.clear()
+        hit = _DERIVED[key] = (qrels, how(qrels, arg))
+    return hit[1]
+
+
+def _binarized(qrels: Qrels, level: int) -> Qrels:
+    return _derived(qrels, _binarize, level)
+
+
+def _placeheld(qrels: Qrels, queries: set[str]) -> Qrels:
+    return _derived(qrels, _with_placeholder, queries)
+
+
 def _relstring(qrels_q: dict[str, int], docs: dict[str, float], length: float, judged_only: bool) -> str:
-    order = trec_ranked(docs)
+    # the top of trec_ranked(docs) (scores as C floats, ties by docno descending): pairs
+    # compared in C by heapq, no key function per document
+    pairs = zip(c_floats(list(docs.values())), docs.keys())
     if judged_only:
-        order = [d for d in order if qrels_q.get(d, -1) >= 0]
+        pairs = ((s, d) for s, d in pairs if qrels_q.get(d, -1) >= 0)
     chars = []
-    for d in order[: max(int(length), 0)]:
+    for _, d in heapq.nlargest(max(int(length), 0), pairs):
         rel = qrels_q.get(d)
         if rel is None:
             chars.append("-")          # not in the pool
@@ -188,56 +217,101 @@ def _utility(coef: tuple, values: dict[str, float]) -> float:
             + coef[3] * (0 + rel_ret - ret - rel))
 
 
-def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
+def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, level: int = 1,
              judged_only: bool = False, max_docs: int | None = None, complete: bool = False,
              run_tag: str = "", qrels_name: str | None = None, zscores=None) -> Evaluation:
+    """``run``: a dict, or a :class:`RunTable` (a run read in bulk), whose queries are
+    built and scored a batch at a time (pytrec_eval scores each query on its own, so the
+    values are the same; memory stays that of one batch). Every query of a table is built
+    once, evaluated or not, so that a duplicate document is refused wherever it is."""
     if max_docs is not None and max_docs < 0:
         raise UsageError("-M must be a non-negative number of documents")
-    run = _truncate(run, max_docs)
-    evaluated = sorted(set(run) & set(qrels))
+    table = None if isinstance(run, dict) else run
+    qids = table.qids if table is not None else list(run)
+    in_qrels = set(qrels)
+    evaluated = sorted(q for q in qids if q in in_qrels)
     degenerate = _degenerate_queries(qrels, evaluated, requests, qrels_name)
-    # pytrec_eval reports nothing for a query whose run list is empty; trec_eval never
-    # sees such a query either (it has no result lines), so the two agree.
+    per_query: dict[str, dict[str, float]] = {q: {} for q in evaluated}
+    groups = _groups(qrels, requests, level, degenerate, max_docs, judged_only)
+    if table is None:
+        _score_batch(qrels, run, evaluated, requests, per_query, groups, max_docs, judged_only)
+    else:
+        from ..parallel import fork_map
+
+        def score(ks: list[int]) -> dict[str, dict[str, float]]:
+            docs = table.docs(ks)   # every query, for its duplicates
+            part: dict[str, dict[str, float]] = {q: {} for q in docs if q in in_qrels}
+            _score_batch(qrels, docs, list(part), requests, part, groups, max_docs, judged_only)
+            return part
+
+        for q_labels, lvl, _, specs, judged in groups:   # built once, before the workers fork
+            _pytrec(q_labels, {}, specs, lvl, judged)
+        batches = table.batch_indexes()
+        for part in fork_map(score, batches, [sum(map(table.size, ks)) for ks in batches]):
+            per_query.update(part)
+    if zscores is not None:
+        from .zscores import apply_zscores
+
+        apply_zscores(per_query, requests, zscores)
+    return _summarize(qrels, evaluated, requests, per_query, complete, run_tag, zscores is not None)
+
+
+def _groups(qrels: Qrels, requests: list[Request], level: int, degenerate: set[str], max_docs: int | None,
+            judged_only: bool) -> list[tuple[Qrels, int, list[Request], set[str], bool]]:
+    """What pytrec_eval is asked: (labels, level, requests, measure specs, judged only) per
+    evaluator; the utility helpers ride with the binary measures."""
     computable = [r for r in requests if r.measure.source == "pytrec"]
     helpers = any(r.measure.name == "utility" for r in requests)
-    per_query: dict[str, dict[str, float]] = {q: {} for q in evaluated}
-    if (computable or helpers) and evaluated:
-        sub_run = {q: run[q] for q in evaluated}
-        judged = judged_only
-        if max_docs == 0:
-            sub_run = {q: {_NOTHING_RETRIEVED: 0.0} for q in evaluated}
-            judged = True
-        if level >= 1:
-            groups = [(qrels, level, computable, helpers)]
-        else:
-            gain = [r for r in computable if r.measure.gain]
-            binary = [r for r in computable if not r.measure.gain]
-            groups = [(qrels, 1, gain, False), (_binarize(qrels, level), 1, binary, helpers)]
-        for q_labels, lvl, reqs, want_helpers in groups:
-            if not reqs and not want_helpers:
-                continue
-            if degenerate:
-                q_labels = _with_placeholder(q_labels, degenerate)
-            specs = {r.pytrec_spec for r in reqs}
-            if want_helpers:
-                specs.update(_UTILITY_HELPERS)
+    # With -M 0 every query gets one unjudged document under -J (see _NOTHING_RETRIEVED).
+    judged = judged_only or max_docs == 0
+    if level >= 1:
+        plan = [(qrels, level, computable, helpers)]
+    else:
+        gain = [r for r in computable if r.measure.gain]
+        binary = [r for r in computable if not r.measure.gain]
+        plan = [(qrels, 1, gain, False), (_binarized(qrels, level), 1, binary, helpers)]
+    out = []
+    for q_labels, lvl, reqs, want_helpers in plan:
+        if not reqs and not want_helpers:
+            continue
+        if degenerate:
+            q_labels = _placeheld(q_labels, degenerate)
+        specs = {r.pytrec_spec for r in reqs} | (set(_UTILITY_HELPERS) if want_helpers else set())
+        out.append((q_labels, lvl, reqs, specs, judged))
+    return out
+
+
+def _score_batch(qrels: Qrels, run: Run, evaluated: list[str], requests: list[Request],
+                 per_query: dict[str, dict[str, float]], groups: list, max_docs: int | None,
+                 judged_only: bool) -> None:
+    """Per-query values of the queries ``evaluated`` (all in ``run``), into ``per_query``."""
+    run = _truncate({q: run[q] for q in evaluated}, max_docs)
+    # pytrec_eval reports nothing for a query whose run list is empty; trec_eval never
+    # sees such a query either (it has no result lines), so the two agree.
+    if evaluated:
+        sub_run = {q: {_NOTHING_RETRIEVED: 0.0} for q in evaluated} if max_docs == 0 else run
+        utilities = [r for r in requests if r.measure.name == "utility"]
+        for q_labels, lvl, reqs, specs, judged in groups:
             result = _pytrec(q_labels, sub_run, specs, lvl, judged)
+            keys = [(name, key) for r in reqs for name, key in zip(r.names, r.pytrec_keys)]
+            helpers = _UTILITY_HELPERS[0] in specs
             for qid in evaluated:
                 values = result.get(qid, {})
-                for r in reqs:
-                    for name, key in zip(r.names, r.pytrec_keys):
-                        per_query[qid][name] = values.get(key, 0.0)
-                if want_helpers:
-                    for r in requests:
-                        if r.measure.name == "utility":
-                            per_query[qid][r.names[0]] = _utility(r.cutoffs, values)
+                row = per_query[qid]
+                for name, key in keys:
+                    row[name] = values.get(key, 0.0)
+                if helpers:
+                    for r in utilities:
+                        row[r.names[0]] = _utility(r.cutoffs, values)
     for r in requests:
         if r.measure.name == "relstring":
             for qid in evaluated:
                 per_query[qid][r.names[0]] = _relstring(qrels[qid], run[qid], r.cutoffs[0], judged_only)
-    if zscores is not None:
-        from .zscores import apply_zscores
-        apply_zscores(per_query, requests, zscores)
+
+
+def _summarize(qrels: Qrels, evaluated: list[str], requests: list[Request],
+               per_query: dict[str, dict[str, float]], complete: bool, run_tag: str,
+               zscored: bool = False) -> Evaluation:
     n_eval = len(evaluated)
     n_div = len(qrels) if complete else n_eval
     summary: dict[str, float | int | str] = {}
@@ -255,7 +329,7 @@ def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
                     summary[name] = _facts(qrels).n_relevant
                 else:
                     total = sum(per_query[q][name] for q in evaluated)
-                    summary[name] = total if zscores is not None else int(total)
+                    summary[name] = total if zscored else int(total)
             elif agg == "gm":
                 total = 0.0
                 for q in evaluated:
@@ -267,7 +341,7 @@ def evaluate(qrels: Qrels, run: Run, requests: list[Request], *, level: int = 1,
                 for q in evaluated:  # same order as trec_eval's accumulation (NaN sign included)
                     total += per_query[q][name]
                 summary[name] = total / n_div if n_div else 0.0
-    return Evaluation(requests, per_query, summary, run_tag, zscores is not None)
+    return Evaluation(requests, per_query, summary, run_tag, zscored)
 
 
 def _float(value: float) -> str:

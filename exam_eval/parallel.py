@@ -1,0 +1,112 @@
+"""Independent pieces of work spread over the machine's cores by ``fork``.
+
+Each forked worker sees the parent's memory as it was (the read run, the qrels, the
+built evaluators), copy on write, so nothing is sent to it; it sends back its results
+(pickled, through a pipe). The parent works on the first share itself. A worker that
+fails in any way (bad input, a signal, an exception) sends nothing usable, and the
+parent redoes that share itself, in order: whatever error it meets is then raised in the
+parent, exactly as without workers. How many: the idle cores (see :func:`worker_count`)
+or ``EXAM_EVAL_WORKERS`` (1: none); without ``fork`` (Windows) the parent does it all.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from typing import Callable, Sequence, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_MAX_WORKERS = 8
+_in_worker = False   # a worker does its share itself: no workers of workers
+
+
+def worker_count() -> int:
+    """EXAM_EVAL_WORKERS if set, else the cores this process may use that are idle now
+    (the cores less the 1-minute load average, rounded): on a machine busy with other
+    work a forked worker gets no core of its own, and only adds the cost of the fork."""
+    if _in_worker or not hasattr(os, "fork"):
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    env = os.environ.get("EXAM_EVAL_WORKERS", "").strip()
+    if env.isdigit() and int(env) > 0:
+        return min(int(env), _MAX_WORKERS)
+    try:
+        idle = int(cores - os.getloadavg()[0] + 0.5)
+    except OSError:
+        idle = cores
+    return max(1, min(cores, idle, _MAX_WORKERS))
+
+
+def _shares(costs: Sequence[float], n: int) -> list[range]:
+    """n contiguous ranges of about equal total cost."""
+    total = float(sum(costs)) or 1.0
+    bounds, acc, k = [0], 0.0, 1
+    for i, c in enumerate(costs):
+        acc += c
+        if k < n and acc >= total * k / n and i + 1 < len(costs):
+            bounds.append(i + 1)
+            k += 1
+    bounds.append(len(costs))
+    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _child(fn: Callable[[T], R], items: Sequence[T], share: range, wfd: int) -> None:
+    global _in_worker
+    _in_worker = True
+    status = 1
+    try:
+        data = pickle.dumps([fn(items[i]) for i in share], protocol=pickle.HIGHEST_PROTOCOL)
+        with os.fdopen(wfd, "wb") as out:
+            out.write(data)
+        status = 0
+    except BaseException:  # noqa: BLE001 - the parent redoes this share and reports
+        pass
+    finally:
+        os._exit(status)  # no atexit handlers, no flushing of the parent's buffers
+
+
+def fork_map(fn: Callable[[T], R], items: Sequence[T], costs: Sequence[float] | None = None) -> list[R]:
+    """[fn(item) for item in items], the later shares in forked workers."""
+    n = min(worker_count(), len(items))
+    if n <= 1:
+        return [fn(item) for item in items]
+    shares = _shares(costs if costs is not None else [1.0] * len(items), n)
+    children = []
+    try:
+        for share in shares[1:]:
+            rfd, wfd = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(rfd)
+                _child(fn, items, share, wfd)
+            os.close(wfd)
+            children.append((pid, rfd, share))
+        results = [fn(items[i]) for i in shares[0]]
+        for k, (pid, rfd, share) in enumerate(children):
+            with os.fdopen(rfd, "rb") as inp:
+                data = inp.read()
+            _, status = os.waitpid(pid, 0)
+            children[k] = (None, None, share)
+            got = pickle.loads(data) if status == 0 and data else None
+            if got is None or len(got) != len(share):
+                got = [fn(items[i]) for i in share]   # raises here what the worker met
+            results.extend(got)
+        return results
+    finally:
+        for pid, rfd, _ in children:
+            if pid is not None:
+                try:
+                    os.kill(pid, 9)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+            if rfd is not None:
+                try:
+                    os.close(rfd)
+                except OSError:
+                    pass
