@@ -171,6 +171,14 @@ class CT2Engine(RecheckMixin):
         self.device = self._ct2_device
         self._ops = TokenizerOps(self.tokenizer)
 
+    def id_tokens(self, rows) -> list[list[str]]:
+        """Token ids as the token strings CTranslate2 takes (one vocabulary lookup per id)."""
+        import numpy as np
+
+        if getattr(self, "_vocab", None) is None:
+            self._vocab = np.array(self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer)))), dtype=object)
+        return [self._vocab[np.asarray(r, dtype=np.int64)].tolist() for r in rows]
+
     def _open(self, compute_type: str):
         """The checkpoint converted to ``compute_type`` (once, cached), loaded."""
         import ctranslate2
@@ -188,5 +196,6 @@ class CT2Engine(RecheckMixin):
 
     def close(self) -> None:
         self.model = None
+        self._prompt_ids = None
         self.close_recheck()
 

@@ -98,23 +98,27 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     def _texts(self, requests: Sequence[GradeRequest]) -> list[str]:
         return [self._full_text(r, self.fit_context(r)) for r in requests]
 
-    def _labels(self, labels: tuple[str, ...], prefix: str) -> list[int] | None:
+    def _labels(self, labels: tuple[str, ...], req: GradeRequest) -> list[int] | None:
+        """The labels' first tokens, read after ``req``'s prompt (the first request with these labels)."""
         if labels not in self._label_ids:
-            self._label_ids[labels] = label_token_ids(self.tokenizer, labels, prefix=prefix)
+            self._label_ids[labels] = label_token_ids(self.tokenizer, labels, prefix=self._full_text(req, "x"))
         return self._label_ids[labels]
+
+    @property
+    def special_tokens(self) -> bool:
+        # chat templates already contain BOS; plain renderings need the tokenizer's own
+        return not self.has_chat_template
 
     def uses_scoring(self, prompt) -> bool:
         return prompt.mode == "score" and self.tokenizer is not None
 
-    def _encode(self, texts: list[str]):
-        # chat templates already contain BOS; plain renderings need the tokenizer's own
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not self.has_chat_template)
-        return {k: v.to(self.device) for k, v in enc.items()}
+    def _encode(self, requests: Sequence[GradeRequest]):
+        return self.batch_tensors(self.prompt_rows(requests))
 
     def grade(self, requests):
         # labels whose first tokens coincide cannot be scored: generate and parse those
         rerouted = {i for i, r in enumerate(requests) if r.prompt.mode == "score"
-                    and self._labels(tuple(r.prompt.labels), self._full_text(r, "x")) is None}
+                    and self._labels(tuple(r.prompt.labels), r) is None}
         if not rerouted:
             return super().grade(requests)
         results: list = [None] * len(requests)
@@ -128,9 +132,8 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
 
     def _score(self, requests, labels):
         torch = self._torch
-        texts = self._texts(requests)
-        ids = self._labels(labels, texts[0])
-        enc = self._encode(texts)
+        ids = self._labels(labels, requests[0])
+        enc = self._encode(requests)
         with torch.inference_mode():
             logits = self.model(**enc, **self._last_only).logits[:, -1, :].float()
         # normalising over the label logits directly equals p(label) / sum p(labels), and
@@ -153,7 +156,7 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         from transformers import LogitsProcessorList
 
         torch = self._torch
-        enc = self._encode(self._texts(requests))
+        enc = self._encode(requests)
         prompt_length = enc["input_ids"].shape[1]
         penalties = penalty_processor(decoding, prompt_length)
         extra = sampling_kwargs(decoding)

@@ -144,6 +144,62 @@ class HFGenerativeBase:
         """What computed the grades, recorded in every grade line."""
         return "torch" + (f"/{self._dtype_opt}" if self._dtype_opt else "")
 
+    # -- prompt token ids (prompt_ids): each passage tokenized once, prompts assembled ----
+    _prompt_ids = None
+    #: the tokenizer's BOS/EOS added to a prompt (hf-causal: not after a chat template)
+    special_tokens: bool = True
+
+    def _full_text(self, req, context: str) -> str:
+        """The prompt as the model reads it, around an already cut passage."""
+        return req.prompt.render(**req.texts(context))
+
+    @property
+    def max_prompt_tokens(self) -> int | None:
+        """Where the whole prompt is cut (a guard: the passage was cut to fit already)."""
+        return None
+
+    def _encoder(self):
+        if self._prompt_ids is None and self.tokenizer is not None and getattr(self.tokenizer, "is_fast", False):
+            from .prompt_ids import PromptEncoder
+
+            self._prompt_ids = PromptEncoder(self.tokenizer, self._full_text, window=self.context_window,
+                                             reserve=self.reserve_tokens, special_tokens=self.special_tokens,
+                                             max_length=self.max_prompt_tokens)
+        return self._prompt_ids
+
+    def prepare(self, requests) -> list[int] | None:
+        """Token ids of ``requests`` made ahead of :meth:`grade` (the engine's prefetch
+        thread); their token counts, or None when this back end cannot (not loaded, a slow tokenizer)."""
+        enc = self._encoder()
+        return None if enc is None else enc.prepare(requests)
+
+    def prompt_rows(self, requests) -> list:
+        """The prompt's token ids per request, exactly as tokenizing the rendered prompt gives them."""
+        enc = self._encoder()
+        if enc is not None:
+            return enc.ids(requests)
+        texts = [self._full_text(r, self.fit_context(r)) for r in requests]
+        n = self.max_prompt_tokens
+        return self.tokenizer(texts, add_special_tokens=self.special_tokens, truncation=n is not None,
+                              max_length=n)["input_ids"]
+
+    def batch_tensors(self, rows) -> dict:
+        """input_ids and attention_mask, padded on the tokenizer's side, on the device."""
+        import torch
+
+        from .prompt_ids import pad
+
+        ids, mask = pad(rows, self.tokenizer.pad_token_id, self.tokenizer.padding_side == "left")
+        ids, mask = torch.from_numpy(ids), torch.from_numpy(mask)
+        if str(self.device).startswith("cuda"):
+            # pinned host memory: the copy runs asynchronously, the next batch is prepared meanwhile
+            return {"input_ids": ids.pin_memory().to(self.device, non_blocking=True),
+                    "attention_mask": mask.pin_memory().to(self.device, non_blocking=True)}
+        return {"input_ids": ids, "attention_mask": mask}
+
+    def close(self) -> None:
+        self._prompt_ids = None  # ids made ahead and never used go with it
+
     @property
     def cache_identity(self) -> str:
         # beam search changes what is generated, so it is part of the grader's identity;

@@ -72,13 +72,14 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     def uses_scoring(self, prompt) -> bool:
         return prompt.mode == "score" and self.tokenizer is not None and self._labels(tuple(prompt.labels)) is not None
 
+    @property
+    def max_prompt_tokens(self) -> int | None:
+        # the window was already respected by cutting the passage; this cut only guards
+        # against a prompt whose instructions alone exceed the window
+        return self.context_window
+
     def _encode(self, requests: Sequence[GradeRequest]):
-        texts = [self.render(r) for r in requests]
-        # the window was already respected by cutting the passage; truncation here is
-        # only a guard against a prompt whose instructions alone exceed the window
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
-                             max_length=self.context_window)
-        return {k: v.to(self.device) for k, v in enc.items()}
+        return self.batch_tensors(self.prompt_rows(requests))
 
     def _score(self, requests, labels):
         torch = self._torch
