@@ -17,8 +17,8 @@ from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
 from .ct2_engine import EngineChoice
-from .hf_common import (HFGenerativeBase, TokenizerOps, label_token_ids, load_failure, penalty_processor, pick_device,
-                        pick_dtype, sampling_kwargs)
+from .hf_common import (HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
+                        penalty_processor, pick_device, pick_dtype, sampling_kwargs)
 
 # a Llama-style window is 4k-128k tokens; grading prompts need far less, and a smaller
 # cap keeps the attention memory of a batch bounded on modest GPUs and CPUs
@@ -45,7 +45,8 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         self.device = pick_device(self._device_opt)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self._ref, padding_side="left")
-            self.model = AutoModelForCausalLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device))
+            self.model = AutoModelForCausalLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device),
+                                                              **model_kwargs(AutoModelForCausalLM, self.device))
         except (OSError, ValueError) as exc:
             raise load_failure(self.model_id, exc) from None
         self.tokenizer.padding_side = "left"
@@ -54,7 +55,8 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         self.model.to(self.device).eval()
         self._ops = TokenizerOps(self.tokenizer)
         if self._batch_opt is None and self.device.startswith("cuda"):
-            self.batch_size = 16
+            self.batch_size = 16  # the engine batches by tokens here; this is for other callers
+            self.token_budget = cuda_token_budget(self.model, self.device)
         self._torch = torch
         # the output layer at the last position only: the others' logits are never read
         # (a [batch, length, vocabulary] tensor; about 15% of a scoring call on SmolLM2-135M)

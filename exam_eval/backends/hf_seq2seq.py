@@ -15,7 +15,8 @@ from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
 from .ct2_engine import EngineChoice
-from .hf_common import HFGenerativeBase, TokenizerOps, label_token_ids, load_failure, pick_device, pick_dtype
+from .hf_common import (HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
+                        pick_device, pick_dtype)
 
 DEFAULT_MODEL = "google/flan-t5-large"
 
@@ -40,13 +41,15 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         self.device = pick_device(self._device_opt)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self._ref)
-            self.model = AutoModelForSeq2SeqLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device))
+            self.model = AutoModelForSeq2SeqLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device),
+                                                               **model_kwargs(AutoModelForSeq2SeqLM, self.device))
         except (OSError, ValueError, EnvironmentError) as exc:
             raise load_failure(self.model_id, exc) from None
         self.model.to(self.device).eval()
         self._ops = TokenizerOps(self.tokenizer)
         if self._batch_opt is None and self.device.startswith("cuda"):
-            self.batch_size = 32
+            self.batch_size = 32  # the engine batches by tokens here; this is for other callers
+            self.token_budget = cuda_token_budget(self.model, self.device)
         self._torch = torch
 
     @property
