@@ -16,7 +16,7 @@ help:
 	@echo "make demo    - grade the built-in demo collection (offline), print leaderboards"
 	@echo "make demo-rag - the demo runs as RAG reports: grades, nugget scores, leaderboard (offline)"
 	@echo "make test    - install (if needed) and run the tests"
-	@echo "make bench   - speed benchmarks (scoring, EXAM-Cover, grading)"
+	@echo "make bench   - speed benchmarks (scoring, EXAM-Cover, grading, the grading pipeline)"
 	@echo "make man     - check and render the man pages into man/txt/"
 	@echo "make lint    - static checks (ruff)"
 	@echo "make install - create $(VENV) with the package and all extras"
@@ -52,6 +52,7 @@ demo-rag: install
 bench: install
 	$(PY) bench/bench_scoring.py --out $(BENCH_OUT)
 	$(PY) bench/bench_grading.py --out $(BENCH_OUT)
+	$(PY) bench/bench_pipeline.py --out $(BENCH_OUT)
 
 man:
 	@sh man/sync-prompts.sh

@@ -178,6 +178,8 @@ class HFGenerativeBase:
 
     # -- prompt token ids (prompt_ids): each passage tokenized once, prompts assembled ----
     _prompt_ids = None
+    #: False: every prompt rendered and tokenized whole (the string path; the benchmark's baseline)
+    use_prompt_ids = True
     #: the tokenizer's BOS/EOS added to a prompt (hf-causal: not after a chat template)
     special_tokens: bool = True
 
@@ -191,7 +193,7 @@ class HFGenerativeBase:
         return None
 
     def _encoder(self):
-        if self._prompt_ids is None and self.tokenizer is not None and getattr(self.tokenizer, "is_fast", False):
+        if self._prompt_ids is None and self.use_prompt_ids and getattr(self.tokenizer, "is_fast", False):
             from .prompt_ids import PromptEncoder
 
             self._prompt_ids = PromptEncoder(self.tokenizer, self._full_text, window=self.context_window,
