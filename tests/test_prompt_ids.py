@@ -215,3 +215,15 @@ def test_pad_sides():
     assert ids.tolist() == [[5, 6, 7], [0, 0, 8]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
     ids, mask = pad([np.array([5, 6, 7]), np.array([8])], 0, left=False)
     assert ids.tolist() == [[5, 6, 7], [8, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+
+
+def test_truncation_left_set_on_the_tokenizer_does_not_cut_the_ids(sentencepiece_t5):
+    """A transformers call with truncation=True leaves it set on the Rust tokenizer that
+    prompt_ids shares; the encoder's ids stay whole."""
+    tok = loader(sentencepiece_t5)()
+    reqs = requests(("question-selfrating",), n_passages=6)
+    enc = PromptEncoder(tok, render, window=None, reserve=8, special_tokens=True, max_length=None)
+    tok(["water table"], truncation=True, max_length=3, padding="max_length")
+    ref = loader(sentencepiece_t5)()
+    for req, ids in zip(reqs, enc.ids(reqs)):
+        assert list(ids) == ref(render(req, req.context))["input_ids"]

@@ -74,10 +74,6 @@ class PromptEncoder:
     def __init__(self, tokenizer, full_text: Callable, *, window: int | None, reserve: int,
                  special_tokens: bool, max_length: int | None):
         self.tok = tokenizer.backend_tokenizer
-        if self.tok.truncation is not None:
-            self.tok.no_truncation()
-        if self.tok.padding is not None:
-            self.tok.no_padding()
         self.full_text = full_text
         self.window = window
         self.reserve = reserve
@@ -111,7 +107,15 @@ class PromptEncoder:
         return _as_ids(full), _as_ids([])  # not expected; composition then never validates
 
     def _encode(self, texts: list[str], special: bool) -> list:
-        return self.tok.encode_batch(texts, add_special_tokens=special) if texts else []
+        if not texts:
+            return []
+        # a call of the transformers tokenizer with truncation=True or padding leaves them
+        # set on the Rust tokenizer; these ids are the untruncated, unpadded ones
+        if self.tok.truncation is not None:
+            self.tok.no_truncation()
+        if self.tok.padding is not None:
+            self.tok.no_padding()
+        return self.tok.encode_batch(texts, add_special_tokens=special)
 
     def _whole(self, texts: list[str]) -> list[np.ndarray]:
         """The string path: each prompt tokenized whole, cut at ``max_length`` like
