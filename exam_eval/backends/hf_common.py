@@ -231,6 +231,17 @@ class HFGenerativeBase:
                     "attention_mask": mask.pin_memory().to(self.device, non_blocking=True)}
         return {"input_ids": ids, "attention_mask": mask}
 
+    def label_index(self, ids: list[int]):
+        """The label ids as a tensor on the device, made once (a list would be copied to
+        the GPU at every batch)."""
+        cache = self.__dict__.setdefault("_label_index", {})
+        key = tuple(ids)
+        if key not in cache:
+            import torch
+
+            cache[key] = torch.tensor(ids, dtype=torch.long, device=self.device)
+        return cache[key]
+
     def close(self) -> None:
         self._prompt_ids = None  # ids made ahead and never used go with it
 

@@ -96,7 +96,7 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
             logits = self.model(**enc, decoder_input_ids=decoder).logits[:, 0, :].float()
         # normalising over the label logits directly equals p(label) / sum p(labels), and
         # cannot underflow to all zeros when the model puts its mass on another token
-        probs = torch.softmax(logits[:, ids], dim=-1).cpu().tolist()
+        probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1).cpu().tolist()  # the batch's one sync
         return [dict(zip(labels, row)) for row in probs]
 
     def _generate(self, requests, max_new_tokens):
