@@ -336,6 +336,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plain-pairs", type=int, default=None, help="pairs of the plain loop (default: CPU 160, GPU all)")
     ap.add_argument("--plain-batches", default=None, help="batch sizes of the plain loop (default: CPU 8,32; GPU 32,128,512)")
     ap.add_argument("--no-host-cost", dest="host_cost", action="store_false")
+    ap.add_argument("--host-queries", type=int, default=30, help="queries of the host-cost pool")
+    ap.add_argument("--host-per-query", type=int, default=40, help="passages per query of the host-cost pool")
     ap.add_argument("--no-ct2", dest="ct2", action="store_false", help="skip the CTranslate2 rows (CPU only)")
     ap.add_argument("--compare-code", type=Path, default=None,
                     help="another checkout whose exam-grade --engine ctranslate2 runs right before this one's")
@@ -372,9 +374,15 @@ def main(argv=None) -> int:
         tok = bg.train_tokenizer(args.data)
         host = None
         if args.host_cost:
-            print("[host cost] 1-layer T5, stubbed forward, one thread ...", file=sys.stderr, flush=True)
-            bg.build_model("t5-1-layer", tok, work / "t5-1-layer")
-            host = host_cost(work, pool, args.device)
+            # a pool of the size (the stubbed model makes it cheap): the first pair of
+            # each passage and question is tokenized whole, a share that shrinks as pools grow
+            hwork = work / "host"
+            hwork.mkdir()
+            hpool = bg.build_pool(args.data, hwork, args.host_queries, args.host_per_query, args.seed)
+            print(f"[host cost] 1-layer T5, stubbed forward, one thread, {args.host_queries} queries x "
+                  f"{args.host_per_query} passages ...", file=sys.stderr, flush=True)
+            bg.build_model("t5-1-layer", tok, hwork / "t5-1-layer")
+            host = host_cost(hwork, hpool, args.device)
         results = {}
         for name in args.models.split(","):
             model_dir = bg.build_model(name, tok, work / name)
