@@ -18,7 +18,7 @@ help:
 	@echo "make demo    - grade the built-in demo collection (offline), print leaderboards"
 	@echo "make demo-rag - the demo runs as RAG reports: grades, nugget scores, leaderboard (offline)"
 	@echo "make test    - install (if needed) and run the tests"
-	@echo "make bench   - speed benchmarks (scoring, EXAM-Cover, grading, exam-qrels vs trec_eval)"
+	@echo "make bench   - speed benchmarks (scoring, EXAM-Cover, grading, the grading pipeline, exam-qrels vs trec_eval, nuggetizer calls)"
 	@echo "make man     - check and render the man pages into man/txt/"
 	@echo "make lint    - static checks (ruff)"
 	@echo "make install - create $(VENV) with the package and all extras"
@@ -55,6 +55,7 @@ bench: install
 	$(PY) bench/bench_scoring.py --out $(BENCH_OUT)
 	$(PY) bench/bench_grading.py --out $(BENCH_OUT)
 	$(PY) bench/bench_trec_eval.py --out $(BENCH_OUT)
+	$(PY) bench/bench_pipeline.py --out $(BENCH_OUT)
 	$(PY) bench/bench_nuggetizer.py --json $(BENCH_OUT)/bench_nuggetizer.json
 
 # the AutoNuggetizer's calls and prompt tokens, the nuggetizer package against exam_eval

@@ -59,11 +59,14 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "dl19"
 PROMPT = "question-selfrating"
 
-# Published configurations of google/flan-t5-small and google/flan-t5-base (config.json
-# on the hub), typed in here so nothing is downloaded.
+# Published configurations of google/flan-t5-small, -base and -large (config.json on the
+# hub), typed in here so nothing is downloaded.
 CONFIGS = {
     "flan-t5-small": dict(d_model=512, d_ff=1024, d_kv=64, num_layers=8, num_decoder_layers=8, num_heads=6),
     "flan-t5-base": dict(d_model=768, d_ff=2048, d_kv=64, num_layers=12, num_decoder_layers=12, num_heads=12),
+    "flan-t5-large": dict(d_model=1024, d_ff=2816, d_kv=64, num_layers=24, num_decoder_layers=24, num_heads=16),
+    # the host-cost probe: flan-t5-base's widths and vocabulary, one layer each side
+    "t5-1-layer": dict(d_model=768, d_ff=2048, d_kv=64, num_layers=1, num_decoder_layers=1, num_heads=12),
 }
 T5_COMMON = dict(vocab_size=32128, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
                  relative_attention_num_buckets=32, relative_attention_max_distance=128,
@@ -152,8 +155,9 @@ def build_model(name: str, tokenizer, path: Path, seed: int = 0) -> Path:
 
 
 # -- measurements ---------------------------------------------------------------------------------
-def run_cli(args: list[str]) -> dict:
-    """exam-grade as a user runs it; wall time, peak RSS of that process, its summary."""
+def run_cli(args: list[str], root: Path = ROOT) -> dict:
+    """exam-grade as a user runs it (the code of checkout ``root``); wall time, peak RSS of
+    that process, its summary."""
     # peak RSS from the child's own VmHWM at exit: wait4's ru_maxrss starts a forked child
     # at its parent's high-water mark (Linux copies it through fork and exec), so it would
     # report this (large) bench process for any smaller exam-grade
@@ -165,7 +169,7 @@ def run_cli(args: list[str]) -> dict:
             "atexit.register(hwm)\n"
             "from exam_eval.commands.grade import main; main()")
     cmd = [sys.executable, "-c", code, *args]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(root))
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     err = proc.stderr.read()

@@ -130,9 +130,8 @@ class CT2CausalBackend(CT2Engine, CausalBackend):
         return [self.tokenizer.convert_ids_to_tokens(ids) for ids in enc["input_ids"]]
 
     def _score_on(self, model, requests, labels):
-        texts = self._texts(requests)
-        ids = self._labels(labels, texts[0])
-        tokens = self._tokens(texts)
+        ids = self._labels(labels, requests[0])
+        tokens = self.id_tokens(self.prompt_rows(requests))
         out: list = [None] * len(requests)
         for group in equal_length_groups(tokens):
             results = model.generate_batch([tokens[i] for i in group], max_length=1, beam_size=1,
@@ -163,7 +162,7 @@ class CT2CausalBackend(CT2Engine, CausalBackend):
 
     def _generate_with(self, requests, max_new_tokens, decoding: dict):
         options = self.decoding_options(decoding)
-        tokens = self._tokens(self._texts(requests))
+        tokens = self.id_tokens(self.prompt_rows(requests))
         out: list = [None] * len(requests)
         for group in equal_length_groups(tokens):
             results = self.model.generate_batch([tokens[i] for i in group], max_length=max_new_tokens,

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 import sys
 from typing import Any, ClassVar
 
@@ -101,10 +102,53 @@ def default_compute_type(device: str, cpu: str = "int8") -> str:
     return "bfloat16" if "bfloat16" in ctranslate2.get_supported_compute_types(device) else "float32"
 
 
+#: padded prompt tokens per batch for CTranslate2 on a GPU without --batch-size (not yet
+#: measured on a GPU; CTranslate2's own allocator caches what a batch needs)
+CT2_CUDA_TOKENS = 32768
+
+
 def cpu_threads() -> int:
     # all the cores this process may use (CTranslate2's own default is 4 threads,
     # oversubscribing a 2-core machine)
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 0
+
+
+#: the CUDA libraries CTranslate2's PyPI wheels (4.x) load at run time, and the pip
+#: packages that ship them
+CUDA_LIBRARIES = (("nvidia.cublas", ("libcublasLt.so.12", "libcublas.so.12")),)
+
+
+def missing_cuda_library(exc: BaseException) -> str | None:
+    """The CUDA library an error of CTranslate2 says it cannot load, if that is what it says."""
+    found = re.search(r"(lib(?:cublas|cublasLt|cudnn|cudart)\w*\.so[\w.]*)", str(exc))
+    return found.group(1) if found else None
+
+
+def cuda_library_message(exc: BaseException) -> str:
+    return (f"--engine ctranslate2 on CUDA: {missing_cuda_library(exc)} cannot be loaded. CTranslate2's PyPI wheel "
+            "runs on the CUDA 12 libraries (cuBLAS 12), whatever CUDA torch was built with: "
+            "pip install nvidia-cublas-cu12 (found there by exam_eval), or add the folder holding "
+            "libcublas.so.12 to LD_LIBRARY_PATH; or grade with --engine torch")
+
+
+def preload_cuda_libraries() -> None:
+    """Load cuBLAS 12 from the nvidia-cublas-cu12 pip package where it is installed:
+    CTranslate2 finds it only on the loader's path, which pip's folders are not on."""
+    import ctypes
+
+    for package, names in CUDA_LIBRARIES:
+        try:
+            spec = importlib.util.find_spec(package)
+        except (ImportError, ValueError):
+            continue
+        for folder in (spec.submodule_search_locations or []) if spec else []:
+            for name in names:
+                path = os.path.join(folder, "lib", name)
+                if os.path.exists(path):
+                    try:
+                        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+                    except OSError:
+                        pass  # CTranslate2 then says what is missing
 
 
 class CT2Engine(RecheckMixin):
@@ -144,6 +188,7 @@ class CT2Engine(RecheckMixin):
         self.threads = threads or cpu_threads()
         if self._batch_opt is None and self._ct2_device == "cuda":
             self.batch_size = self.cuda_batch_size
+            self.token_budget = CT2_CUDA_TOKENS
 
     @property
     def engine(self) -> str:
@@ -173,22 +218,47 @@ class CT2Engine(RecheckMixin):
         self.device = self._ct2_device
         self._ops = TokenizerOps(self.tokenizer)
 
+    def id_tokens(self, rows) -> list[list[str]]:
+        """Token ids as the token strings CTranslate2 takes (one vocabulary lookup per id)."""
+        import numpy as np
+
+        if getattr(self, "_vocab", None) is None:
+            self._vocab = np.array(self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer)))), dtype=object)
+        return [self._vocab[np.asarray(r, dtype=np.int64)].tolist() for r in rows]
+
     def _open(self, compute_type: str):
-        """The checkpoint converted to ``compute_type`` (once, cached), loaded."""
+        """The checkpoint converted to ``compute_type`` (once, cached), loaded; on a GPU
+        run once, so that missing CUDA libraries show now, as one line."""
         import ctranslate2
 
         from .hf_common import load_failure
 
         folder = converted_model(self._ref, self.model_id, compute_type,
                                  log=lambda msg: print(f"exam_eval: {msg}", file=sys.stderr, flush=True))
+        if self._ct2_device == "cuda":
+            preload_cuda_libraries()
         try:
-            return getattr(ctranslate2, self.ct2_model_class)(
+            model = getattr(ctranslate2, self.ct2_model_class)(
                 str(folder), device=self._ct2_device, device_index=self._ct2_index, compute_type=compute_type,
                 intra_threads=self.threads)
+            if self._ct2_device == "cuda":
+                self._warm_up(model)
+            return model
         except (RuntimeError, ValueError) as exc:
+            if missing_cuda_library(exc):
+                raise UsageError(cuda_library_message(exc)) from None
             raise load_failure(self.model_id, exc) from None
+
+    def _warm_up(self, model) -> None:
+        """One tiny model call (cuBLAS is loaded at the first matrix product)."""
+        token = self.tokenizer.convert_ids_to_tokens([self.tokenizer.eos_token_id or 0])
+        if self.ct2_model_class == "Translator":
+            model.translate_batch([token], beam_size=1, max_decoding_length=1)
+        else:
+            model.generate_batch([token], max_length=1, beam_size=1)
 
     def close(self) -> None:
         self.model = None
+        self._prompt_ids = None
         self.close_recheck()
 

@@ -35,14 +35,8 @@ class CT2Seq2SeqBackend(CT2Engine, Seq2SeqBackend):
             self.load_ct2()
 
     def _tokens(self, requests: Sequence[GradeRequest]) -> list[list[str]]:
-        window = self.context_window
-        out = []
-        for r in requests:
-            # as the torch engine: the window was respected by cutting the passage; this
-            # cut only guards against instructions that alone exceed it
-            ids = self.tokenizer(self.render(r), truncation=True, max_length=window)["input_ids"]
-            out.append(self.tokenizer.convert_ids_to_tokens(ids))
-        return out
+        # the torch engine's ids (passage cut to the window, the whole prompt guarded by it)
+        return self.id_tokens(self.prompt_rows(requests))
 
     def _score_on(self, model, requests, labels):
         ids = self._labels(labels)

@@ -17,8 +17,8 @@ from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
 from .ct2_engine import EngineChoice
-from .hf_common import (HFGenerativeBase, TokenizerOps, label_token_ids, load_failure, penalty_processor, pick_device,
-                        pick_dtype, sampling_kwargs)
+from .hf_common import (HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
+                        penalty_processor, pick_device, pick_dtype, sampling_kwargs)
 
 # a Llama-style window is 4k-128k tokens; grading prompts need far less, and a smaller
 # cap keeps the attention memory of a batch bounded on modest GPUs and CPUs
@@ -45,7 +45,8 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         self.device = pick_device(self._device_opt)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self._ref, padding_side="left")
-            self.model = AutoModelForCausalLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device))
+            self.model = AutoModelForCausalLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device),
+                                                              **model_kwargs(AutoModelForCausalLM, self.device))
         except (OSError, ValueError) as exc:
             raise load_failure(self.model_id, exc) from None
         self.tokenizer.padding_side = "left"
@@ -54,7 +55,8 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         self.model.to(self.device).eval()
         self._ops = TokenizerOps(self.tokenizer)
         if self._batch_opt is None and self.device.startswith("cuda"):
-            self.batch_size = 16
+            self.batch_size = 16  # the engine batches by tokens here; this is for other callers
+            self.token_budget = cuda_token_budget(self.model, self.device)
         self._torch = torch
         # the output layer at the last position only: the others' logits are never read
         # (a [batch, length, vocabulary] tensor; about 15% of a scoring call on SmolLM2-135M)
@@ -98,23 +100,27 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     def _texts(self, requests: Sequence[GradeRequest]) -> list[str]:
         return [self._full_text(r, self.fit_context(r)) for r in requests]
 
-    def _labels(self, labels: tuple[str, ...], prefix: str) -> list[int] | None:
+    def _labels(self, labels: tuple[str, ...], req: GradeRequest) -> list[int] | None:
+        """The labels' first tokens, read after ``req``'s prompt (the first request with these labels)."""
         if labels not in self._label_ids:
-            self._label_ids[labels] = label_token_ids(self.tokenizer, labels, prefix=prefix)
+            self._label_ids[labels] = label_token_ids(self.tokenizer, labels, prefix=self._full_text(req, "x"))
         return self._label_ids[labels]
+
+    @property
+    def special_tokens(self) -> bool:
+        # chat templates already contain BOS; plain renderings need the tokenizer's own
+        return not self.has_chat_template
 
     def uses_scoring(self, prompt) -> bool:
         return prompt.mode == "score" and self.tokenizer is not None
 
-    def _encode(self, texts: list[str]):
-        # chat templates already contain BOS; plain renderings need the tokenizer's own
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=not self.has_chat_template)
-        return {k: v.to(self.device) for k, v in enc.items()}
+    def _encode(self, requests: Sequence[GradeRequest]):
+        return self.batch_tensors(self.prompt_rows(requests))
 
     def grade(self, requests):
         # labels whose first tokens coincide cannot be scored: generate and parse those
         rerouted = {i for i, r in enumerate(requests) if r.prompt.mode == "score"
-                    and self._labels(tuple(r.prompt.labels), self._full_text(r, "x")) is None}
+                    and self._labels(tuple(r.prompt.labels), r) is None}
         if not rerouted:
             return super().grade(requests)
         results: list = [None] * len(requests)
@@ -128,14 +134,13 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
 
     def _score(self, requests, labels):
         torch = self._torch
-        texts = self._texts(requests)
-        ids = self._labels(labels, texts[0])
-        enc = self._encode(texts)
+        ids = self._labels(labels, requests[0])
+        enc = self._encode(requests)
         with torch.inference_mode():
             logits = self.model(**enc, **self._last_only).logits[:, -1, :].float()
         # normalising over the label logits directly equals p(label) / sum p(labels), and
         # cannot underflow to all zeros when the model puts its mass on another token
-        probs = torch.softmax(logits[:, ids], dim=-1).cpu().tolist()
+        probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1).cpu().tolist()  # the batch's one sync
         return [dict(zip(labels, row)) for row in probs]
 
     def _generate(self, requests, max_new_tokens):
@@ -153,7 +158,7 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         from transformers import LogitsProcessorList
 
         torch = self._torch
-        enc = self._encode(self._texts(requests))
+        enc = self._encode(requests)
         prompt_length = enc["input_ids"].shape[1]
         penalties = penalty_processor(decoding, prompt_length)
         extra = sampling_kwargs(decoding)

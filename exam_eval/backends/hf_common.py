@@ -47,6 +47,36 @@ def pick_dtype(dtype: str | None, device: str):
     return torch.float32
 
 
+def model_kwargs(model_class, device: str) -> dict:
+    """from_pretrained arguments for the fastest attention the architecture has on a GPU
+    (PyTorch's scaled_dot_product_attention: FlashAttention and memory-efficient kernels).
+    On a CPU transformers' own choice stands (the CPU defaults are measured with it)."""
+    if device.startswith("cuda") and getattr(model_class, "_supports_sdpa", False):
+        return {"attn_implementation": "sdpa"}
+    return {}
+
+
+#: padded prompt tokens per batch on a GPU: bounds (not measured on a GPU yet; the issue's
+#: plain loop on an H100 was fastest at 512 prompts of 224 tokens = 115k tokens)
+CUDA_MIN_TOKENS, CUDA_MAX_TOKENS = 4096, 131072
+
+
+def cuda_token_budget(model, device: str) -> int:
+    """How many padded prompt tokens a batch may hold on a GPU: half the free memory over
+    what one token keeps alive in one layer of a forward pass without gradients (its
+    hidden state a few times over, the feed-forward block's inner activations, attention
+    scores of each head over a 512-token row), within CUDA_MIN_TOKENS..CUDA_MAX_TOKENS."""
+    import torch
+
+    cfg = model.config
+    d = getattr(cfg, "d_model", None) or getattr(cfg, "hidden_size", None) or 1024
+    ff = getattr(cfg, "d_ff", None) or getattr(cfg, "intermediate_size", None) or 4 * d
+    heads = getattr(cfg, "num_heads", None) or getattr(cfg, "num_attention_heads", None) or 16
+    per_token = model.dtype.itemsize * (8 * d + 3 * ff + heads * 512)
+    free, _total = torch.cuda.mem_get_info(torch.device(device))
+    return max(CUDA_MIN_TOKENS, min(CUDA_MAX_TOKENS, int(free * 0.5 / per_token)))
+
+
 def load_failure(model: str, exc: Exception) -> InputError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     offline = " (offline? pre-download the model or give a local directory)" if "huggingface" in str(exc).lower() \
@@ -137,12 +167,83 @@ class HFGenerativeBase:
         self.batch_size = batch_size or 8
         self.model = None
         self.tokenizer = None
+        #: padded tokens per batch when the engine batches by tokens (set on a GPU without --batch-size)
+        self.token_budget: int | None = None
         self._label_ids: dict[tuple[str, ...], list[int] | None] = {}
 
     @property
     def engine(self) -> str:
         """What computed the grades, recorded in every grade line."""
         return "torch" + (f"/{self._dtype_opt}" if self._dtype_opt else "")
+
+    # -- prompt token ids (prompt_ids): each passage tokenized once, prompts assembled ----
+    _prompt_ids = None
+    #: False: every prompt rendered and tokenized whole (the string path; the benchmark's baseline)
+    use_prompt_ids = True
+    #: the tokenizer's BOS/EOS added to a prompt (hf-causal: not after a chat template)
+    special_tokens: bool = True
+
+    def _full_text(self, req, context: str) -> str:
+        """The prompt as the model reads it, around an already cut passage."""
+        return req.prompt.render(**req.texts(context))
+
+    @property
+    def max_prompt_tokens(self) -> int | None:
+        """Where the whole prompt is cut (a guard: the passage was cut to fit already)."""
+        return None
+
+    def _encoder(self):
+        if self._prompt_ids is None and self.use_prompt_ids and getattr(self.tokenizer, "is_fast", False):
+            from .prompt_ids import PromptEncoder
+
+            self._prompt_ids = PromptEncoder(self.tokenizer, self._full_text, window=self.context_window,
+                                             reserve=self.reserve_tokens, special_tokens=self.special_tokens,
+                                             max_length=self.max_prompt_tokens)
+        return self._prompt_ids
+
+    def prepare(self, requests) -> list[int] | None:
+        """Token ids of ``requests`` made ahead of :meth:`grade` (the engine's prefetch
+        thread); their token counts, or None when this back end cannot (not loaded, a slow tokenizer)."""
+        enc = self._encoder()
+        return None if enc is None else enc.prepare(requests)
+
+    def prompt_rows(self, requests) -> list:
+        """The prompt's token ids per request, exactly as tokenizing the rendered prompt gives them."""
+        enc = self._encoder()
+        if enc is not None:
+            return enc.ids(requests)
+        texts = [self._full_text(r, self.fit_context(r)) for r in requests]
+        n = self.max_prompt_tokens
+        return self.tokenizer(texts, add_special_tokens=self.special_tokens, truncation=n is not None,
+                              max_length=n)["input_ids"]
+
+    def batch_tensors(self, rows) -> dict:
+        """input_ids and attention_mask, padded on the tokenizer's side, on the device."""
+        import torch
+
+        from .prompt_ids import pad
+
+        ids, mask = pad(rows, self.tokenizer.pad_token_id, self.tokenizer.padding_side == "left")
+        ids, mask = torch.from_numpy(ids), torch.from_numpy(mask)
+        if str(self.device).startswith("cuda"):
+            # pinned host memory: the copy runs asynchronously, the next batch is prepared meanwhile
+            return {"input_ids": ids.pin_memory().to(self.device, non_blocking=True),
+                    "attention_mask": mask.pin_memory().to(self.device, non_blocking=True)}
+        return {"input_ids": ids, "attention_mask": mask}
+
+    def label_index(self, ids: list[int]):
+        """The label ids as a tensor on the device, made once (a list would be copied to
+        the GPU at every batch)."""
+        cache = self.__dict__.setdefault("_label_index", {})
+        key = tuple(ids)
+        if key not in cache:
+            import torch
+
+            cache[key] = torch.tensor(ids, dtype=torch.long, device=self.device)
+        return cache[key]
+
+    def close(self) -> None:
+        self._prompt_ids = None  # ids made ahead and never used go with it
 
     @property
     def cache_identity(self) -> str:

@@ -15,7 +15,8 @@ from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
 from .ct2_engine import EngineChoice
-from .hf_common import HFGenerativeBase, TokenizerOps, label_token_ids, load_failure, pick_device, pick_dtype
+from .hf_common import (HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
+                        pick_device, pick_dtype)
 
 DEFAULT_MODEL = "google/flan-t5-large"
 
@@ -40,13 +41,15 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         self.device = pick_device(self._device_opt)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self._ref)
-            self.model = AutoModelForSeq2SeqLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device))
+            self.model = AutoModelForSeq2SeqLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device),
+                                                               **model_kwargs(AutoModelForSeq2SeqLM, self.device))
         except (OSError, ValueError, EnvironmentError) as exc:
             raise load_failure(self.model_id, exc) from None
         self.model.to(self.device).eval()
         self._ops = TokenizerOps(self.tokenizer)
         if self._batch_opt is None and self.device.startswith("cuda"):
-            self.batch_size = 32
+            self.batch_size = 32  # the engine batches by tokens here; this is for other callers
+            self.token_budget = cuda_token_budget(self.model, self.device)
         self._torch = torch
 
     @property
@@ -72,13 +75,14 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     def uses_scoring(self, prompt) -> bool:
         return prompt.mode == "score" and self.tokenizer is not None and self._labels(tuple(prompt.labels)) is not None
 
+    @property
+    def max_prompt_tokens(self) -> int | None:
+        # the window was already respected by cutting the passage; this cut only guards
+        # against a prompt whose instructions alone exceed the window
+        return self.context_window
+
     def _encode(self, requests: Sequence[GradeRequest]):
-        texts = [self.render(r) for r in requests]
-        # the window was already respected by cutting the passage; truncation here is
-        # only a guard against a prompt whose instructions alone exceed the window
-        enc = self.tokenizer(texts, return_tensors="pt", padding=True, truncation=True,
-                             max_length=self.context_window)
-        return {k: v.to(self.device) for k, v in enc.items()}
+        return self.batch_tensors(self.prompt_rows(requests))
 
     def _score(self, requests, labels):
         torch = self._torch
@@ -92,7 +96,7 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
             logits = self.model(**enc, decoder_input_ids=decoder).logits[:, 0, :].float()
         # normalising over the label logits directly equals p(label) / sum p(labels), and
         # cannot underflow to all zeros when the model puts its mass on another token
-        probs = torch.softmax(logits[:, ids], dim=-1).cpu().tolist()
+        probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1).cpu().tolist()  # the batch's one sync
         return [dict(zip(labels, row)) for row in probs]
 
     def _generate(self, requests, max_new_tokens):

@@ -14,6 +14,8 @@ by input length (less padding, and the longest batch runs first so an out-of-mem
 error shows up at once). After every batch the grades are appended and fsynced, then the
 cache is committed: a kill loses at most the batch in flight. An answer that did not
 parse is written (parse_ok false) but not cached, so a run into a new output asks again.
+The local models' prompts are tokenized a chunk ahead in a prefetch thread (:func:`batches`,
+:class:`Prefetch`) while the model grades the current batch; on a GPU they are batched by tokens.
 
 ``--shard i/n`` splits by unit key, so identical texts always land in the same shard and
 deduplication still works inside each shard.
@@ -22,9 +24,11 @@ deduplication still works inside each shard.
 from __future__ import annotations
 
 import hashlib
+import queue
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from ..errors import InputError, UsageError
 from ..io.banks import BankItem
@@ -218,35 +222,120 @@ def execute(
     stats.unparsed += sum(not g.parse_ok for g in cached_lines)
     out.write_batch(cached_lines)
     size = max(1, batch_size or backend.batch_size)
+    # a fixed --batch-size wins; otherwise a back end may batch by tokens (on a GPU)
+    budget = None if batch_size else getattr(backend, "token_budget", None)
     start = time.monotonic()
     graded_pairs = 0
-    for b in range(0, len(plan.units_todo), size):
-        batch = plan.units_todo[b:b + size]
-        results = backend.grade([u.request for u in batch])
-        if len(results) != len(batch):
-            raise RuntimeError(f"back end {backend.name} returned {len(results)} results for {len(batch)} requests")
-        lines: list[Grade] = []
-        keep: list[tuple[str, GradeResult]] = []
-        for unit, result in zip(batch, results):
-            if is_failed_call(result):
-                stats.failed += 1
-                continue
-            stats.graded += 1
-            stats.deduplicated += len(unit.pairs) - 1
-            graded_pairs += len(unit.pairs)
-            g = _grades_for(unit, result, model, prompt, backend.engine)
-            stats.unparsed += sum(not x.parse_ok for x in g)
-            lines.extend(g)
-            if result.parse_ok:  # unparsed: written (and counted), not cached; a rerun asks again
-                keep.append((unit.key, result))
-        out.write_batch(lines)  # fsynced before the cache commit: the output is the record
-        cache.put_many(keep, identity, prompt.hash)
-        if on_batch is not None:
-            on_batch(sum(len(u.pairs) for u in batch))
+    with Prefetch(batches(plan.units_todo, backend, size, budget)) as ahead:
+        for batch in ahead:
+            results = backend.grade([u.request for u in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(f"back end {backend.name} returned {len(results)} results for {len(batch)} requests")
+            lines: list[Grade] = []
+            keep: list[tuple[str, GradeResult]] = []
+            for unit, result in zip(batch, results):
+                if is_failed_call(result):
+                    stats.failed += 1
+                    continue
+                stats.graded += 1
+                stats.deduplicated += len(unit.pairs) - 1
+                graded_pairs += len(unit.pairs)
+                g = _grades_for(unit, result, model, prompt, backend.engine)
+                stats.unparsed += sum(not x.parse_ok for x in g)
+                lines.extend(g)
+                if result.parse_ok:  # unparsed: written (and counted), not cached; a rerun asks again
+                    keep.append((unit.key, result))
+            out.write_batch(lines)  # fsynced before the cache commit: the output is the record
+            cache.put_many(keep, identity, prompt.hash)
+            if on_batch is not None:
+                on_batch(sum(len(u.pairs) for u in batch))
     stats.seconds = time.monotonic() - start
     if stats.graded:
         cache.record_throughput(identity, stats.graded, stats.seconds)
     return stats
+
+
+#: units whose prompts are prepared at once (the prefetch thread's unit of work); large,
+#: so that distinct passages are tokenized in few large calls
+LOOKAHEAD = 2048
+
+
+def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | None = None) -> Iterator[list[Unit]]:
+    """The plan's batches. A back end with ``prepare`` (the local models) gets its prompts'
+    token ids made a chunk at a time, here, in the prefetch thread; with a ``token_budget``
+    (padded tokens per batch) each chunk is sorted by token count, longest first, and cut
+    where the next unit would overflow the budget. Otherwise: ``size`` units per batch, in
+    the plan's order."""
+    prepare = getattr(backend, "prepare", None)
+    step = max(LOOKAHEAD, size * 16) - max(LOOKAHEAD, size * 16) % size  # whole batches per chunk
+    for c in range(0, len(units), step):
+        chunk = units[c:c + step]
+        lengths = prepare([u.request for u in chunk]) if prepare is not None else None
+        if lengths is None or not token_budget:
+            for b in range(0, len(chunk), size):
+                yield chunk[b:b + size]
+            continue
+        order = sorted(range(len(chunk)), key=lambda i: -lengths[i])
+        batch: list[Unit] = []
+        width = 0
+        for i in order:
+            if batch and max(width, lengths[i]) * (len(batch) + 1) > token_budget:
+                yield batch
+                batch, width = [], 0
+            batch.append(chunk[i])
+            width = max(width, lengths[i])
+        if batch:
+            yield batch
+
+
+class Prefetch:
+    """Runs a batch iterator one chunk ahead in a thread (``with Prefetch(it) as ahead:
+    for batch in ahead``), so that tokenizing the next batches overlaps the model's work
+    on this one. At most two items wait; an error in the thread is raised here; leaving
+    the block (an interrupt included) stops the thread."""
+
+    _END = object()
+
+    def __init__(self, source: Iterator):
+        self.source = source
+        self.queue: queue.Queue = queue.Queue(maxsize=2)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="exam-eval-prefetch", daemon=True)
+
+    def _put(self, item) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.queue.put(item, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            for item in self.source:
+                if not self._put((item, None)):
+                    return
+            self._put((self._END, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the grading thread, raised there
+            self._put((None, exc))
+
+    def __enter__(self) -> Prefetch:
+        self.thread.start()
+        return self
+
+    def __iter__(self):
+        while True:
+            item, exc = self.queue.get()
+            if exc is not None:
+                raise exc
+            if item is self._END:
+                return
+            yield item
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
 
 
 def estimate_seconds(units: int, rate: float | None) -> float | None:

@@ -19,6 +19,10 @@ from typing import Iterator, Mapping
 from ..errors import InputError
 from .openers import display_name, iter_lines
 
+# trec_eval (and pytrec_eval) size per-query tables by the largest label: at 10^6, nDCG
+# runs for minutes, and at 2*10^9 it takes 15 GB; no test collection grades that finely
+LABEL_MAX = 10_000
+
 _ATOL = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
 _ATOF = re.compile(r"[ \t\n\v\f\r]*([+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan))", re.I)
 

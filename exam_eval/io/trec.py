@@ -13,6 +13,7 @@ import os
 from typing import IO, TYPE_CHECKING, Mapping
 
 from ..errors import InputError
+from .c_numbers import LABEL_MAX  # noqa: F401  (read here and by grades)
 from .openers import Slurped, display_name, iter_lines, slurp
 
 if TYPE_CHECKING:
@@ -20,9 +21,6 @@ if TYPE_CHECKING:
 
 Run = dict[str, dict[str, float]]      # qid -> docno -> score
 Qrels = dict[str, dict[str, int]]      # qid -> docno -> label
-# trec_eval (and pytrec_eval) size per-query tables by the largest label: at 10^6, nDCG
-# runs for minutes, and at 2*10^9 it takes 15 GB; no test collection grades that finely
-LABEL_MAX = 10_000
 
 
 def _c_number(s: str) -> str:

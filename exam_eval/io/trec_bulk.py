@@ -21,6 +21,8 @@ from typing import Callable
 
 import numpy as np
 
+from .c_numbers import LABEL_MAX
+
 # Among ASCII, str.split() splits on 9-13 and 28-32 (bytes.split() would miss 28-31):
 # every byte up to 32 but the other control bytes, which the bulk reader leaves to the
 # line reader, so that "a field byte" is simply "a byte above 32".
@@ -161,8 +163,11 @@ def _numbers(a: np.ndarray, starts: np.ndarray, ends: np.ndarray, kind: type) ->
         out[lo:lo + len(s)] = value if kind is float else np.where(ok, value, 0).astype(np.int64)
         bad = np.flatnonzero(~ok)
         if len(bad):
+            texts = _strings(a, s[bad], e[bad])
+            if any("_" in t for t in texts):  # Python reads 1_0 as 10, trec_eval as 1: the line reader refuses it
+                raise Decline
             try:
-                out[lo + bad] = list(map(kind, _strings(a, s[bad], e[bad])))
+                out[lo + bad] = list(map(kind, texts))
             except (ValueError, OverflowError):
                 raise Decline from None
     return out
@@ -306,9 +311,14 @@ def scan_run(data: bytes) -> RunTable:
 
 
 def scan_qrels(data: bytes) -> dict[str, dict[str, int]]:
-    a = np.frombuffer(_normalized(data), dtype=np.uint8)
+    data = _normalized(data)
+    a = np.frombuffer(data, dtype=np.uint8)
     spans, _ = _tokenize(a, 4, True, (0, 2, 3))
     labels = _numbers(a, *spans[3], int).tolist()
+    if len(labels) != data.count(b"\n") + (not data.endswith(b"\n")):
+        raise Decline  # a blank line, which trec_eval refuses in qrels: the line reader names it
+    if labels and (max(labels) > LABEL_MAX or min(labels) < -LABEL_MAX):
+        raise Decline  # out of range: the line reader names the line
     qids, codes = _group(a, *spans[0])
     docnos = _strings(a, *spans[2])
     qrels: dict[str, dict[str, int]] = {q: {} for q in qids}

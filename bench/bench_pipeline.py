@@ -1,0 +1,411 @@
+#!/usr/bin/env python
+"""Grading at the device's limit: exam-grade against the reference loop and against a
+plain batched loop over the same pairs, on one device, in one run.
+
+    .venv/bin/python bench/bench_pipeline.py --out bench-out                 # `make bench`: CPU
+    .venv/bin/python bench/bench_pipeline.py --device cuda --models flan-t5-base,flan-t5-large \\
+        --queries 30 --per-query 40 --out bench-out                          # on a GPU
+
+Rows (pairs/s, and ratios against the reference and against the plain loop):
+
+- **reference**: the workbench's way (batch 1, beam search 5, 2 new tokens, float32) on
+  ``--sample-pairs`` pairs (bench_grading.reference_loop, here on ``--device``);
+- **plain loop** (the ceiling): the same model and dtype as exam-grade's default, the
+  rendered prompts tokenized in one batched call per batch (fast tokenizer), sorted by
+  length, one encoder pass and one decoder step, label probabilities read once per batch;
+  at each of ``--plain-batches`` and the best kept;
+- **exam-grade**: the real command (a subprocess) with its defaults on ``--device``, end to
+  end (process start, load, grading, writing) and grading only (the engine's own timing);
+  on CUDA also ``--dtype float32``, with the share of pairs whose grade equals float32's;
+- **host cost per pair**: exam-grade's engine in-process on one thread (torch, tokenizers
+  and BLAS limited to one) with a 1-layer T5 whose forward is replaced by a stub returning
+  zero logits: everything but the model (planning aside): tokenizing, batching, the
+  back end's bookkeeping, writing the grades. Both ways of making prompt ids: from token
+  ids (default) and the string path (every prompt rendered and tokenized whole);
+- **CTranslate2** (CPU): exam-grade --engine ctranslate2 (int8 with float32 rechecks, the
+  CPU default); with ``--compare-code DIR`` the same command from another checkout too,
+  run back to back with this one (before/after a change).
+
+Models: random weights in the published flan-t5 configurations (bench_grading.CONFIGS)
+and the BPE tokenizer bench_grading trains on the DL19 passages; pool: a seeded sample of
+the DL19 judged pool with the DL19 question bank (``../shared/data/dl19``). Everything
+goes to ``--out``/bench_pipeline.{txt,json} with the device, CPU and library versions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_grading as bg  # noqa: E402
+
+PROMPT = bg.PROMPT
+HOST_GOAL_MS = 0.2
+
+
+# -- in-process pieces ------------------------------------------------------------------------------
+def pool_requests(pool: dict):
+    from exam_eval.backends.base import GradeRequest
+    from exam_eval.grading.prompts import get_prompt
+
+    prompt = get_prompt(PROMPT)
+    return [GradeRequest(prompt, "", item.text, pool["texts"][d]) for q, ds in pool["chosen"].items() for d in ds
+            if d in pool["texts"] for item in pool["items"][q]]
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def reference_loop(model_dir: Path, requests, device: str) -> dict:
+    """bench_grading's reference loop (batch 1, beam 5, float32), on ``device``."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(device).eval()
+    texts = [r.prompt.render(query=r.query, item=r.item_text, context=r.context) for r in requests]
+
+    def one(text):
+        enc = tok(text, return_tensors="pt", truncation=True, max_length=512).to(device)
+        with torch.inference_mode():
+            out = model.generate(**enc, num_beams=5, max_new_tokens=2, min_new_tokens=2, do_sample=False)
+        return tok.decode(out[0], skip_special_tokens=True)
+
+    one(texts[0])
+    sync(device)
+    t0 = time.perf_counter()
+    for text in texts:
+        one(text)
+    sync(device)
+    secs = time.perf_counter() - t0
+    return {"pairs": len(texts), "seconds": secs, "pairs_per_s": len(texts) / secs}
+
+
+def plain_loop(model_dir: Path, requests, device: str, batches: list[int]) -> dict:
+    """The ceiling: what the same model does on these pairs with nothing around it."""
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from exam_eval.backends.hf_common import label_token_ids, model_kwargs, pick_dtype
+
+    dtype = pick_dtype(None, device)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, dtype=dtype, **model_kwargs(AutoModelForSeq2SeqLM, device))
+    model = model.to(device).eval()
+    labels = list(requests[0].prompt.labels)
+    ids = label_token_ids(tok, labels)
+    texts = sorted((r.prompt.render(query=r.query, item=r.item_text, context=r.context) for r in requests),
+                   key=len, reverse=True)
+    start = model.config.decoder_start_token_id or 0
+    runs = {}
+    for size in batches:
+        def batch(chunk):
+            enc = tok(chunk, return_tensors="pt", padding=True, truncation=True, max_length=512).to(device)
+            dec = torch.full((len(chunk), 1), start, dtype=torch.long, device=device)
+            with torch.inference_mode():
+                logits = model(**enc, decoder_input_ids=dec).logits[:, 0, :].float()
+            return torch.softmax(logits[:, ids], dim=-1).cpu()
+
+        batch(texts[:size])  # warm-up
+        sync(device)
+        t0 = time.perf_counter()
+        for b in range(0, len(texts), size):
+            batch(texts[b:b + size])
+        secs = time.perf_counter() - t0
+        runs[size] = {"seconds": secs, "pairs_per_s": len(texts) / secs}
+    best = max(runs, key=lambda k: runs[k]["pairs_per_s"])
+    return {"pairs": len(texts), "dtype": str(dtype).replace("torch.", ""), "batches": runs, "best_batch": best,
+            "pairs_per_s": runs[best]["pairs_per_s"]}
+
+
+class StubT5:
+    """A seq2seq model's call replaced: zero logits over the vocabulary, at once."""
+
+    def __init__(self, model):
+        self.config = model.config
+        self.vocab = model.config.vocab_size
+
+    def __call__(self, input_ids, attention_mask=None, decoder_input_ids=None, **_):
+        import torch
+        from types import SimpleNamespace
+
+        return SimpleNamespace(logits=torch.zeros((input_ids.shape[0], 1, self.vocab), device=input_ids.device))
+
+
+def host_cost_child(args) -> dict:
+    """In a process limited to one thread: the engine with a stubbed forward, both ways."""
+    import torch
+
+    torch.set_num_threads(1)
+    from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
+    from exam_eval.grading import engine
+    from exam_eval.grading.cache import NullCache
+    from exam_eval.grading.output import GradesAppender
+    from exam_eval.grading.prompts import get_prompt
+
+    work = Path(args.host_cost_child)
+    pool = json.loads((work / "pool.json").read_text())
+    prompt = get_prompt(PROMPT)
+    from exam_eval.io.banks import read_bank, items_by_query
+
+    items = items_by_query(read_bank(work / "bank.jsonl"))
+    out = {}
+    for way, use_ids in (("prompt_ids", True), ("string_path", False)):
+        backend = Seq2SeqBackend(model=str(work / "t5-1-layer"), device=args.device)
+        backend.use_prompt_ids = use_ids
+        backend.load()
+        backend.model = StubT5(backend.model)
+        units, npairs = engine.build_units(docs=pool["chosen"], texts=pool["texts"], items=items,
+                                           queries={q: "" for q in pool["chosen"]}, prompt=prompt,
+                                           identity=backend.cache_identity)
+        plan = engine.plan_work(units, npairs, set(), NullCache(), backend.model_id, prompt)
+        sink = GradesAppender(str(work / f"host-{way}.jsonl"))
+        t0 = time.perf_counter()
+        stats = engine.execute(plan, backend, prompt, sink)
+        secs = time.perf_counter() - t0
+        sink.close()
+        enc = backend._prompt_ids
+        out[way] = {"pairs": npairs, "units": stats.graded, "seconds": secs, "ms_per_pair": 1000 * secs / npairs,
+                    "pairs_per_s": npairs / secs,
+                    "composed": enc.composed if enc else 0, "tokenized_whole": enc.whole if enc else stats.graded}
+    return out
+
+
+def host_cost(work: Path, pool: dict, device: str) -> dict:
+    (work / "pool.json").write_text(json.dumps({"chosen": pool["chosen"], "texts": pool["texts"]}))
+    env = dict(os.environ, RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, __file__, "--host-cost-child", str(work), "--device", device],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit("bench: the host-cost run failed")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# -- exam-grade -------------------------------------------------------------------------------------
+def exam_grade(name: str, model_dir: Path, work: Path, device: str, extra: list[str], tag: str,
+               root: Path = ROOT) -> dict:
+    cache = work / f"cache-{name}-{tag}.sqlite"
+    out = work / f"{name}-{tag}.jsonl"
+    r = bg.run_cli(["--backend", "hf-seq2seq", "--model", str(model_dir), "--device", device, "--prompt", PROMPT,
+                    "--passages", str(work / "passages.jsonl"), "--bank", str(work / "bank.jsonl"),
+                    "--cache", str(cache), "-o", str(out), *extra, str(work / "pool.run")], root=root)
+    r["grading_s"] = bg.engine_seconds(cache)
+    r["pairs_per_s_end_to_end"] = r["pairs"] / r["wall_s"]
+    r["pairs_per_s_grading"] = r["pairs"] / r["grading_s"]
+    r["flags"] = extra
+    r["code"] = str(root)
+    r["output"] = str(out)
+    return r
+
+
+def environment(device: str) -> dict:
+    import tokenizers
+    import torch
+    import transformers
+
+    env = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+           "tokenizers": tokenizers.__version__, "device": device, "cpu": bg.cpu_peak(),
+           "torch_threads": torch.get_num_threads(), "load_average_before": os.getloadavg()}
+    try:
+        import ctranslate2
+
+        env["ctranslate2"] = ctranslate2.__version__
+        env["ctranslate2_cuda_devices"] = ctranslate2.get_cuda_device_count()
+    except ImportError:
+        env["ctranslate2"] = None
+    if device.startswith("cuda"):
+        env["gpu"] = torch.cuda.get_device_name(torch.device(device))
+        env["cuda"] = torch.version.cuda
+        env["gpu_memory_gib"] = torch.cuda.get_device_properties(torch.device(device)).total_memory / 2**30
+    return env
+
+
+def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dict:
+    requests = pool_requests(pool)
+    res: dict = {"pairs": len(requests)}
+    say = lambda msg: print(f"[{name}] {msg} ...", file=sys.stderr, flush=True)  # noqa: E731
+    say(f"exam-grade (defaults) on {args.device}")
+    res["exam_grade"] = exam_grade(name, model_dir, work, args.device, [], "default")
+    if args.device.startswith("cuda"):
+        say("exam-grade --dtype float32")
+        res["exam_grade_float32"] = exam_grade(name, model_dir, work, args.device, ["--dtype", "float32"], "fp32")
+        res["agreement_default_vs_float32"] = bg.agreement(Path(res["exam_grade"]["output"]),
+                                                           Path(res["exam_grade_float32"]["output"]))
+    say(f"plain loop on {min(len(requests), args.plain_pairs)} pairs, batches {args.plain_batches}")
+    res["plain"] = plain_loop(model_dir, requests[: args.plain_pairs], args.device,
+                              [int(b) for b in args.plain_batches.split(",")])
+    sample = bg.sample_requests(pool, args.sample_pairs, args.seed)
+    say(f"reference loop on {len(sample)} pairs")
+    res["reference"] = reference_loop(model_dir, sample, args.device)
+    ref, plain = res["reference"]["pairs_per_s"], res["plain"]["pairs_per_s"]
+    for key in ("exam_grade", "exam_grade_float32"):
+        if key in res:
+            r = res[key]
+            r["vs_reference_end_to_end"] = r["pairs_per_s_end_to_end"] / ref
+            r["vs_reference_grading"] = r["pairs_per_s_grading"] / ref
+            r["vs_plain_end_to_end"] = r["pairs_per_s_end_to_end"] / plain
+            r["vs_plain_grading"] = r["pairs_per_s_grading"] / plain
+    res["plain"]["vs_reference"] = plain / ref
+    return res
+
+
+def bench_ct2(name: str, model_dir: Path, work: Path, args, reference: float) -> dict:
+    """exam-grade --engine ctranslate2 with the CPU defaults; with --compare-code, that
+    checkout's exam-grade right before this one's, on the same pool."""
+    from exam_eval.backends.ct2_convert import converted_model
+
+    converted_model(str(model_dir), name, "int8")
+    converted_model(str(model_dir), name, "float32")
+    runs = {}
+    codes = ([("before", args.compare_code)] if args.compare_code else []) + [("this", ROOT)]
+    for label, root in codes:
+        print(f"[{name}] exam-grade --engine ctranslate2 ({label}: {root})", file=sys.stderr, flush=True)
+        r = exam_grade(name, model_dir, work, "cpu", ["--engine", "ctranslate2"], f"ct2-{label}", root=Path(root))
+        r["vs_reference_end_to_end"] = r["pairs_per_s_end_to_end"] / reference
+        r["vs_reference_grading"] = r["pairs_per_s_grading"] / reference
+        runs[label] = r
+    if "before" in runs:
+        runs["same_grades_before_this"] = bg.agreement(Path(runs["before"]["output"]), Path(runs["this"]["output"]))
+    return runs
+
+
+# -- output -----------------------------------------------------------------------------------------
+def print_table(results: dict, host: dict | None, env: dict) -> None:
+    where = env.get("gpu") or env["cpu"].get("model")
+    print(f"device: {env['device']} ({where}); torch {env['torch']}, transformers {env['transformers']}, "
+          f"tokenizers {env['tokenizers']}, ctranslate2 {env.get('ctranslate2')}; load {env['load_average_before'][0]:.1f}")
+    for name, r in results.items():
+        ref, plain = r["reference"], r["plain"]
+        print(f"\n{name}: {r['pairs']} pairs")
+        print(f"  reference loop (batch 1, beam 5, fp32)       {ref['pairs_per_s']:10.2f} pairs/s  1x")
+        print(f"  plain loop, {plain['dtype']}, best batch {plain['best_batch']:<4}       {plain['pairs_per_s']:10.2f} pairs/s  "
+              f"{plain['vs_reference']:.1f}x reference")
+        for key, label in (("exam_grade", "exam-grade defaults"), ("exam_grade_float32", "exam-grade --dtype float32")):
+            if key in r:
+                e = r[key]
+                print(f"  {label:<27} end to end   {e['pairs_per_s_end_to_end']:10.2f} pairs/s  "
+                      f"{e['vs_reference_end_to_end']:.1f}x reference, {100 * e['vs_plain_end_to_end']:.0f}% of plain")
+                print(f"  {label:<27} grading only {e['pairs_per_s_grading']:10.2f} pairs/s  "
+                      f"{e['vs_reference_grading']:.1f}x reference, {100 * e['vs_plain_grading']:.0f}% of plain")
+        if "agreement_default_vs_float32" in r:
+            a = r["agreement_default_vs_float32"]
+            print(f"  defaults' grades equal to float32's: {a['same_grade']}/{a['pairs']} = {100 * a['share_same']:.1f}%")
+        for label, c in r.get("ctranslate2", {}).items():
+            if label == "same_grades_before_this":
+                print(f"  CTranslate2 grades, before = this: {c['same_grade']}/{c['pairs']}")
+                continue
+            print(f"  CTranslate2 int8 default ({label:<6})   e2e {c['pairs_per_s_end_to_end']:8.2f} pairs/s "
+                  f"{c['vs_reference_end_to_end']:.1f}x, grading {c['pairs_per_s_grading']:8.2f} pairs/s "
+                  f"{c['vs_reference_grading']:.1f}x reference")
+    if host:
+        print("\nhost cost per pair, 1-layer T5 with a stubbed forward, one thread "
+              f"(goal <= {HOST_GOAL_MS} ms, >= {1 / HOST_GOAL_MS * 1000:.0f} pairs/s):")
+        for way, h in host.items():
+            print(f"  {way:<12} {h['ms_per_pair']:.3f} ms/pair = {h['pairs_per_s']:8.0f} pairs/s "
+                  f"({h['pairs']} pairs; prompts composed {h['composed']}, tokenized whole {h['tokenized_whole']})")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
+    ap.add_argument("--data", type=Path, default=bg.DEFAULT_DATA, help="the DL19 folder of shared/data")
+    ap.add_argument("--models", default="flan-t5-base", help="of " + ", ".join(bg.CONFIGS))
+    ap.add_argument("--queries", type=int, default=6)
+    ap.add_argument("--per-query", type=int, default=10)
+    ap.add_argument("--sample-pairs", type=int, default=20, help="pairs of the reference loop")
+    ap.add_argument("--plain-pairs", type=int, default=None, help="pairs of the plain loop (default: CPU 160, GPU all)")
+    ap.add_argument("--plain-batches", default=None, help="batch sizes of the plain loop (default: CPU 8,32; GPU 32,128,512)")
+    ap.add_argument("--no-host-cost", dest="host_cost", action="store_false")
+    ap.add_argument("--host-queries", type=int, default=30, help="queries of the host-cost pool")
+    ap.add_argument("--host-per-query", type=int, default=40, help="passages per query of the host-cost pool")
+    ap.add_argument("--no-ct2", dest="ct2", action="store_false", help="skip the CTranslate2 rows (CPU only)")
+    ap.add_argument("--compare-code", type=Path, default=None,
+                    help="another checkout whose exam-grade --engine ctranslate2 runs right before this one's")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=None, help="folder for bench_pipeline.txt and .json")
+    ap.add_argument("--keep", type=Path, default=None, help="keep the work folder here")
+    ap.add_argument("--host-cost-child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.host_cost_child:
+        print(json.dumps(host_cost_child(args)))
+        return 0
+    if not args.data.is_dir():
+        print(f"bench: {args.data} not found (the benchmark needs shared/data/dl19)", file=sys.stderr)
+        return 2
+    gpu = args.device.startswith("cuda")
+    args.plain_pairs = args.plain_pairs or (10**9 if gpu else 160)
+    args.plain_batches = args.plain_batches or ("32,128,512" if gpu else "8,32")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if gpu:
+        import torch
+
+        if not torch.cuda.is_available():
+            print(f"bench: --device {args.device}: torch sees no CUDA device", file=sys.stderr)
+            return 2
+    if args.ct2 and (gpu or not __import__("importlib").util.find_spec("ctranslate2")):
+        args.ct2 = False
+    work = Path(tempfile.mkdtemp(prefix="exam-pipeline-")) if args.keep is None else args.keep
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ["EXAM_EVAL_CT2_CACHE"] = str(work / "ct2-models")
+    try:
+        t0 = time.perf_counter()
+        env = environment(args.device)
+        pool = bg.build_pool(args.data, work, args.queries, args.per_query, args.seed)
+        tok = bg.train_tokenizer(args.data)
+        host = None
+        if args.host_cost:
+            # a pool of the issue's size (the stubbed model makes it cheap): the first pair of
+            # each passage and question is tokenized whole, a share that shrinks as pools grow
+            hwork = work / "host"
+            hwork.mkdir()
+            hpool = bg.build_pool(args.data, hwork, args.host_queries, args.host_per_query, args.seed)
+            print(f"[host cost] 1-layer T5, stubbed forward, one thread, {args.host_queries} queries x "
+                  f"{args.host_per_query} passages ...", file=sys.stderr, flush=True)
+            bg.build_model("t5-1-layer", tok, hwork / "t5-1-layer")
+            host = host_cost(hwork, hpool, args.device)
+        results = {}
+        for name in args.models.split(","):
+            model_dir = bg.build_model(name, tok, work / name)
+            results[name] = bench_model(name, model_dir, work, pool, args)
+            if args.ct2:
+                results[name]["ctranslate2"] = bench_ct2(name, model_dir, work, args,
+                                                         results[name]["reference"]["pairs_per_s"])
+        env["load_average_after"] = os.getloadavg()
+        table = io.StringIO()
+        with contextlib.redirect_stdout(table):
+            print_table(results, host, env)
+        print(table.getvalue(), end="")
+        payload = {"environment": env, "results": results, "host_cost": host, "total_s": time.perf_counter() - t0,
+                   "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+        if args.out:
+            args.out.mkdir(parents=True, exist_ok=True)
+            (args.out / "bench_pipeline.txt").write_text(table.getvalue(), encoding="utf-8")
+            (args.out / "bench_pipeline.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""The engine's pipeline: batches made a chunk ahead in a prefetch thread, batching by
+tokens, and CTranslate2's one line for missing CUDA libraries."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from exam_eval.grading import engine
+
+
+class Lengths:
+    """A back end whose prepare() reports token counts (and which thread asked)."""
+
+    def __init__(self, lengths):
+        self.lengths = lengths
+        self.threads = set()
+        self.prepared = []
+
+    def prepare(self, requests):
+        self.threads.add(threading.current_thread().name)
+        self.prepared.append(len(requests))
+        return [self.lengths[r] for r in requests]
+
+
+def units(n):
+    return [engine.Unit(key=str(i), request=i) for i in range(n)]
+
+
+def test_fixed_batches_keep_the_plans_order():
+    us = units(50)
+    got = list(engine.batches(us, Lengths(list(range(50))), 8))
+    assert [u.request for b in got for u in b] == list(range(50))
+    assert [len(b) for b in got] == [8] * 6 + [2]
+
+
+def test_token_batches_are_longest_first_and_within_the_budget():
+    lengths = [(i * 37) % 200 + 10 for i in range(300)]
+    got = list(engine.batches(units(300), Lengths(lengths), 8, token_budget=1000))
+    flat = [u.request for b in got for u in b]
+    assert sorted(flat) == list(range(300))  # every unit once
+    assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
+    for b in got:
+        assert len(b) == 1 or max(lengths[u.request] for u in b) * len(b) <= 1000
+    # full batches: adding the next unit would overflow
+    for b, nxt in zip(got, got[1:]):
+        assert max(lengths[u.request] for u in b) * (len(b) + 1) > 1000
+
+
+def test_prefetch_prepares_in_its_own_thread_and_raises_its_errors():
+    backend = Lengths([5] * 40)
+    with engine.Prefetch(engine.batches(units(40), backend, 4)) as ahead:
+        assert sum(len(b) for b in ahead) == 40
+    assert backend.threads == {"exam-eval-prefetch"}
+
+    def broken():
+        yield [1]
+        raise ValueError("bad chunk")
+
+    with pytest.raises(ValueError, match="bad chunk"):
+        with engine.Prefetch(broken()) as ahead:
+            list(ahead)
+
+
+def test_prefetch_stops_when_the_grading_loop_stops():
+    made = []
+
+    def endless():
+        i = 0
+        while True:
+            made.append(i)
+            yield [i]
+            i += 1
+
+    p = engine.Prefetch(endless())
+    with pytest.raises(KeyboardInterrupt):
+        with p as ahead:
+            for b in ahead:
+                if b == [3]:
+                    raise KeyboardInterrupt
+    assert not p.thread.is_alive() and len(made) < 10
+
+
+def test_missing_cublas_is_one_line(tiny_t5, monkeypatch):
+    pytest.importorskip("ctranslate2")
+    import ctranslate2
+
+    from exam_eval.backends import ct2_engine
+    from exam_eval.backends.base import get_backend
+    from exam_eval.errors import UsageError
+
+    err = RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+    assert ct2_engine.missing_cuda_library(err) == "libcublas.so.12"
+    assert ct2_engine.missing_cuda_library(RuntimeError("out of memory")) is None
+    b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", engine="ctranslate2", compute_type="float32")
+    b._ct2_device = "cuda"
+
+    def translator(*_a, **_k):
+        raise err
+
+    monkeypatch.setattr(ctranslate2, "Translator", translator)
+    with pytest.raises(UsageError) as exc:
+        b.load()
+    msg = str(exc.value)
+    assert "\n" not in msg and "libcublas.so.12" in msg and "nvidia-cublas-cu12" in msg
+
+
+from tiny_models import tiny_t5  # noqa: E402,F401
