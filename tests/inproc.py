@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import signal
 import traceback
 from dataclasses import dataclass
 
@@ -32,6 +33,9 @@ def run(prog: str, *args, stdin: str | None = None) -> Result:
     out, err = io.StringIO(), io.StringIO()
     code: object = None
     escaped = None
+    # a command owns the process's signal handlers (a second Ctrl-C ends it at once); in
+    # this process they must go back to pytest's afterwards
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
             module.main([str(a) for a in args])
@@ -39,4 +43,7 @@ def run(prog: str, *args, stdin: str | None = None) -> Result:
             code = exc.code
         except BaseException:  # noqa: BLE001 - what escapes main() is the finding
             escaped = traceback.format_exc()
+        finally:
+            for sig, handler in handlers.items():
+                signal.signal(sig, handler)
     return Result(code, out.getvalue(), err.getvalue(), escaped)
