@@ -99,6 +99,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     from ..grading.inputs import read_inputs, write_segment_runs
     from ..grading.prompts import get_prompt
     from ..backends.factory import attach_verifier, make_grader
+    from ..grading.report_units import default_unit
 
     runs = list(runs_opt) + list(runs_args)
     shard_t = engine.parse_shard(shard)
@@ -116,8 +117,6 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         raise UsageError(f"prompt {prompt.id!r} grades {prompt.target}s: give --bank")
     options = backend_settings(click.get_current_context().params)
     grader = make_grader(backend, options, backend_options, prompt)
-    from ..grading.report_units import default_unit
-
     if verify == "llm":
         attach_verifier(grader, backend, verifier_model, verifier_backend, options)
     elif verifier_model:
