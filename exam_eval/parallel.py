@@ -22,10 +22,32 @@ _MAX_WORKERS = 8
 _in_worker = False   # a worker does its share itself: no workers of workers
 
 
+def _busy_cores() -> float:
+    """How many cores other work is using: the smaller of the 1-minute load average and the
+    processes running right now besides this one (/proc/loadavg's fourth field, on Linux).
+    The average alone lags: after a burst of short processes (a Makefile's, a benchmark's)
+    it still counts cores that are idle again; the snapshot alone misses work that is
+    between two time slices. Both must say a core is busy for it to count as busy."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return 0.0
+    others = _running_others()
+    return load if others is None else min(load, others)
+
+
+def _running_others() -> int | None:
+    try:
+        with open("/proc/loadavg", encoding="ascii") as fh:
+            return max(int(fh.read().split()[3].split("/")[0]) - 1, 0)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def worker_count() -> int:
     """EXAM_EVAL_WORKERS if set, else the cores this process may use that are idle now
-    (the cores less the 1-minute load average, rounded): on a machine busy with other
-    work a forked worker gets no core of its own, and only adds the cost of the fork."""
+    (the cores less :func:`_busy_cores`, rounded): on a machine busy with other work a
+    forked worker gets no core of its own, and only adds the cost of the fork."""
     if _in_worker or not hasattr(os, "fork"):
         return 1
     try:
@@ -35,10 +57,7 @@ def worker_count() -> int:
     env = os.environ.get("EXAM_EVAL_WORKERS", "").strip()
     if env.isdigit() and int(env) > 0:
         return min(int(env), _MAX_WORKERS)
-    try:
-        idle = int(cores - os.getloadavg()[0] + 0.5)
-    except OSError:
-        idle = cores
+    idle = int(cores - _busy_cores() + 0.5)
     return max(1, min(cores, idle, _MAX_WORKERS))
 
 

@@ -306,3 +306,19 @@ def test_leaderboard_and_errors_with_and_without_workers(tmp_path, monkeypatch):
                                            f"{runs[0].read_text().split()[0]} (first on line 1)")
         res = _exam_qrels(qp, early, *runs[1:], workers=workers)
         assert res.returncode == 2 and "no queries in common" in res.stderr and str(early) in res.stderr
+
+
+@pytest.mark.parametrize("load, others, cores, expect", [
+    (1.0, 0, 2, 2),      # a benchmark's own earlier processes in the average, nothing running now: fork
+    (4.0, 3, 2, 1),      # busy in both views: no worker
+    (0.0, 5, 2, 2),      # a burst that just began: the average is what counts
+    (1.6, None, 4, 2),   # no /proc/loadavg: the average alone
+])
+def test_workers_count_the_cores_idle_in_both_views(monkeypatch, load, others, cores, expect):
+    from exam_eval import parallel
+
+    monkeypatch.delenv("EXAM_EVAL_WORKERS", raising=False)
+    monkeypatch.setattr(parallel.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(parallel, "_running_others", lambda: others)
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    assert parallel.worker_count() == expect

@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from .c_numbers import LABEL_MAX
+from .packed_bytes import WordView, decimals, words
 
 # Among ASCII, str.split() splits on 9-13 and 28-32 (bytes.split() would miss 28-31):
 # every byte up to 32 but the other control bytes, which the bulk reader leaves to the
@@ -65,6 +66,15 @@ def _tokenize(a: np.ndarray, n_fields: int, exact: bool, wanted: tuple[int, ...]
             nl = np.flatnonzero(a[end:end + (1 << 16)] == _NEWLINE)
             end = size if not len(nl) else end + int(nl[0]) + 1  # no newline near: a long line, take the rest
         c = a[pos:end]
+        simple = _simple_lines(c, n_fields)
+        if simple is not None:
+            for f in wanted:
+                spans[f][0][n:n + len(simple[0][0])] = simple[f][0] + pos
+                spans[f][1][n:n + len(simple[0][0])] = simple[f][1] + pos
+            n += len(simple[0][0])
+            last = (int(simple[n_fields - 1][0][-1]) + pos, int(simple[n_fields - 1][1][-1]) + pos)
+            pos = end
+            continue
         if ((c < 9) | ((c > 13) & (c < 28))).any():
             raise Decline
         edge = np.diff((c > 32).view(np.int8), prepend=np.int8(0), append=np.int8(0))
@@ -88,6 +98,23 @@ def _tokenize(a: np.ndarray, n_fields: int, exact: bool, wanted: tuple[int, ...]
     if last is None:
         raise Decline
     return {f: (s[:n], e[:n]) for f, (s, e) in spans.items()}, last
+
+
+def _simple_lines(c: np.ndarray, n_fields: int) -> list[tuple[np.ndarray, np.ndarray]] | None:
+    """The [start, end) of every field of every line, when each line of the chunk is
+    ``n_fields`` fields separated by single spaces and ended by a newline (how runs and
+    qrels are written): one pass finds the separators. None for any other shape, which the
+    general tokenizer then reads."""
+    if not len(c) or c[-1] != _NEWLINE:
+        return None
+    seps = np.flatnonzero(c <= 32)
+    if len(seps) % n_fields or not len(seps) or seps[0] == 0:
+        return None
+    grid = seps.reshape(-1, n_fields)
+    if not ((c[grid[:, -1]] == _NEWLINE).all() and (c[grid[:, :-1]] == 32).all() and (np.diff(seps) > 1).all()):
+        return None
+    line_start = np.concatenate(([0], grid[:-1, -1] + 1))
+    return [(line_start if f == 0 else grid[:, f - 1] + 1, grid[:, f]) for f in range(n_fields)]
 
 
 def _flat(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -114,52 +141,16 @@ def _strings(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[str]:
     return joined.tobytes().decode("ascii").split("\n")[:-1]
 
 
-_MAX_DIGITS = 15   # below 2**53: digits / 10**k is then the correctly rounded value
-_POW10 = np.array([float(10**k) for k in range(_MAX_DIGITS + 2)])   # exact
-_ZERO, _DOT, _MINUS, _PLUS = ord("0"), ord("."), ord("-"), ord("+")
-
-
-def _plain_decimals(a: np.ndarray, s: np.ndarray, e: np.ndarray, dot: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(value, ok) of spans read as [+-]digits[.digits] (no dot unless ``dot``) with at
-    most 15 digits: the digits as an integer over a power of ten (both exact, so one
-    correctly rounded division: what ``float`` gives). ok is False for any other span
-    (exponents, nan, underscores, long ones)."""
-    lens = (e - s).astype(np.int64)
-    width = int(min(lens.max(), _MAX_DIGITS + 2))
-    ok = lens <= width
-    # right-aligned, left-padded with '0' (which changes no plain decimal)
-    idx = e.astype(np.int64)[:, None] - width + np.arange(width)
-    rows = np.where(idx >= s[:, None], a[np.maximum(idx, 0)], _ZERO)
-    lead = rows[np.arange(len(rows)), np.maximum(width - lens, 0)]
-    negative = lead == _MINUS
-    signed = negative | (lead == _PLUS)
-    rows[signed, np.maximum(width - lens, 0)[signed]] = _ZERO
-    mant = np.zeros(len(rows), dtype=np.int64)
-    dots = np.zeros(len(rows), dtype=np.int64)
-    frac = np.zeros(len(rows), dtype=np.int64)
-    for j in range(width):
-        col = rows[:, j]
-        digit = col - _ZERO            # uint8: wraps for bytes below '0'
-        is_digit = digit <= 9
-        is_dot = col == _DOT
-        ok &= is_digit | is_dot
-        dots += is_dot
-        frac = np.where(is_dot, width - 1 - j, frac)
-        mant = np.where(is_digit, mant * 10 + digit, mant)
-    ok &= (dots <= int(dot)) & (lens - signed - dots >= 1) & (lens - signed - dots <= _MAX_DIGITS)
-    value = mant / _POW10[np.where(ok, frac, 0)]
-    return np.where(negative, -value, value), ok
-
-
 def _numbers(a: np.ndarray, starts: np.ndarray, ends: np.ndarray, kind: type) -> np.ndarray:
     """``float``/``int`` of each span, as the line reader reads it: plain decimals in numpy
     (exactly ``float``'s value; for ``int``, those without a dot), the rest by ``kind``
     itself, one by one. Decline on an error, or an int beyond 64 bits."""
     out = np.empty(len(starts), dtype=np.float64 if kind is float else np.int64)
+    view = WordView(a)
     step = 1 << 16
     for lo in range(0, len(starts), step):
-        s, e = starts[lo:lo + step], ends[lo:lo + step]
-        value, ok = _plain_decimals(a, s, e, dot=kind is float)
+        s, e = starts[lo:lo + step].astype(np.int64), ends[lo:lo + step].astype(np.int64)
+        value, ok = decimals(a, view, s, e, dot=kind is float)
         out[lo:lo + len(s)] = value if kind is float else np.where(ok, value, 0).astype(np.int64)
         bad = np.flatnonzero(~ok)
         if len(bad):
@@ -179,18 +170,24 @@ def _group(a: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[list[st
     names: list[str] = []
     code_of: dict[str, int] = {}
     codes = np.empty(len(starts), dtype=np.int32)
+    view = WordView(a)
     step = 1 << 16
     for lo in range(0, len(starts), step):
         s, e = starts[lo:lo + step].astype(np.int64), ends[lo:lo + step].astype(np.int64)
         n = len(s)
         lens = e - s
         same = np.zeros(n, dtype=bool)          # span i equals span i - 1
-        same[1:] = lens[1:] == lens[:-1]
-        cand = np.flatnonzero(same)
-        if len(cand):
-            chars, which, pos, _ = _flat(a, s[cand], e[cand])
-            differ = chars != a[s[cand - 1][which] + pos]
-            same[cand[np.bincount(which, differ, len(cand)) > 0]] = False
+        longest = int(lens.max())
+        if longest <= 16:                       # compared as one or two words each
+            w = words(view, s, e, 1 if longest <= 8 else 2)
+            same[1:] = (w[1:] == w[:-1]).all(axis=1)
+        else:
+            same[1:] = lens[1:] == lens[:-1]
+            cand = np.flatnonzero(same)
+            if len(cand):
+                chars, which, pos, _ = _flat(a, s[cand], e[cand])
+                differ = chars != a[s[cand - 1][which] + pos]
+                same[cand[np.bincount(which, differ, len(cand)) > 0]] = False
         heads = np.flatnonzero(~same)
         bounds = np.append(heads, n)
         for head, b0, b1 in zip(_strings(a, s[heads], e[heads]), bounds[:-1].tolist(), bounds[1:].tolist()):

@@ -232,11 +232,21 @@ def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, leve
     evaluated = sorted(q for q in qids if q in in_qrels)
     degenerate = _degenerate_queries(qrels, evaluated, requests, qrels_name)
     per_query: dict[str, dict[str, float]] = {q: {} for q in evaluated}
-    groups = _groups(qrels, requests, level, degenerate, max_docs, judged_only)
-    if table is None:
+    fast = None
+    if table is not None:   # read in bulk: numpy is loaded, and the official measures may not need pytrec_eval
+        from . import official_arrays
+    if table is not None and official_arrays.can_score(requests, level=level, judged_only=judged_only,
+                                                       max_docs=max_docs, degenerate=degenerate):
+        fast = official_arrays.score_table(qrels, table, evaluated, requests, level=level, max_docs=max_docs)
+    if fast is not None:
+        per_query = fast
+    elif table is None:
+        groups = _groups(qrels, requests, level, degenerate, max_docs, judged_only)
         _score_batch(qrels, run, evaluated, requests, per_query, groups, max_docs, judged_only)
     else:
         from ..parallel import fork_map
+
+        groups = _groups(qrels, requests, level, degenerate, max_docs, judged_only)
 
         def score(ks: list[int]) -> dict[str, dict[str, float]]:
             docs = table.docs(ks)   # every query, for its duplicates
@@ -363,15 +373,29 @@ def _line(name: str, qid: str, value, kind: str, zscored: bool = False) -> str:
     return "%-22s\t%s\t%s\n" % (name, qid, _float(value))
 
 
+def _value_text(kind: str, value) -> str:
+    """A per-query value as trec_eval prints it (not z-scored)."""
+    if kind == "float":
+        return "%6.4f" % value if value == value else _float(value)
+    if kind == "long":
+        return "%d" % int(value)
+    if kind == "relstring":
+        return "'%s'" % value
+    return "%s" % value
+
+
 def write_trec_eval(ev: Evaluation, out: IO[str], *, per_query: bool = False, summary: bool = True) -> None:
     """Bytes as trec_eval prints them (relational format)."""
     if per_query:
+        # each value name's column once; -q -m all_trec prints ~90 lines a query
+        columns = [(name, "%-22s\t" % name, r.measure.value) for r in ev.requests if r.measure.per_query
+                   for name in r.names]
         for qid in sorted(ev.per_query):
-            for r in ev.requests:
-                if not r.measure.per_query:
-                    continue
-                for name in r.names:
-                    out.write(_line(name, qid, ev.per_query[qid][name], r.measure.value, ev.zscored))
+            values = ev.per_query[qid]
+            if ev.zscored:
+                out.write("".join([_line(name, qid, values[name], kind, True) for name, _, kind in columns]))
+            else:
+                out.write("".join([f"{head}{qid}\t{_value_text(kind, values[name])}\n" for name, head, kind in columns]))
     if summary:
         for r in ev.requests:
             if not r.measure.summary:
