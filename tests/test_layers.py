@@ -19,7 +19,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "exam_eval"
 # (the first two dotted parts of its name); never a higher layer, nor another package of
 # its own layer.
 LAYERS: list[tuple[str, ...]] = [
-    ("exam_eval", "exam_eval.errors", "exam_eval.progress", "exam_eval.data", "exam_eval.parallel"),
+    ("exam_eval", "exam_eval.errors", "exam_eval.progress", "exam_eval.data", "exam_eval.parallel",
+     "exam_eval.allocator"),
     # the grade types, output parsers and published prompts are data that needs only
     # errors: below io, so the grades reader can hold a grade to its prompt's scale
     ("exam_eval.grading.types",),

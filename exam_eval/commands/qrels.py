@@ -6,6 +6,7 @@ import os
 
 import click
 
+from ..allocator import keep_freed_memory
 from ..errors import ExamEvalError, UsageError
 from ..io.banks import read_bank
 from ..io.labels import stderr_log
@@ -101,6 +102,7 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
         with atomic_output(output) as out:
             write_qrels(qrels, out)
         return 0
+    keep_freed_memory()   # numpy's temporaries, thousands of them: reused, not faulted in anew
     named: list[tuple[str, str]] = []
     clash = None
     try:
