@@ -322,3 +322,13 @@ def test_workers_count_the_cores_idle_in_both_views(monkeypatch, load, others, c
     monkeypatch.setattr(parallel, "_running_others", lambda: others)
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: set(range(cores)))
     assert parallel.worker_count() == expect
+
+
+def test_glibc_takes_the_top_pad():
+    import platform
+
+    from exam_eval.allocator import keep_freed_memory
+
+    if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
+        pytest.skip("the top pad is a glibc setting")
+    assert keep_freed_memory() is True
