@@ -326,3 +326,6 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
 
 
 main = make_main(cli, PROG)
+
+if __name__ == "__main__":
+    main()

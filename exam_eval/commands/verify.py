@@ -326,3 +326,6 @@ def report(grades, runs, qrels, official, measure, official_column, depth, min_g
 
 
 main = make_main(cli, PROG)
+
+if __name__ == "__main__":
+    main()

@@ -11,8 +11,8 @@ from ..errors import InputError, UsageError
 from ..io.banks import BankItem, read_bank
 from ..io.grades import Grade, read_grades
 from ..io.jsonl import iter_jsonl
+from ..io.labels import read_human_qrels  # noqa: F401 - one reader of human judgments, here for verify's callers
 from ..io.openers import display_name
-from ..io.trec import Qrels, read_qrels
 
 DEFAULT_MIN_GRADE = 4      # tau of the EXAM and workbench papers
 DEFAULT_RELEVANT_MIN = 1   # TREC DL uses 2 (graded 0-3 labels); say so on the command line
@@ -72,16 +72,6 @@ def judged_relevant(label: int | None, relevant_min: int) -> bool:
 def judged_nonrelevant(label: int | None, relevant_min: int) -> bool:
     # negative labels are trec_eval's "judged as unjudged": neither relevant nor not
     return label is not None and 0 <= label < relevant_min
-
-
-def read_human_qrels(spec: str) -> Qrels:
-    """A qrels file, or an ir_datasets ID (msmarco-passage/trec-dl-2019/judged)."""
-    from ..io.irds import irds_qrels, looks_like_irds_id
-
-    spec = str(spec)
-    if spec != "-" and not os.path.exists(spec) and looks_like_irds_id(spec):
-        return irds_qrels(spec)
-    return read_qrels(spec)
 
 
 def load_bank(path: str | os.PathLike | None) -> dict[str, BankItem]:
