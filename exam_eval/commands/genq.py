@@ -126,6 +126,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     from ..genq.generators import GENERATORS, get_generator
     from ..genq.merge import existing_units, raw_bytes, write_merged
     from ..genq.prompts import STYLES, families, get_prompt
+    from ._grading import split_backend_options
     from ..io.openers import display_name
     from ..io.topics import read_topics
 
@@ -137,12 +138,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     if backend not in GENERATORS:
         raise UsageError(f"unknown back end {backend!r} (choose from: {', '.join(sorted(GENERATORS))})")
     prompt = get_prompt(family, style, kind)
-    extra = {}
-    for opt in backend_options:
-        key, sep, value = opt.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--backend-option must be KEY=VALUE, got {opt!r}")
-        extra[key.strip().replace("-", "_")] = value
+    extra = split_backend_options(backend_options)   # numbers and booleans as exam-grade reads them
     _check_output(output, force)
     topic_map = read_topics(topics)
     skip: set = set()
