@@ -11,8 +11,9 @@
    measures: one exam-qrels call against 37 trec_eval processes, one after the other.
 
 Each case runs --repeat times, trec_eval, exam-qrels (as a user runs it: forked workers
-for the cores idle when it starts) and exam-qrels with a worker per core whatever the load
-(EXAM_EVAL_WORKERS=cores) in turn (which one goes first rotates), every command a fresh process under /usr/bin/time (wall time and peak
+for the cores idle when it starts), exam-qrels in one process (EXAM_EVAL_WORKERS=1) and
+exam-qrels with a worker per core whatever the load (EXAM_EVAL_WORKERS=cores) in turn
+(which one goes first rotates), every command a fresh process under /usr/bin/time (wall time and peak
 resident memory; GNU time reports the largest of the process and its children). Figures
 are medians; the ratio is exam-qrels over trec_eval (below 1: exam-qrels is faster).
 Outputs must be byte-identical (case 1); in case 2 every leaderboard cell must be the
@@ -147,6 +148,11 @@ def summary(samples: list[tuple[float, int]]) -> dict:
             "peak_rss_mib_max": max(m for _, m in samples) / 1024}
 
 
+def _arms(samples: list[list]) -> dict:
+    """The three exam-qrels arms' summaries: as a user runs it, one process, a worker per core."""
+    return dict(zip(("exam_qrels", "exam_qrels_one_process", "exam_qrels_forked_all_cores"), map(summary, samples)))
+
+
 def machine() -> dict:
     cpu, flags = platform.processor(), []
     try:
@@ -198,6 +204,7 @@ def main() -> int:
     # exam-qrels forks workers only for the cores idle when it starts (see exam_eval/parallel.py);
     # the third arm forks one per core whatever the load, to show what the fork gives here
     forked_env = dict(env, EXAM_EVAL_WORKERS=str(cores))
+    single_env = dict(env, EXAM_EVAL_WORKERS="1")
 
     run = data / f"synthetic-{args.queries}x{args.depth}-s{args.seed}.run"
     qrels = data / f"synthetic-{args.queries}x{args.qrels_lines}-s{args.seed}.qrels"
@@ -214,15 +221,12 @@ def main() -> int:
     for label, flags in (("default measures", []), ("-q -m all_trec", ["-q", "-m", "all_trec"])):
         te_out, ours_out = scratch / "trec_eval.out", scratch / "exam-qrels.out"
         identical: list[bool] = []
-        te_samples, ours_samples, serial_samples = alternated(
+        te_samples, *arms = alternated(
             args.repeat, lambda f=flags, o=te_out: timed([binary, *f, str(qrels), str(run)], o),
-            lambda f=flags, o=ours_out, t=te_out, same=identical: checked(
-                timed(exam_qrels_cmd(*f, qrels, run), o, env), o, t, same),
-            lambda f=flags, o=ours_out, t=te_out, same=identical: checked(
-                timed(exam_qrels_cmd(*f, qrels, run), o, forked_env), o, t, same))
+            *(lambda f=flags, o=ours_out, t=te_out, same=identical, e=e: checked(
+                timed(exam_qrels_cmd(*f, qrels, run), o, e), o, t, same) for e in (env, single_env, forked_env)))
         case = {"case": f"{args.queries} x {args.depth} run, {label}", "flags": flags,
-                "trec_eval": summary(te_samples), "exam_qrels": summary(ours_samples),
-                "exam_qrels_forked_all_cores": summary(serial_samples),
+                "trec_eval": summary(te_samples), **_arms(arms),
                 "byte_identical": all(identical), "output_bytes": te_out.stat().st_size}
         case["ratio_wall"] = case["exam_qrels"]["wall_s_median"] / case["trec_eval"]["wall_s_median"]
         case["ratio_peak"] = case["exam_qrels"]["peak_rss_mib_median"] / case["trec_eval"]["peak_rss_mib_median"]
@@ -242,15 +246,14 @@ def main() -> int:
             return time.perf_counter() - t, max(peaks)
 
         agree = []
-        te_samples, ours_samples, serial_samples = alternated(
+        te_samples, *arms = alternated(
             args.repeat, te_all,
-            lambda: checked_lb(timed(exam_qrels_cmd(dl19_qrels, *runs), lb_out, env), lb_out, te_outs, agree),
-            lambda: checked_lb(timed(exam_qrels_cmd(dl19_qrels, *runs), lb_out, forked_env), lb_out, te_outs, agree))
+            *(lambda e=e: checked_lb(timed(exam_qrels_cmd(dl19_qrels, *runs), lb_out, e), lb_out, te_outs, agree)
+              for e in (env, single_env, forked_env)))
         case = {"case": f"leaderboard: {len(runs)} DL19 runs x 43 queries x 1000 (one exam-qrels call vs "
                         f"{len(runs)} trec_eval processes)",
                 "run_lines": sum(sum(1 for _ in open(p)) for p in runs), "runs": len(runs),
-                "trec_eval": summary(te_samples), "exam_qrels": summary(ours_samples),
-                "exam_qrels_forked_all_cores": summary(serial_samples), "values_agree": all(agree)}
+                "trec_eval": summary(te_samples), **_arms(arms), "values_agree": all(agree)}
         case["ratio_wall"] = case["exam_qrels"]["wall_s_median"] / case["trec_eval"]["wall_s_median"]
         case["ratio_peak"] = case["exam_qrels"]["peak_rss_mib_median"] / case["trec_eval"]["peak_rss_mib_median"]
         report["cases"].append(case)
@@ -263,13 +266,14 @@ def main() -> int:
     print(f"CPU: {m['cpu']} ({m['cores']} cores; {' '.join(m['cpu_flags'])}); python {m['python']}, "
           f"numpy {m['numpy']}, pytrec_eval {m['pytrec_eval']}; load {report['loadavg_before'][0]:.2f} "
           f"-> {report['loadavg_after'][0]:.2f}")
-    print(f"{'case':<44} {'trec_eval s':>11} {'ours s':>7} {'ratio':>6} {'forked s':>8} {'ratio':>6} "
-          f"{'te MiB':>7} {'ours MiB':>8} {'ratio':>6} same")
+    print(f"{'case':<44} {'trec_eval s':>11} {'ours s':>7} {'ratio':>6} {'1 proc s':>8} {'ratio':>6} "
+          f"{'forked s':>8} {'ratio':>6} {'te MiB':>7} {'ours MiB':>8} {'ratio':>6} same")
     for c in rows:
         same = c.get("byte_identical", c.get("values_agree"))
-        one = c["exam_qrels_forked_all_cores"]["wall_s_median"]
-        print(f"{c['case'][:44]:<44} {c['trec_eval']['wall_s_median']:11.2f} {c['exam_qrels']['wall_s_median']:7.2f} "
-              f"{c['ratio_wall']:6.2f} {one:8.2f} {one / c['trec_eval']['wall_s_median']:6.2f} "
+        te = c["trec_eval"]["wall_s_median"]
+        one, forked = (c[k]["wall_s_median"] for k in ("exam_qrels_one_process", "exam_qrels_forked_all_cores"))
+        print(f"{c['case'][:44]:<44} {te:11.2f} {c['exam_qrels']['wall_s_median']:7.2f} "
+              f"{c['ratio_wall']:6.2f} {one:8.2f} {one / te:6.2f} {forked:8.2f} {forked / te:6.2f} "
               f"{c['trec_eval']['peak_rss_mib_median']:7.0f} "
               f"{c['exam_qrels']['peak_rss_mib_median']:8.0f} {c['ratio_peak']:6.2f} {same}")
     print(f"written {path}")
