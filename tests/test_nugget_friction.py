@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 
 import pytest
@@ -78,7 +79,7 @@ def test_bank_export_says_what_it_defaulted(tmp_path, run_cli):
 
 def test_embedding_refuses_the_nuggetizer_prompt(tmp_path, run_cli):
     _, reports = _fixture(tmp_path)
-    res = run_cli("exam-grade", "--reports", reports, "--bank", tmp_path / "bank.jsonl", "--backend", "embedding",
+    res = run_cli("exam-grade", "--reports", reports, "--bank", tmp_path / "bank.jsonl", "--backend", "embedding", "--prompt", "nugget-selfrating",
                   "--prompt", "nuggetizer-assign", "--topics", "-", "-o", tmp_path / "g.jsonl", input="q1\tq\n")
     assert res.returncode == 1 and "cannot run 'nuggetizer-assign'" in res.stderr
     assert not (tmp_path / "g.jsonl").exists()
@@ -129,3 +130,41 @@ def test_autojudge_offline_stand_in(tmp_path, monkeypatch):
 def test_report_ids_are_what_assign_writes():
     r = Report("run", "q1", None, (ReportSentence(sentence_id("run", "q1", 1, "a."), 1, "a."),))
     assert r.doc_id.startswith("run/q1/report-")
+
+
+def test_every_validation_problem_of_a_report_is_listed(tmp_path, run_cli):
+    bank, _ = _fixture(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    with bad.open("w") as fh:
+        fh.write(json.dumps({"metadata": {"run_id": "r", "topic_id": "q1", "team_id": "t"},
+                             "responses": [{"text": "fine.", "citations": [0]}], "references": ["d1"]}) + "\n")
+        fh.write(json.dumps({"metadata": {"run_id": "r", "topic_id": "q1", "team_id": "t"},
+                             "responses": [{"text": "a.", "citations": [3]}, {"text": "b.", "citations": [5]},
+                                           {"text": " ", "citations": []}],
+                             "references": ["d1"]}) + "\n")
+    for prog, args in (("exam-nuggets", ("score", "--reports", bad, "--bank", tmp_path / "bank.jsonl", os.devnull)),
+                       ("exam-grade", ("--reports", bad, "--bank", tmp_path / "bank.jsonl", "--backend", "embedding", "--prompt", "nugget-selfrating",
+                                       "--no-cache", "-o", tmp_path / "g.jsonl"))):
+        res = run_cli(prog, *args)
+        assert res.returncode == 2, res.stderr
+        lines = res.stderr.splitlines()
+        assert lines[0] == (f"{prog}: {bad}:2: responses[0] cites reference index 3, but 'references' has 1 "
+                            "entries (and 2 more problems)")
+        assert lines[1] == f"{prog}: {bad}:2: also: responses[1] cites reference index 5, but 'references' has 1 entries"
+        assert lines[2].startswith(f"{prog}: {bad}:2: also: responses[2].text is blank")
+        assert len(lines) == 3
+        assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_the_library_error_holds_every_problem(tmp_path):
+    from exam_eval.errors import InputError
+    from exam_eval.io.reports import parse_report
+
+    obj = {"metadata": {"run_id": "r", "topic_id": "q1", "team_id": "t"},
+           "responses": [{"text": "a.", "citations": [3]}, {"text": "b.", "citations": [5]}], "references": ["d1"]}
+    with pytest.raises(InputError) as info:
+        parse_report(obj, source="x.jsonl", line=7)
+    assert info.value.reason.endswith("(and 1 more problem)")
+    assert info.value.also == ("responses[1] cites reference index 5, but 'references' has 1 entries",)
+    assert info.value.more_lines() == ["x.jsonl:7: also: responses[1] cites reference index 5, but 'references' "
+                                       "has 1 entries"]
