@@ -168,3 +168,26 @@ def test_the_library_error_holds_every_problem(tmp_path):
     assert info.value.also == ("responses[1] cites reference index 5, but 'references' has 1 entries",)
     assert info.value.more_lines() == ["x.jsonl:7: also: responses[1] cites reference index 5, but 'references' "
                                        "has 1 entries"]
+
+
+def test_progress_counts_cached_and_repeated_prompts(tmp_path):
+    # a rerun answered from the cache, and two reports with the same text, used to leave
+    # the progress bar short of its total (0/1, 6/9)
+    from exam_eval.backends.chat import ScriptedChat
+    from exam_eval.grading.asking import Ask, Asker, parse_python_list
+    from exam_eval.grading.cache import GradeCache
+
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"match": ["x"], "output": "['a']"}) + "\n")
+    chat = ScriptedChat(script=str(script))
+    asks = [Ask("k1", [{"role": "user", "content": "x1"}]), Ask("k1", [{"role": "user", "content": "x1"}]),
+            Ask("k2", [{"role": "user", "content": "x2"}])]
+    for expected_calls in (2, 0):  # first run, then the rerun from the cache
+        done: list[int] = []
+        cache = GradeCache(str(tmp_path / "c.sqlite"))
+        asker = Asker(chat, parse_python_list, cache=cache, on_chunk=done.append)
+        before = chat.calls
+        answers = asker.ask(asks)
+        cache.close()
+        assert chat.calls - before == expected_calls
+        assert sum(done) == len(asks) and answers["k1"].value == ["a"]
