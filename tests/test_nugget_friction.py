@@ -191,3 +191,20 @@ def test_progress_counts_cached_and_repeated_prompts(tmp_path):
         cache.close()
         assert chat.calls - before == expected_calls
         assert sum(done) == len(asks) and answers["k1"].value == ["a"]
+
+
+def test_nuggetize_says_when_the_model_gave_no_nuggets(tmp_path, run_cli):
+    # a model too small for the prompt (SmolLM2-135M repeats the documents) used to end
+    # in "no topic has documents with text"
+    (tmp_path / "t.tsv").write_text("q1\thow do bees make honey\n")
+    (tmp_path / "p.jsonl").write_text(json.dumps({"doc_id": "d1", "text": "Bees make honey from nectar."}) + "\n")
+    (tmp_path / "q.qrels").write_text("q1 0 d1 2\n")
+    (tmp_path / "s.jsonl").write_text(json.dumps({"match": ["NuggetizeLLM"], "output": "[1] Bees make honey"}) + "\n")
+    out = tmp_path / "bank.jsonl"
+    res = run_cli("exam-genq", "nuggetize", tmp_path / "t.tsv", "--qrels", tmp_path / "q.qrels", "--passages",
+                  tmp_path / "p.jsonl", "--backend", "scripted", "--script", tmp_path / "s.jsonl", "--retries", "1",
+                  "--no-cache", "-o", out)
+    assert res.returncode == 3, res.stderr
+    assert "the model's answers gave no nuggets for any of 1 topics (1 windows did not parse); nothing written" \
+        in res.stderr
+    assert not out.exists()
