@@ -207,8 +207,8 @@ def run_demo(out: Path, backend: str, model: str | None, extra: list[str], gener
     listwise(step, data, out, reports, bank, generator)
     agreement(step, data, out)
     print(f"\nfiles: {out}/ (reports/, nuggets.jsonl, grades*.jsonl, sentences/, leaderboard*.tot, leaderboard*.tsv, "
-          f"cited.qrels, support.jsonl, leaderboard-support.tsv, assignments.jsonl, bank.*.jsonl, correlation.txt, "
-          f"commands.sh); {time.perf_counter() - started:.0f} s")
+          f"cited.qrels, support.jsonl, leaderboard-support.tsv, assignments.jsonl, bank.*.jsonl, assigned-101.jsonl, "
+          f"correlation.txt, commands.sh); {time.perf_counter() - started:.0f} s")
     return 0
 
 
