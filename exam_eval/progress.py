@@ -48,8 +48,7 @@ class _Bar:
 
 
 def silence_library_progress() -> None:
-    """Switch off the tqdm bars of transformers, huggingface_hub and sentence-transformers
-    (and any other plain tqdm bar: TQDM_DISABLE).
+    """Switch off the tqdm bars of transformers, huggingface_hub and sentence-transformers.
 
     All three obey huggingface_hub's switch, read from the environment when they are
     imported (commands import them lazily, after this runs). A user who sets
@@ -58,9 +57,6 @@ def silence_library_progress() -> None:
     if "HF_HUB_DISABLE_PROGRESS_BARS" in os.environ:
         return
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
-    # transformers' GGUF reader ("Converting and de-quantizing GGUF tensors") uses plain
-    # tqdm, which only this switch reaches (read when tqdm is imported)
-    os.environ.setdefault("TQDM_DISABLE", "1")
     if "huggingface_hub" in sys.modules:  # already imported (the Python API): tell it directly
         from huggingface_hub.utils import disable_progress_bars
 

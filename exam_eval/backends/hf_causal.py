@@ -18,7 +18,8 @@ from typing import Sequence
 from .base import GradeRequest, PromptBackend
 from .ct2_engine import EngineChoice
 from .hf_common import (HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
-                        penalty_processor, pick_device, pick_dtype, pretrained_source, sampling_kwargs)
+                        penalty_processor, pick_device, pick_dtype, pretrained_source, quiet_gguf_reader,
+                        sampling_kwargs)
 
 # a Llama-style window is 4k-128k tokens; grading prompts need far less, and a smaller
 # cap keeps the attention memory of a batch bounded on modest GPUs and CPUs
@@ -44,6 +45,8 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
 
         self.device = pick_device(self._device_opt)
         source, gguf = pretrained_source(self._ref)
+        if gguf:
+            quiet_gguf_reader()
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left", **gguf)
             self.model = AutoModelForCausalLM.from_pretrained(source, dtype=pick_dtype(self._dtype_opt, self.device),

@@ -4,6 +4,7 @@ the functions, so importing this module stays cheap."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 from typing import Sequence
@@ -56,6 +57,17 @@ def pretrained_source(ref: str) -> tuple[str, dict]:
     if ref.lower().endswith(".gguf"):
         return os.path.dirname(ref), {"gguf_file": os.path.basename(ref)}
     return ref, {}
+
+
+def quiet_gguf_reader() -> None:
+    """transformers' GGUF reader draws a plain tqdm bar ("Converting and de-quantizing GGUF
+    tensors") that its own progress switch does not reach; make it follow the switch, so
+    a command's standard error holds its own lines unless the user asked for the bars."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    if not hf_logging.is_progress_bar_enabled() and not isinstance(gguf_utils.tqdm, functools.partial):
+        gguf_utils.tqdm = functools.partial(gguf_utils.tqdm, disable=True)
 
 
 def pick_device(device: str | None) -> str:
