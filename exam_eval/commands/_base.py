@@ -125,6 +125,8 @@ def run_guarded(prog: str, body: Callable[[], object]) -> NoReturn:
         closed = True
     except ExamEvalError as exc:
         _say(prog, str(exc))
+        for more in getattr(exc, "more_lines", list)():  # every problem, not only the first
+            _say(prog, more)
         code = exc.exit_code
     except KeyboardInterrupt:
         exit_on_next_signal()

@@ -12,8 +12,12 @@ from ..errors import UsageError
 def chat_options(f):
     opts = [
         click.option("--backend", default="endpoint", show_default=True, metavar="NAME",
-                     help="endpoint (OpenAI-compatible HTTP: OpenAI, vLLM, TGI) or hf-causal (local chat model)."),
-        click.option("--model", default=None, help="Model name (endpoint) or Hugging Face id / path (hf-causal)."),
+                     help="endpoint (OpenAI-compatible HTTP: OpenAI, vLLM, TGI), hf-causal (local chat model) "
+                          "or scripted (canned answers from --script)."),
+        click.option("--model", default=None,
+                     help="Model name (endpoint) or Hugging Face id / path / .gguf file (hf-causal)."),
+        click.option("--script", default=None, metavar="FILE",
+                     help="--backend scripted: JSONL rules {\"match\": [strings], \"output\": text}."),
         click.option("--base-url", envvar="OPENAI_BASE_URL", default=None,
                      help="Endpoint base URL including /v1 [$OPENAI_BASE_URL]."),
         click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="VAR",
@@ -40,16 +44,19 @@ def chat_options(f):
     return f
 
 
-def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens, backend_options):
+def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens, backend_options,
+              script=None):
     """The chat model of the flags; checks them, loads nothing."""
     from ..backends.chat import get_chat_model
     from ._grading import split_backend_options
 
     if backend_options and backend != "hf-causal":
         raise UsageError("--backend-option is for --backend hf-causal")
+    if script and backend != "scripted":
+        raise UsageError("--script is for --backend scripted")
     return get_chat_model(backend, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                           max_retries=max_retries, timeout=timeout, max_tokens=max_tokens,
-                          backend_options=split_backend_options(backend_options))
+                          backend_options=split_backend_options(backend_options), script=script)
 
 
 def open_cache(cache_path, no_cache):

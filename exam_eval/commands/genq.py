@@ -263,8 +263,8 @@ Exit status: 0 ok, 1 usage error, 2 bad input, 3 some topics failed (the bank ho
 @output_option
 @click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
 def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, max_nuggets, backend, model,
-              base_url, api_key_env, concurrency, max_retries, timeout, retries, max_tokens, backend_options,
-              cache_path, no_cache, output, force):
+              base_url, api_key_env, script, concurrency, max_retries, timeout, retries, max_tokens,
+              backend_options, cache_path, no_cache, output, force):
     """Create a nugget bank from documents, with vital/okay importance (AutoNuggetizer).
 
     The nuggetizer's creator reads each topic's documents in windows and updates a
@@ -306,12 +306,17 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
 
         texts.update(read_passages(passages, wanted))
     chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
-                     backend_options)
+                     backend_options, script)
     result = nuggetize_topics(queries, doc_ids, texts, chat, cache_path=cache_file(cache_path, no_cache),
                               retries=retries, window=window, max_nuggets=max_nuggets, log=_log)
     bank = result.bank()
     if not bank and not result.failed:
-        raise InputError("no topic has documents with text", qrels or passages or ", ".join(runs or reports))
+        if not result.topics:
+            raise InputError("no topic has documents with text", qrels or passages or ", ".join(runs or reports))
+        # documents were read, but the model's answers gave no nugget: say so, write nothing
+        _log(f"the model's answers gave no nuggets for any of {len(result.topics)} topics "
+             f"({sum(t.unparsed_windows for t in result.topics)} windows did not parse); nothing written")
+        return EXIT_PARTIAL
     write_bank(bank, output)
     unlabelled = sum(1 for i in bank if i.importance is None)
     _log(f"{len(bank)} nuggets for {len({i.query_id for i in bank})} topics; creation: "

@@ -406,8 +406,8 @@ Interrupted? Run the same command again: answers already given come from the cac
 @chat_options
 @output_option
 def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assignments, backend, model, base_url,
-               api_key_env, concurrency, max_retries, timeout, retries, max_tokens, backend_options, cache_path,
-               no_cache, output):
+               api_key_env, script, concurrency, max_retries, timeout, retries, max_tokens, backend_options,
+               cache_path, no_cache, output):
     """Assign the bank's nuggets to each whole report, as the AutoNuggetizer does.
 
     One call per report and window of --window nuggets, with the nuggetizer's prompt,
@@ -424,7 +424,7 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     items = items_by_query(read_bank(bank, kind=kind))
     queries = read_requests(topics)
     chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
-                     backend_options)
+                     backend_options, script)
     result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
                         window=window, retries=retries, output=output, log=_log, bank_name=bank, topics_name=topics)
     if assignments:

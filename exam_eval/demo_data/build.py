@@ -4,8 +4,9 @@
 
 The content (topics, passages with their author's label, questions, answer keys,
 nuggets) is authored in ``source_a.py`` / ``source_b.py``; this script only lays it out in
-the project's file formats and ranks the passages into four runs of deliberately
-different quality. Everything is seeded, so rebuilding gives identical bytes.
+the project's file formats, ranks the passages into four runs of deliberately
+different quality, and writes the author's answers to the AutoNuggetizer's prompts
+(``nuggetize-script.jsonl``, for the RAG demo's ``exam-genq nuggetize --backend scripted``). Everything is seeded, so rebuilding gives identical bytes.
 """
 
 from __future__ import annotations
@@ -71,6 +72,21 @@ def build(out: Path = HERE) -> None:
         (out / name).write_text("".join(lines[key]), encoding="utf-8")
     for name, text in make_runs(ids).items():
         (out / f"{name}.run").write_text(text, encoding="utf-8")
+    (out / "nuggetize-script.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n"
+                                                        for r in nuggetize_script()), encoding="utf-8")
+
+
+def nuggetize_script() -> list[dict]:
+    """The author's answers to the AutoNuggetizer's creation and importance prompts, as
+    rules for ``exam-genq nuggetize --backend scripted``: the topic's nuggets as the
+    created list, and vital / okay as the author marked them (``vital_nuggets``)."""
+    rules = []
+    for t in TOPICS:
+        query = f"Search Query: {t['text']}\n"
+        labels = ["vital" if i in t["vital_nuggets"] else "okay" for i in range(len(t["nuggets"]))]
+        rules.append({"match": ["You are NuggetizeLLM,", query], "output": repr(list(t["nuggets"]))})
+        rules.append({"match": ["You are NuggetizeScoreLLM,", query], "output": repr(labels)})
+    return rules
 
 
 def make_runs(ids: dict[tuple[str, int], str]) -> dict[str, str]:

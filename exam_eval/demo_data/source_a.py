@@ -20,6 +20,8 @@ TOPICS = [
             ("How many flowers must bees visit to make a pound of honey?", None),
             ("What sugars does nectar turn into in honey?", ["glucose and fructose"]),
         ],
+        # the nuggets a good answer must hold (the others are "okay"), by position below
+        "vital_nuggets": (0, 2, 3),
         "nuggets": [
             "Forager bees collect nectar from flowers.",
             "Nectar is carried in the honey stomach and passed between house bees.",
@@ -79,6 +81,8 @@ TOPICS = [
             ("Which king ruled France when the revolution began?", ["Louis XVI"]),
             ("When was the Bastille stormed?", ["14 July 1789", "July 14, 1789"]),
         ],
+        # the nuggets a good answer must hold (the others are "okay"), by position below
+        "vital_nuggets": (0, 1, 3),
         "nuggets": [
             "France was nearly bankrupt, partly from funding the American War of Independence.",
             "The Third Estate carried the tax burden while clergy and nobles were largely exempt.",
@@ -139,6 +143,8 @@ TOPICS = [
             ("What is the Calvin cycle?", None),
             ("Why is photosynthesis important for life on Earth?", None),
         ],
+        # the nuggets a good answer must hold (the others are "okay"), by position below
+        "vital_nuggets": (0, 1),
         "nuggets": [
             "Photosynthesis converts light energy into chemical energy stored in sugar.",
             "Carbon dioxide and water are turned into glucose and oxygen.",
@@ -191,6 +197,8 @@ TOPICS = [
             ("What are the symptoms of a sprained ankle?", None),
             ("How can ankle sprains be prevented?", None),
         ],
+        # the nuggets a good answer must hold (the others are "okay"), by position below
+        "vital_nuggets": (1, 3),
         "nuggets": [
             "A sprain is a stretched or torn ligament, usually on the outside of the ankle.",
             "Rest, ice, compression and elevation reduce swelling in the first days.",
@@ -244,6 +252,8 @@ TOPICS = [
             ("What happens to heat pump efficiency in very cold weather?", None),
             ("What is the evaporator in a heat pump?", None),
         ],
+        # the nuggets a good answer must hold (the others are "okay"), by position below
+        "vital_nuggets": (0, 1, 2),
         "nuggets": [
             "A heat pump moves heat from a cold place to a warm place instead of generating it.",
             "A refrigerant evaporates outdoors, absorbing heat, and condenses indoors, releasing it.",

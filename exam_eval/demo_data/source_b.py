@@ -16,6 +16,8 @@ TOPICS = [
             ("What is the tidal range?", None),
             ("How does the shape of the coastline affect tides?", None),
         ],
+        # the nuggets a good answer must hold (the others are "okay"), by position below
+        "vital_nuggets": (0, 1),
         "nuggets": [
             "Tides are caused mainly by the moon's gravity pulling on the oceans.",
             "Two bulges form, one facing the moon and one on the opposite side.",
@@ -67,6 +69,8 @@ TOPICS = [
             ("How did the printing press change literacy?", None),
             ("What replaced hand-operated presses in the nineteenth century?", None),
         ],
+        # the nuggets a good answer must hold (the others are "okay"), by position below
+        "vital_nuggets": (0, 3),
         "nuggets": [
             "Johannes Gutenberg developed movable-type printing in Mainz around 1440.",
             "He used a metal alloy type cast in molds, oil-based ink and a screw press.",
@@ -121,6 +125,8 @@ TOPICS = [
             ("What causes sour or bitter espresso?", None),
             ("How can you make espresso without an espresso machine?", ["moka pot"]),
         ],
+        # the nuggets a good answer must hold (the others are "okay"), by position below
+        "vital_nuggets": (0, 1),
         "nuggets": [
             "Espresso forces hot water through finely ground coffee at about 9 bar.",
             "A double shot uses about 18 g of coffee for about 36 g of drink in 25-30 seconds.",
@@ -171,6 +177,8 @@ TOPICS = [
             ("How is vitamin D deficiency treated?", None),
             ("Can vitamin D deficiency cause fatigue and muscle weakness?", None),
         ],
+        # the nuggets a good answer must hold (the others are "okay"), by position below
+        "vital_nuggets": (0, 1),
         "nuggets": [
             "Symptoms include fatigue, bone pain, muscle weakness and aches.",
             "Severe deficiency causes rickets in children and osteomalacia in adults.",
@@ -220,6 +228,8 @@ TOPICS = [
             ("Who developed the first vaccine?", ["Edward Jenner"]),
             ("What are common side effects of vaccines?", None),
         ],
+        # the nuggets a good answer must hold (the others are "okay"), by position below
+        "vital_nuggets": (0, 1, 2),
         "nuggets": [
             "Vaccines expose the immune system to a harmless form or part of a pathogen.",
             "The immune system makes antibodies and memory cells against the antigen.",

@@ -83,6 +83,8 @@ class Asker:
                 out[key] = Answer(row.answer, value)
         self.stats.from_cache += len(out)
         todo = [a for a in unique if a.key not in out]
+        if self.on_chunk is not None and len(asks) > len(todo):
+            self.on_chunk(len(asks) - len(todo))  # answered already (cached, or the same prompt twice)
         for start in range(0, len(todo), CHUNK):
             chunk = todo[start:start + CHUNK]
             got = self._ask_chunk(chunk)

@@ -151,8 +151,7 @@ def check_topic_coverage(reports, queries, track_spec, topics, log: Log = _quiet
 
     errors, warnings = spec_coverage(reports, queries, track_spec)
     if errors:
-        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-        raise InputError(f"track spec {track_spec}: {errors[0]}{more}", topics)
+        raise InputError.of_problems(errors, topics, prefix=f"track spec {track_spec}: ")
     for w in warnings[:3]:
         log(f"track spec {track_spec} warns: {w}")
     if len(warnings) > 3:

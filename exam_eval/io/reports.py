@@ -389,8 +389,7 @@ def parse_report(obj, *, spec=None, source: str | None = None, line: int | None 
 
     check_report({"metadata": md, "references": refs}, shape, raw_sents, spec, add, request_limit)
     if errors:
-        more = f" (and {len(errors) - 1} more problems)" if len(errors) > 1 else ""
-        raise InputError(errors[0] + more, source, line)
+        raise InputError.of_problems(errors, source, line)
 
     run_id, topic_id = md["run_id"], md["topic_id"]
     sentences = []
