@@ -271,7 +271,7 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dic
     say = lambda msg: print(f"[{name}] {msg} ...", file=sys.stderr, flush=True)  # noqa: E731
     say(f"exam-grade (defaults) on {args.device}")
     res["exam_grade"] = exam_grade(name, model_dir, work, args.device, [], "default")
-    if args.device.startswith("cuda"):
+    if args.device.startswith("cuda") or args.float32_row:
         say("exam-grade --dtype float32")
         res["exam_grade_float32"] = exam_grade(name, model_dir, work, args.device, ["--dtype", "float32"], "fp32")
         res["agreement_default_vs_float32"] = bg.agreement(Path(res["exam_grade"]["output"]),
@@ -380,6 +380,9 @@ def main(argv=None) -> int:
     ap.add_argument("--compare-code", type=Path, action="append", default=[], metavar="DIR",
                     help="another checkout (repeatable) whose host cost and exam-grade --engine ctranslate2 "
                          "run right before this one's")
+    ap.add_argument("--float32-row", action="store_true",
+                    help="also exam-grade --dtype float32 and its agreement (always on CUDA; on a CPU "
+                         "to try the GPU run's code path)")
     ap.add_argument("--ct2-alone", action="store_true",
                     help="also int8 alone (--recheck-margin 0), after the default, for each checkout")
     ap.add_argument("--seed", type=int, default=1)
