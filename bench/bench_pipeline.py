@@ -2,7 +2,7 @@
 """Grading at the device's limit: exam-grade against the reference loop and against a
 plain batched loop over the same pairs, on one device, in one run.
 
-    .venv/bin/python bench/bench_pipeline.py --out bench-out                 # `make bench`: CPU
+    .venv/bin/python bench/bench_pipeline.py --ct2-alone --out bench-out     # `make bench`: CPU
     .venv/bin/python bench/bench_pipeline.py --device cuda --models flan-t5-base,flan-t5-large \\
         --queries 30 --per-query 40 --out bench-out                          # on a GPU
 
