@@ -202,16 +202,19 @@ class Blocked:
 
 class SignalSoon:
     """SIGINT to this process ``delay`` seconds after ``ready`` is set, unless the block
-    has ended by then (a stray signal would stop the test session)."""
+    has ended by then (a stray signal would stop the test session); then ``then()``."""
 
-    def __init__(self, ready: threading.Event, delay=0.2):
-        self.ready, self.delay = ready, delay
+    def __init__(self, ready: threading.Event, delay=0.2, then=None):
+        self.ready, self.delay, self.then = ready, delay, then
         self.ended = threading.Event()
         self.thread = threading.Thread(target=self._send, daemon=True)
 
     def _send(self):
         if self.ready.wait(10) and not self.ended.wait(self.delay):
             os.kill(os.getpid(), signal.SIGINT)
+            if self.then is not None:
+                time.sleep(0.2)  # the handler has raised in the main thread by now
+                self.then()
 
     def __enter__(self):
         self.thread.start()
@@ -225,8 +228,7 @@ def test_an_interrupt_while_the_last_batches_are_written_waits_for_them():
     """The grading is done and the writer still writing when Ctrl-C comes: the writes end,
     then the interrupt is raised (the run says how many grades it wrote)."""
     sink = Blocked()
-    threading.Timer(0.6, sink.release.set).start()
-    with SignalSoon(sink.entered), pytest.raises(KeyboardInterrupt):
+    with SignalSoon(sink.entered, then=sink.release.set), pytest.raises(KeyboardInterrupt):
         with writer.GradeWriter(sink, NullCache(), "id", "h", lambda u, r: [u]) as w:
             w.put([("a", None), ("b", None)], store=False)
     assert sink.lines == 2 and w.done.is_set()
