@@ -59,7 +59,7 @@ bench: install
 	$(PY) bench/bench_scoring.py --out $(BENCH_OUT)
 	$(PY) bench/bench_grading.py --out $(BENCH_OUT)
 	$(PY) bench/bench_trec_eval.py --out $(BENCH_OUT)
-	$(PY) bench/bench_pipeline.py --out $(BENCH_OUT)
+	$(PY) bench/bench_pipeline.py --ct2-alone --out $(BENCH_OUT)
 	$(PY) bench/bench_nuggetizer.py --json $(BENCH_OUT)/bench_nuggetizer.json
 
 # the AutoNuggetizer's calls and prompt tokens, the nuggetizer package against exam_eval

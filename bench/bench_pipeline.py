@@ -2,7 +2,7 @@
 """Grading at the device's limit: exam-grade against the reference loop and against a
 plain batched loop over the same pairs, on one device, in one run.
 
-    .venv/bin/python bench/bench_pipeline.py --out bench-out                 # `make bench`: CPU
+    .venv/bin/python bench/bench_pipeline.py --ct2-alone --out bench-out     # `make bench`: CPU
     .venv/bin/python bench/bench_pipeline.py --device cuda --models flan-t5-base,flan-t5-large \\
         --queries 30 --per-query 40 --out bench-out                          # on a GPU
 
@@ -23,8 +23,9 @@ Rows (pairs/s, and ratios against the reference and against the plain loop):
   back end's bookkeeping, writing the grades. Both ways of making prompt ids: from token
   ids (default) and the string path (every prompt rendered and tokenized whole);
 - **CTranslate2** (CPU): exam-grade --engine ctranslate2 (int8 with float32 rechecks, the
-  CPU default); with ``--compare-code DIR`` the same command from another checkout too,
-  run back to back with this one (before/after a change).
+  CPU default), with ``--ct2-alone`` also int8 alone (``--recheck-margin 0``); with
+  ``--compare-code DIR`` (repeatable) the same commands, and the host cost, from other
+  checkouts too, run back to back with this one (before/after a change).
 
 Models: random weights in the published flan-t5 configurations (bench_grading.CONFIGS)
 and the BPE tokenizer bench_grading trains on the DL19 passages; pool: a seeded sample of
@@ -155,6 +156,7 @@ def host_cost_child(args) -> dict:
     import torch
 
     torch.set_num_threads(1)
+    sys.path.insert(0, args.host_cost_code)  # the checkout being measured, before any exam_eval import
     from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
     from exam_eval.grading import engine
     from exam_eval.grading.cache import NullCache
@@ -168,7 +170,10 @@ def host_cost_child(args) -> dict:
 
     items = items_by_query(read_bank(work / "bank.jsonl"))
     out = {}
-    for way, use_ids in (("prompt_ids", True), ("string_path", False)):
+    # a checkout from before prompts were made from token ids has the string path only
+    ways = (("prompt_ids", True), ("string_path", False)) if hasattr(Seq2SeqBackend, "use_prompt_ids") \
+        else (("string_path", False),)
+    for way, use_ids in ways:
         backend = Seq2SeqBackend(model=str(work / "t5-1-layer"), device=args.device)
         backend.use_prompt_ids = use_ids
         backend.load()
@@ -182,23 +187,43 @@ def host_cost_child(args) -> dict:
         stats = engine.execute(plan, backend, prompt, sink)
         secs = time.perf_counter() - t0
         sink.close()
-        enc = backend._prompt_ids
+        enc = getattr(backend, "_prompt_ids", None)
         out[way] = {"pairs": npairs, "units": stats.graded, "seconds": secs, "ms_per_pair": 1000 * secs / npairs,
                     "pairs_per_s": npairs / secs,
                     "composed": enc.composed if enc else 0, "tokenized_whole": enc.whole if enc else stats.graded}
     return out
 
 
-def host_cost(work: Path, pool: dict, device: str) -> dict:
+def host_cost(work: Path, pool: dict, device: str, root: Path = ROOT) -> dict:
+    """One child process measuring the code of checkout ``root``."""
     (work / "pool.json").write_text(json.dumps({"chosen": pool["chosen"], "texts": pool["texts"]}))
     env = dict(os.environ, RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
-               TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(ROOT))
-    proc = subprocess.run([sys.executable, __file__, "--host-cost-child", str(work), "--device", device],
-                          capture_output=True, text=True, env=env)
+               TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, __file__, "--host-cost-child", str(work), "--host-cost-code", str(root),
+                           "--device", device], capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         sys.stderr.write(proc.stderr)
         raise SystemExit("bench: the host-cost run failed")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def checkouts(args) -> list[tuple[str, Path]]:
+    """(label, root) of every checkout measured: the ``--compare-code`` ones (labelled by
+    their folder's name) in the order given, then this one."""
+    return [(Path(d).name, Path(d)) for d in args.compare_code] + [("this", ROOT)]
+
+
+def host_costs(work: Path, pool: dict, args) -> dict:
+    """The host cost of each checkout (``checkouts``), one after the other in every one of
+    ``--host-rounds`` rounds; the best round of each kept (every round in "rounds")."""
+    rounds = [{label: host_cost(work, pool, args.device, root) for label, root in checkouts(args)}
+              for _ in range(args.host_rounds)]
+    best = {}
+    for label in rounds[0]:
+        for way in rounds[0][label]:
+            best[way if label == "this" else f"{way} ({label})"] = min(
+                (r[label][way] for r in rounds), key=lambda h: h["ms_per_pair"])
+    return {**best, "rounds": rounds}
 
 
 # -- exam-grade -------------------------------------------------------------------------------------
@@ -244,9 +269,14 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dic
     requests = pool_requests(pool)
     res: dict = {"pairs": len(requests)}
     say = lambda msg: print(f"[{name}] {msg} ...", file=sys.stderr, flush=True)  # noqa: E731
+    sample = bg.sample_requests(pool, args.sample_pairs, args.seed)
+    if args.only_ct2:
+        say(f"reference loop on {len(sample)} pairs")
+        res["reference"] = reference_loop(model_dir, sample, args.device)
+        return res
     say(f"exam-grade (defaults) on {args.device}")
     res["exam_grade"] = exam_grade(name, model_dir, work, args.device, [], "default")
-    if args.device.startswith("cuda"):
+    if args.device.startswith("cuda") or args.float32_row:
         say("exam-grade --dtype float32")
         res["exam_grade_float32"] = exam_grade(name, model_dir, work, args.device, ["--dtype", "float32"], "fp32")
         res["agreement_default_vs_float32"] = bg.agreement(Path(res["exam_grade"]["output"]),
@@ -254,7 +284,6 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dic
     say(f"plain loop on {min(len(requests), args.plain_pairs)} pairs, batches {args.plain_batches}")
     res["plain"] = plain_loop(model_dir, requests[: args.plain_pairs], args.device,
                               [int(b) for b in args.plain_batches.split(",")])
-    sample = bg.sample_requests(pool, args.sample_pairs, args.seed)
     say(f"reference loop on {len(sample)} pairs")
     res["reference"] = reference_loop(model_dir, sample, args.device)
     ref, plain = res["reference"]["pairs_per_s"], res["plain"]["pairs_per_s"]
@@ -271,21 +300,29 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dic
 
 def bench_ct2(name: str, model_dir: Path, work: Path, args, reference: float) -> dict:
     """exam-grade --engine ctranslate2 with the CPU defaults; with --compare-code, that
-    checkout's exam-grade right before this one's, on the same pool."""
+    checkouts' exam-grade right before this one's, on the same pool; with --ct2-alone, int8
+    alone (--recheck-margin 0) the same way after it."""
     from exam_eval.backends.ct2_convert import converted_model
 
     converted_model(str(model_dir), name, "int8")
     converted_model(str(model_dir), name, "float32")
     runs = {}
-    codes = ([("before", args.compare_code)] if args.compare_code else []) + [("this", ROOT)]
-    for label, root in codes:
-        print(f"[{name}] exam-grade --engine ctranslate2 ({label}: {root})", file=sys.stderr, flush=True)
-        r = exam_grade(name, model_dir, work, "cpu", ["--engine", "ctranslate2"], f"ct2-{label}", root=Path(root))
-        r["vs_reference_end_to_end"] = r["pairs_per_s_end_to_end"] / reference
-        r["vs_reference_grading"] = r["pairs_per_s_grading"] / reference
-        runs[label] = r
-    if "before" in runs:
-        runs["same_grades_before_this"] = bg.agreement(Path(runs["before"]["output"]), Path(runs["this"]["output"]))
+    codes = checkouts(args)
+    variants = [("", [])] + ([("alone", ["--recheck-margin", "0"])] if args.ct2_alone else [])
+    for suffix, flags in variants:
+        for code, root in codes:
+            label = f"{code} {suffix}".strip()
+            print(f"[{name}] exam-grade --engine ctranslate2 {' '.join(flags)} ({code}: {root})", file=sys.stderr,
+                  flush=True)
+            r = exam_grade(name, model_dir, work, "cpu", ["--engine", "ctranslate2", *flags],
+                           f"ct2-{label.replace(' ', '-')}", root=Path(root))
+            r["vs_reference_end_to_end"] = r["pairs_per_s_end_to_end"] / reference
+            r["vs_reference_grading"] = r["pairs_per_s_grading"] / reference
+            runs[label] = r
+        this = Path(runs[f"this {suffix}".strip()]["output"])
+        for code, _ in codes[:-1]:
+            runs[f"same_grades {code} this {suffix}".strip()] = bg.agreement(
+                Path(runs[f"{code} {suffix}".strip()]["output"]), this)
     return runs
 
 
@@ -295,11 +332,14 @@ def print_table(results: dict, host: dict | None, env: dict) -> None:
     print(f"device: {env['device']} ({where}); torch {env['torch']}, transformers {env['transformers']}, "
           f"tokenizers {env['tokenizers']}, ctranslate2 {env.get('ctranslate2')}; load {env['load_average_before'][0]:.1f}")
     for name, r in results.items():
-        ref, plain = r["reference"], r["plain"]
+        ref, plain = r["reference"], r.get("plain")
         print(f"\n{name}: {r['pairs']} pairs")
         print(f"  reference loop (batch 1, beam 5, fp32)       {ref['pairs_per_s']:10.2f} pairs/s  1x")
-        print(f"  plain loop, {plain['dtype']}, best batch {plain['best_batch']:<4}       {plain['pairs_per_s']:10.2f} pairs/s  "
-              f"{plain['vs_reference']:.1f}x reference")
+        if "reference_after" in r:
+            print(f"  reference loop again, after the rows below   {r['reference_after']['pairs_per_s']:10.2f} pairs/s")
+        if plain:
+            print(f"  plain loop, {plain['dtype']}, best batch {plain['best_batch']:<4}       "
+                  f"{plain['pairs_per_s']:10.2f} pairs/s  {plain['vs_reference']:.1f}x reference")
         for key, label in (("exam_grade", "exam-grade defaults"), ("exam_grade_float32", "exam-grade --dtype float32")):
             if key in r:
                 e = r[key]
@@ -311,17 +351,22 @@ def print_table(results: dict, host: dict | None, env: dict) -> None:
             a = r["agreement_default_vs_float32"]
             print(f"  defaults' grades equal to float32's: {a['same_grade']}/{a['pairs']} = {100 * a['share_same']:.1f}%")
         for label, c in r.get("ctranslate2", {}).items():
-            if label == "same_grades_before_this":
-                print(f"  CTranslate2 grades, before = this: {c['same_grade']}/{c['pairs']}")
+            if label.startswith("same_grades "):
+                _, code, _, *alone = label.split()
+                print(f"  CTranslate2 grades{' (int8 alone)' if alone else ''}, {code} = this: "
+                      f"{c['same_grade']}/{c['pairs']}")
                 continue
-            print(f"  CTranslate2 int8 default ({label:<6})   e2e {c['pairs_per_s_end_to_end']:8.2f} pairs/s "
+            what = "int8 alone  " if label.endswith("alone") else "int8 default"
+            print(f"  CTranslate2 {what} ({label.split()[0]:<8}) e2e {c['pairs_per_s_end_to_end']:8.2f} pairs/s "
                   f"{c['vs_reference_end_to_end']:.1f}x, grading {c['pairs_per_s_grading']:8.2f} pairs/s "
                   f"{c['vs_reference_grading']:.1f}x reference")
     if host:
         print("\nhost cost per pair, 1-layer T5 with a stubbed forward, one thread "
               f"(goal <= {HOST_GOAL_MS} ms, >= {1 / HOST_GOAL_MS * 1000:.0f} pairs/s):")
         for way, h in host.items():
-            print(f"  {way:<12} {h['ms_per_pair']:.3f} ms/pair = {h['pairs_per_s']:8.0f} pairs/s "
+            if way == "rounds":
+                continue
+            print(f"  {way:<21} {h['ms_per_pair']:.3f} ms/pair = {h['pairs_per_s']:8.0f} pairs/s "
                   f"({h['pairs']} pairs; prompts composed {h['composed']}, tokenized whole {h['tokenized_whole']})")
 
 
@@ -339,12 +384,24 @@ def main(argv=None) -> int:
     ap.add_argument("--host-queries", type=int, default=30, help="queries of the host-cost pool")
     ap.add_argument("--host-per-query", type=int, default=40, help="passages per query of the host-cost pool")
     ap.add_argument("--no-ct2", dest="ct2", action="store_false", help="skip the CTranslate2 rows (CPU only)")
-    ap.add_argument("--compare-code", type=Path, default=None,
-                    help="another checkout whose exam-grade --engine ctranslate2 runs right before this one's")
+    ap.add_argument("--compare-code", type=Path, action="append", default=[], metavar="DIR",
+                    help="another checkout (repeatable) whose host cost and exam-grade --engine ctranslate2 "
+                         "run right before this one's")
+    ap.add_argument("--float32-row", action="store_true",
+                    help="also exam-grade --dtype float32 and its agreement (always on CUDA; on a CPU "
+                         "to try the GPU run's code path)")
+    ap.add_argument("--only-ct2", action="store_true",
+                    help="the reference loop (before and after) and the CTranslate2 rows only")
+    ap.add_argument("--ct2-alone", action="store_true",
+                    help="also int8 alone (--recheck-margin 0), after the default, for each checkout")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", type=Path, default=None, help="folder for bench_pipeline.txt and .json")
     ap.add_argument("--keep", type=Path, default=None, help="keep the work folder here")
+    ap.add_argument("--host-rounds", type=int, default=1, help="host-cost runs per checkout (the best kept)")
+    ap.add_argument("--no-models", dest="models_arm", action="store_false",
+                    help="the host cost alone: no model rows (reference, plain loop, exam-grade, CTranslate2)")
     ap.add_argument("--host-cost-child", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--host-cost-code", default=str(ROOT), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.host_cost_child:
         print(json.dumps(host_cost_child(args)))
@@ -382,21 +439,24 @@ def main(argv=None) -> int:
             print(f"[host cost] 1-layer T5, stubbed forward, one thread, {args.host_queries} queries x "
                   f"{args.host_per_query} passages ...", file=sys.stderr, flush=True)
             bg.build_model("t5-1-layer", tok, hwork / "t5-1-layer")
-            host = host_cost(hwork, hpool, args.device)
+            host = host_costs(hwork, hpool, args)
         results = {}
-        for name in args.models.split(","):
+        for name in args.models.split(",") if args.models_arm else []:
             model_dir = bg.build_model(name, tok, work / name)
             results[name] = bench_model(name, model_dir, work, pool, args)
             if args.ct2:
                 results[name]["ctranslate2"] = bench_ct2(name, model_dir, work, args,
                                                          results[name]["reference"]["pairs_per_s"])
+            if args.only_ct2:  # the reference again: how far the machine's load moved meanwhile
+                sample = bg.sample_requests(pool, args.sample_pairs, args.seed)
+                results[name]["reference_after"] = reference_loop(model_dir, sample, args.device)
         env["load_average_after"] = os.getloadavg()
         table = io.StringIO()
         with contextlib.redirect_stdout(table):
             print_table(results, host, env)
         print(table.getvalue(), end="")
         payload = {"environment": env, "results": results, "host_cost": host, "total_s": time.perf_counter() - t0,
-                   "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}}
+                   "settings": json.loads(json.dumps(vars(args), default=str))}
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / "bench_pipeline.txt").write_text(table.getvalue(), encoding="utf-8")

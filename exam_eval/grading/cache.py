@@ -41,8 +41,14 @@ _BUSY_STEP = 0.25  # sqlite's own busy timeout per try; between tries signals ar
 _SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 
-def _patiently(action, *args):
-    """``action(*args)``, tried again while another process holds the lock, up to BUSY_WAIT."""
+class WaitStopped(Exception):
+    """A wait for another process's lock given up because the run is stopping (``stop``
+    was set by an interrupt): the batch is in the output, not in the cache."""
+
+
+def _patiently(action, *args, stop=None):
+    """``action(*args)``, tried again while another process holds the lock, up to BUSY_WAIT
+    or until ``stop`` (a threading.Event) is set."""
     deadline = time.monotonic() + BUSY_WAIT
     while True:
         try:
@@ -50,6 +56,8 @@ def _patiently(action, *args):
         except sqlite3.OperationalError as exc:
             busy = getattr(exc, "sqlite_errorcode", None) in (_SQLITE_BUSY, _SQLITE_LOCKED) \
                 or "locked" in str(exc)
+            if busy and stop is not None and stop.is_set():
+                raise WaitStopped from None
             if not busy or time.monotonic() >= deadline:
                 raise
 
@@ -84,7 +92,7 @@ class NullCache:
     def get_many(self, keys: Iterable[str]) -> dict[str, GradeResult]:
         return {}
 
-    def put_many(self, rows, backend: str, prompt_hash: str) -> None:
+    def put_many(self, rows, backend: str, prompt_hash: str, *, stop=None) -> None:
         pass
 
     def record_throughput(self, backend: str, pairs: int, seconds: float) -> None:
@@ -105,7 +113,9 @@ class GradeCache(NullCache):
         self.db = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(str(self.path), timeout=_BUSY_STEP)
+            # written from the grading run's writer thread, read and closed from the main
+            # one, never both at once (grading.writer joins before the main thread goes on)
+            self.db = sqlite3.connect(str(self.path), timeout=_BUSY_STEP, check_same_thread=False)
             # WAL with synchronous=NORMAL: a commit per batch costs no fsync, and a killed
             # process loses nothing (only a power cut can drop the last commits, which the
             # fsynced output file still holds). WAL needs local disk, not NFS.
@@ -154,7 +164,10 @@ class GradeCache(NullCache):
             raise self._error("read", exc) from None
         return out
 
-    def put_many(self, rows: Iterable[tuple[str, GradeResult]], backend: str, prompt_hash: str) -> None:
+    def put_many(self, rows: Iterable[tuple[str, GradeResult]], backend: str, prompt_hash: str, *,
+                 stop=None) -> None:
+        """One commit. ``stop``: an event that, once set, ends a wait for another process's
+        lock with :class:`WaitStopped`."""
         now = time.time()
         values = [(k, r.answer, r.grade, None if r.probs is None else json.dumps(r.probs), int(r.parse_ok),
                    backend, prompt_hash, now) for k, r in rows]
@@ -164,7 +177,7 @@ class GradeCache(NullCache):
                 self.db.executemany("INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)", values)
 
         try:
-            _patiently(commit)
+            _patiently(commit, stop=stop)
         except sqlite3.Error as exc:  # "database or disk is full", "disk I/O error", "database is locked"
             raise self._error("write", exc) from None
 

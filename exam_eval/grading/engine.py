@@ -11,11 +11,13 @@ Order of work: pairs already in the output are skipped (resume: same query, pass
 item id *and* item text, model, prompt id and prompt text; see :func:`is_done`); units found in the
 cache are written first without touching the model; the rest is graded in batches sorted
 by input length (less padding, and the longest batch runs first so an out-of-memory
-error shows up at once). After every batch the grades are appended and fsynced, then the
-cache is committed: a kill loses at most the batch in flight. An answer that did not
-parse is written (parse_ok false) but not cached, so a run into a new output asks again.
-The local models' prompts are tokenized a chunk ahead in a prefetch thread (:func:`batches`,
-:class:`Prefetch`) while the model grades the current batch; on a GPU they are batched by tokens.
+error shows up at once). Every graded batch goes to a writer thread (grading.writer) that
+appends and fsyncs its grades, then commits them to the cache, while the model grades the
+next: an interrupt loses nothing, a kill at most the few batches handed over and not yet
+written. An answer that did not parse is written (parse_ok false) but not cached, so a run
+into a new output asks again. The local models' prompts are tokenized a chunk ahead in a
+prefetch thread (:func:`batches`, :class:`Prefetch`) while the model grades the current
+batch; on a GPU they are batched by tokens.
 
 ``--shard i/n`` splits by unit key, so identical texts always land in the same shard and
 deduplication still works inside each shard.
@@ -35,6 +37,7 @@ from ..io.banks import BankItem
 from ..io.grades import Grade
 from .cache import NullCache, unit_key
 from .output import GradesAppender
+from .writer import GradeWriter
 from .types import GradeRequest, GradeResult
 from .types import Grader as Backend  # the engine needs only this much of a back end
 
@@ -202,6 +205,11 @@ def is_failed_call(result: GradeResult) -> bool:
     return bool(getattr(result, "failed", False))
 
 
+def _unparsed(unit: Unit, result: GradeResult) -> int:
+    """Pairs of ``unit`` written with parse_ok false (as :func:`_grades_for` writes them)."""
+    return 0 if result.parse_ok and result.grade is not None else len(unit.pairs)
+
+
 def execute(
     plan: Plan,
     backend: Backend,
@@ -212,46 +220,46 @@ def execute(
     batch_size: int | None = None,
     on_batch: Callable[[int], None] | None = None,
 ) -> Stats:
-    """Write cached grades, then grade the rest batch by batch. KeyboardInterrupt
-    propagates after the last complete batch is safely on disk."""
+    """Write cached grades, then grade the rest batch by batch; a writer thread appends
+    each graded batch to ``out`` and commits it to ``cache`` (:class:`GradeWriter`).
+    KeyboardInterrupt propagates once every graded batch is safely on disk."""
     cache = cache or NullCache()
     stats = plan.stats
     model = backend.model_id
-    identity = backend.cache_identity
-    cached_lines = [g for u in plan.units_cached for g in _grades_for(u, plan.cached_results[u.key], model, prompt, backend.engine)]
-    stats.unparsed += sum(not g.parse_ok for g in cached_lines)
-    out.write_batch(cached_lines)
+    engine_name = backend.engine
+
+    def to_grades(unit: Unit, result: GradeResult) -> list[Grade]:
+        return _grades_for(unit, result, model, prompt, engine_name)
+
     size = max(1, batch_size or backend.batch_size)
     # a fixed --batch-size wins; otherwise a back end may batch by tokens (on a GPU)
     budget = None if batch_size else getattr(backend, "token_budget", None)
     start = time.monotonic()
-    graded_pairs = 0
-    with Prefetch(batches(plan.units_todo, backend, size, budget)) as ahead:
+    with Prefetch(batches(plan.units_todo, backend, size, budget)) as ahead, \
+            GradeWriter(out, cache, backend.cache_identity, prompt.hash, to_grades) as writer:
+        cached = [(u, plan.cached_results[u.key]) for u in plan.units_cached]
+        stats.unparsed += sum(_unparsed(u, r) for u, r in cached)
+        writer.put(cached, store=False)
         for batch in ahead:
             results = backend.grade([u.request for u in batch])
             if len(results) != len(batch):
                 raise RuntimeError(f"back end {backend.name} returned {len(results)} results for {len(batch)} requests")
-            lines: list[Grade] = []
-            keep: list[tuple[str, GradeResult]] = []
+            done: list[tuple[Unit, GradeResult]] = []
             for unit, result in zip(batch, results):
                 if is_failed_call(result):
                     stats.failed += 1
                     continue
                 stats.graded += 1
                 stats.deduplicated += len(unit.pairs) - 1
-                graded_pairs += len(unit.pairs)
-                g = _grades_for(unit, result, model, prompt, backend.engine)
-                stats.unparsed += sum(not x.parse_ok for x in g)
-                lines.extend(g)
-                if result.parse_ok:  # unparsed: written (and counted), not cached; a rerun asks again
-                    keep.append((unit.key, result))
-            out.write_batch(lines)  # fsynced before the cache commit: the output is the record
-            cache.put_many(keep, identity, prompt.hash)
+                stats.unparsed += _unparsed(unit, result)
+                # unparsed: written (and counted), not cached; a rerun asks again
+                done.append((unit, result))
+            writer.put(done)
             if on_batch is not None:
                 on_batch(sum(len(u.pairs) for u in batch))
     stats.seconds = time.monotonic() - start
     if stats.graded:
-        cache.record_throughput(identity, stats.graded, stats.seconds)
+        cache.record_throughput(backend.cache_identity, stats.graded, stats.seconds)
     return stats
 
 

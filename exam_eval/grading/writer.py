@@ -1,0 +1,129 @@
+"""Finished batches written off the grading thread: the output, then the cache.
+
+The grading thread hands each graded batch to :class:`GradeWriter` and goes on with the
+next one while a thread of its own turns the results into grade lines, appends them to
+the output (flushed and fsynced) and commits them to the grade cache, in that order and
+batch by batch, so the file stays the record: what is cached is in the file. The queue
+between the two is short (``DEPTH`` batches), so the model cannot run far ahead of the
+disk and a kill loses at most the batches in flight.
+
+Ending the block (``with GradeWriter(...) as w``) always writes what was handed over
+first, whatever ended it: an interrupt (Ctrl-C, SIGTERM) or an error of the grading
+thread leaves every finished batch in the output and the cache. While it drains, an
+interrupt stops only a wait for another process's lock on the cache (those batches are in
+the output, which a rerun reads); a second interrupt stops at once (a torn last batch is
+cut on resume). An error of the writer (a full disk, an unwritable cache) is raised in
+the grading thread at its next hand-over or at the end of the block, as the same exception
+the writer met, so the caller reports it as before.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable, Sequence
+
+from .cache import WaitStopped
+
+#: batches waiting for the writer at most; the grading thread waits beyond that
+DEPTH = 4
+_POLL = 0.1  # seconds between looks at the writer while waiting on it (signals act between)
+
+
+class GradeWriter:
+    """``to_grades(unit, result)``: the grade lines of one graded unit. ``cache`` needs
+    ``put_many(rows, identity, prompt_hash, stop=event)``; ``sink`` needs
+    ``write_batch(grades)``."""
+
+    _END = object()
+
+    def __init__(self, sink, cache, identity: str, prompt_hash: str, to_grades: Callable, depth: int = DEPTH):
+        self.sink = sink
+        self.cache = cache
+        self.identity = identity
+        self.prompt_hash = prompt_hash
+        self.to_grades = to_grades
+        self.queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        self.error: BaseException | None = None
+        self.stop = threading.Event()  # set on an interrupt: give up waiting for the cache's lock
+        # set by the writer as it ends; waited on instead of Thread.join, which an interrupt
+        # can leave believing a running thread has ended (CPython before 3.13)
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="exam-eval-writer", daemon=True)
+
+    # -- the writer's thread ----------------------------------------------------------------
+    def _run(self) -> None:
+        try:
+            self._write_all()
+        finally:
+            self.done.set()
+
+    def _write_all(self) -> None:
+        caching = True
+        while True:
+            item = self.queue.get()
+            if item is self._END:
+                return
+            if self.error is not None:
+                continue  # failed: take what comes so the grading thread never blocks, write nothing
+            batch, store = item
+            try:
+                lines = [g for unit, result in batch for g in self.to_grades(unit, result)]
+                if lines:
+                    self.sink.write_batch(lines)
+                rows = [(unit.key, result) for unit, result in batch if result.parse_ok] if store and caching else []
+                if rows:
+                    self.cache.put_many(rows, self.identity, self.prompt_hash, stop=self.stop)
+            except WaitStopped:
+                # the interrupt's drain gave up on a locked cache: the batch is in the output;
+                # the ones after it go there too, uncached, without waiting again
+                caching = False
+            except BaseException as exc:  # noqa: BLE001 - raised in the grading thread
+                self.error = exc
+
+    # -- the grading thread -----------------------------------------------------------------
+    def __enter__(self) -> GradeWriter:
+        self.thread.start()
+        return self
+
+    def put(self, batch: Sequence[tuple], *, store: bool = True) -> None:
+        """Hand over ``batch`` ((unit, result) pairs) to be written, and with ``store`` cached
+        (a parsed result only). Waits while the queue is full; raises the writer's error."""
+        while True:
+            if self.error is not None:
+                raise self.error
+            try:
+                self.queue.put((batch, store), timeout=_POLL)
+                return
+            except queue.Full:
+                continue
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+        if interrupted:
+            self.stop.set()
+        late = self._drain(interrupted)
+        if self.error is not None and self.error is not exc and (exc is None or interrupted):
+            raise self.error  # a full disk says more than the interrupt that came with it
+        if late and exc is None:
+            raise KeyboardInterrupt  # the signal that came while the last batches were written
+        return False
+
+    def _drain(self, interrupted: bool) -> bool:
+        """Everything handed over written; True if an interrupt came meanwhile (a second
+        one is raised at once)."""
+        ended = late = False
+        while not self.done.is_set():
+            try:
+                if not ended:
+                    self.queue.put(self._END, timeout=_POLL)
+                    ended = True
+                self.done.wait(_POLL)
+            except queue.Full:
+                continue
+            except KeyboardInterrupt:
+                if interrupted or late:
+                    raise
+                late = True
+                self.stop.set()
+        return late
