@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import time
 from typing import Callable, Sequence, TypeVar
 
 T = TypeVar("T")
@@ -20,6 +21,9 @@ R = TypeVar("R")
 
 _MAX_WORKERS = 8
 _in_worker = False   # a worker does its share itself: no workers of workers
+_sharing = False     # so does the parent while its workers run (they hold the other cores)
+_LOOK_AGAIN_S = 1.0  # how long a look at the machine's load stands
+_looked: tuple[float, float] | None = None
 
 
 def _busy_cores() -> float:
@@ -28,27 +32,40 @@ def _busy_cores() -> float:
     The average alone lags: after a burst of short processes (a Makefile's, a benchmark's)
     it still counts cores that are idle again; the snapshot alone misses work that is
     between two time slices. Both must say a core is busy for it to count as busy."""
+    global _looked
+    now = time.monotonic()
+    if _looked is not None and now - _looked[0] < _LOOK_AGAIN_S:
+        return _looked[1]
     try:
         load = os.getloadavg()[0]
     except OSError:
         return 0.0
     others = _running_others()
-    return load if others is None else min(load, others)
+    busy = load if others is None else min(load, others)
+    _looked = (now, busy)
+    return busy
 
 
-def _running_others() -> int | None:
+def _running_others(samples: int = 5, gap_s: float = 0.001) -> int | None:
+    """Processes running besides this one: the fewest of a few looks over a few ms (one look
+    may catch a shell or a kernel thread in its time slice)."""
+    seen = []
     try:
-        with open("/proc/loadavg", encoding="ascii") as fh:
-            return max(int(fh.read().split()[3].split("/")[0]) - 1, 0)
+        for k in range(samples):
+            if k:
+                time.sleep(gap_s)
+            with open("/proc/loadavg", encoding="ascii") as fh:
+                seen.append(max(int(fh.read().split()[3].split("/")[0]) - 1, 0))
     except (OSError, ValueError, IndexError):
         return None
+    return min(seen)
 
 
 def worker_count() -> int:
     """EXAM_EVAL_WORKERS if set, else the cores this process may use that are idle now
     (the cores less :func:`_busy_cores`, rounded): on a machine busy with other work a
     forked worker gets no core of its own, and only adds the cost of the fork."""
-    if _in_worker or not hasattr(os, "fork"):
+    if _in_worker or _sharing or not hasattr(os, "fork"):
         return 1
     try:
         cores = len(os.sched_getaffinity(0))
@@ -91,6 +108,7 @@ def _child(fn: Callable[[T], R], items: Sequence[T], share: range, wfd: int) -> 
 
 def fork_map(fn: Callable[[T], R], items: Sequence[T], costs: Sequence[float] | None = None) -> list[R]:
     """[fn(item) for item in items], the later shares in forked workers."""
+    global _sharing
     n = min(worker_count(), len(items))
     if n <= 1:
         return [fn(item) for item in items]
@@ -105,7 +123,11 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], costs: Sequence[float] | 
                 _child(fn, items, share, wfd)
             os.close(wfd)
             children.append((pid, rfd, share))
-        results = [fn(items[i]) for i in shares[0]]
+        _sharing = True
+        try:
+            results = [fn(items[i]) for i in shares[0]]
+        finally:
+            _sharing = False
         for k, (pid, rfd, share) in enumerate(children):
             with os.fdopen(rfd, "rb") as inp:
                 data = inp.read()

@@ -318,9 +318,13 @@ def test_workers_count_the_cores_idle_in_both_views(monkeypatch, load, others, c
     from exam_eval import parallel
 
     monkeypatch.delenv("EXAM_EVAL_WORKERS", raising=False)
+    monkeypatch.setattr(parallel, "_looked", None)
     monkeypatch.setattr(parallel.os, "getloadavg", lambda: (load, load, load))
     monkeypatch.setattr(parallel, "_running_others", lambda: others)
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    assert parallel.worker_count() == expect
+    # the look stands for a while: a leaderboard asks once per run
+    monkeypatch.setattr(parallel, "_running_others", lambda: 99)
     assert parallel.worker_count() == expect
 
 
@@ -332,3 +336,19 @@ def test_glibc_takes_the_top_pad():
     if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
         pytest.skip("the top pad is a glibc setting")
     assert keep_freed_memory() is True
+
+
+def test_nested_work_stays_in_its_process_while_workers_run(monkeypatch):
+    # a leaderboard forks per run; a run's own batches then stay with whoever scores it
+    monkeypatch.setenv("EXAM_EVAL_WORKERS", "2")
+
+    def outer(_):
+        me = os.getpid()
+        return me, fork_map(lambda _x: os.getpid(), [0, 1, 2, 3])
+
+    got = fork_map(outer, [0, 1])
+    assert len({pid for pid, _ in got}) == 2          # the two items went to two processes
+    for pid, inner in got:
+        assert inner == [pid] * 4
+    # outside a shared map, a nested call may fork again
+    assert len(set(fork_map(lambda _x: os.getpid(), [0, 1]))) == 2
