@@ -47,18 +47,32 @@ def _busy_cores() -> float:
 
 
 def _running_others(samples: int = 5, gap_s: float = 0.001) -> int | None:
-    """Processes running besides this one: the fewest of a few looks over a few ms (one look
-    may catch a shell or a kernel thread in its time slice)."""
+    """Threads running besides this process's own: the fewest of a few looks over a few ms
+    (one look may catch a shell or a kernel thread in its time slice). Our own threads are
+    not others: numpy's BLAS pool spins for a while after numpy is imported."""
     seen = []
     try:
         for k in range(samples):
             if k:
                 time.sleep(gap_s)
             with open("/proc/loadavg", encoding="ascii") as fh:
-                seen.append(max(int(fh.read().split()[3].split("/")[0]) - 1, 0))
+                running = int(fh.read().split()[3].split("/")[0])
+            seen.append(max(running - _own_running(), 0))
     except (OSError, ValueError, IndexError):
         return None
     return min(seen)
+
+
+def _own_running() -> int:
+    count = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        count += stat[stat.rindex(")") + 2:stat.rindex(")") + 3] == "R"
+    return max(count, 1)
 
 
 def worker_count() -> int:
