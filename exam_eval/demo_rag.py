@@ -184,8 +184,9 @@ def agreement(step: Step, data: Path, out: Path) -> None:
         print(stdout, end="")
         shown.append(f"# human {PRIMARY} vs {name}\n{stdout}")
     write_text(out / "correlation.txt", "".join(shown))
-    verdict = best_vs_worst(human, {"report nugget_all": (table, "nugget_all"),
-                                    "report EXAM-Cover": (table, "exam_cover")})
+    verdict = best_vs_worst(human, {"sentence nugget_all": (table, "nugget_all"),
+                                    "report nugget_all": (whole, "nugget_all"),
+                                    "EXAM-Cover": (table, "exam_cover")})
     print()
     print(verdict)
     write_text(out / "verdict.txt", verdict + "\n")
