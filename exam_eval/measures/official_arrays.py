@@ -30,6 +30,7 @@ import numpy as np
 
 from ..io.packed_bytes import WordView
 from ..io.packed_bytes import words as packed_words
+from .per_qrels import per_qrels
 from .registry import Request
 
 if TYPE_CHECKING:
@@ -93,36 +94,34 @@ class _Judgments:
         return self._counts[level]
 
 
-_JUDGMENTS: dict[int, tuple[dict, _Judgments | None]] = {}
+_JUDGMENTS: dict = {}
 
 
 def _judgments(qrels: dict[str, dict[str, int]]) -> _Judgments | None:
-    hit = _JUDGMENTS.get(id(qrels))
-    if hit is not None and hit[0] is qrels:
-        return hit[1]
-    if len(_JUDGMENTS) >= 8:
-        _JUDGMENTS.clear()
+    return per_qrels(_JUDGMENTS, qrels, (), lambda: _arrays_of(qrels))
+
+
+def _arrays_of(qrels: dict[str, dict[str, int]]) -> _Judgments | None:
     qids = list(qrels)
     docnos = [d.encode("utf-8", "surrogateescape") for docs in qrels.values() for d in docs]
-    got = None
     width = max(map(len, docnos), default=1)
-    if width <= _MAX_DOCNO:
-        width = -(-width // 8)
-        flat = np.frombuffer(b"".join(d.ljust(width * 8, b"\0") for d in docnos), dtype=np.uint8)
-        words = flat.reshape(len(docnos), width * 8).view(">u8").astype(np.uint64)
-        qc = np.repeat(np.arange(len(qids)), [len(docs) for docs in qrels.values()])
-        labels = np.fromiter((lab for docs in qrels.values() for lab in docs.values()), dtype=np.int64,
-                             count=len(docnos))
-        hashes = _hash(qc, words)
-        order = np.argsort(hashes, kind="stable")
-        hashes = hashes[order]
-        if not (hashes[1:] == hashes[:-1]).any():   # a collision: leave this qrels to pytrec_eval
-            bloom = np.zeros(1 << (64 - _BLOOM_SHIFT), dtype=bool)
-            bloom[hashes >> _BLOOM_SHIFT] = True
-            got = _Judgments({q: k for k, q in enumerate(qids)}, hashes, words[order], labels[order], qc[order],
-                             len(qids), bloom)
-    _JUDGMENTS[id(qrels)] = (qrels, got)
-    return got
+    if width > _MAX_DOCNO:
+        return None
+    width = -(-width // 8)
+    flat = np.frombuffer(b"".join(d.ljust(width * 8, b"\0") for d in docnos), dtype=np.uint8)
+    words = flat.reshape(len(docnos), width * 8).view(">u8").astype(np.uint64)
+    qc = np.repeat(np.arange(len(qids)), [len(docs) for docs in qrels.values()])
+    labels = np.fromiter((lab for docs in qrels.values() for lab in docs.values()), dtype=np.int64,
+                         count=len(docnos))
+    hashes = _hash(qc, words)
+    order = np.argsort(hashes, kind="stable")
+    hashes = hashes[order]
+    if (hashes[1:] == hashes[:-1]).any():   # a collision: leave this qrels to pytrec_eval
+        return None
+    bloom = np.zeros(1 << (64 - _BLOOM_SHIFT), dtype=bool)
+    bloom[hashes >> _BLOOM_SHIFT] = True
+    return _Judgments({q: k for k, q in enumerate(qids)}, hashes, words[order], labels[order], qc[order],
+                      len(qids), bloom)
 
 
 def _segments(counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -36,6 +36,7 @@ from typing import IO, TYPE_CHECKING
 from ..errors import InputError, UsageError
 from ..io.c_numbers import c_floats, trec_ranked
 from ..io.trec import Qrels, Run
+from .per_qrels import per_qrels
 
 if TYPE_CHECKING:
     from ..io.trec_bulk import RunTable
@@ -82,22 +83,17 @@ def _binarize(qrels: Qrels, level: int) -> Qrels:
 
 
 # Building an evaluator copies the whole qrels into C structures; a leaderboard scores
-# many runs against one qrels, so keep the last few (keyed by the qrels object itself,
-# which the cache holds on to so its id cannot be reused).
-_EVALUATORS: dict[tuple, tuple[object, object]] = {}
+# many runs against one qrels, so keep the last few.
+_EVALUATORS: dict = {}
 
 
 def _pytrec(qrels: Qrels, run: Run, specs: set[str], level: int, judged_only: bool) -> dict:
     from .pytrec_specs import TrecSpecEvaluator  # light C extension, but only needed here
 
-    key = (id(qrels), frozenset(specs), level, judged_only)
-    hit = _EVALUATORS.get(key)
-    if hit is None or hit[0] is not qrels:
-        if len(_EVALUATORS) >= 8:
-            _EVALUATORS.clear()
-        evaluator = TrecSpecEvaluator(qrels, specs, relevance_level=level, judged_docs_only_flag=judged_only)
-        hit = _EVALUATORS[key] = (qrels, evaluator)
-    return hit[1].evaluate(run)
+    evaluator = per_qrels(_EVALUATORS, qrels, (frozenset(specs), level, judged_only),
+                          lambda: TrecSpecEvaluator(qrels, specs, relevance_level=level,
+                                                    judged_docs_only_flag=judged_only))
+    return evaluator.evaluate(run)
 
 
 # A docno cannot hold whitespace in a TREC file, so no run retrieves this one.
@@ -119,20 +115,14 @@ class _QrelsFacts:
     n_relevant: int             # judgments with label >= 1, all queries (num_rel under -c)
 
 
-# A leaderboard scores many runs against one qrels: look at its labels once (kept with
-# the qrels object itself, so that its id cannot be reused while cached).
-_FACTS: dict[int, tuple[Qrels, _QrelsFacts]] = {}
+# A leaderboard scores many runs against one qrels: look at its labels once.
+_FACTS: dict = {}
 
 
 def _facts(qrels: Qrels) -> _QrelsFacts:
-    hit = _FACTS.get(id(qrels))
-    if hit is None or hit[0] is not qrels:
-        if len(_FACTS) >= 8:
-            _FACTS.clear()
-        facts = _QrelsFacts({q: max(docs.values(), default=-1) for q, docs in qrels.items()},
-                            sum(1 for docs in qrels.values() for lab in docs.values() if lab >= 1))
-        hit = _FACTS[id(qrels)] = (qrels, facts)
-    return hit[1]
+    return per_qrels(_FACTS, qrels, (), lambda: _QrelsFacts(
+        {q: max(docs.values(), default=-1) for q, docs in qrels.items()},
+        sum(1 for docs in qrels.values() for lab in docs.values() if lab >= 1)))
 
 
 def _degenerate_queries(qrels: Qrels, evaluated: list[str], requests: list[Request],
@@ -169,17 +159,12 @@ def _with_placeholder(qrels: Qrels, queries: set[str]) -> Qrels:
 
 # Relabelled qrels are made once per qrels, not once per batch of queries: the
 # evaluators above are cached by the identity of the qrels they were built from.
-_DERIVED: dict[tuple, tuple[Qrels, Qrels]] = {}
+_DERIVED: dict = {}
 
 
 def _derived(qrels: Qrels, how, arg) -> Qrels:
-    key = (how, id(qrels), arg if not isinstance(arg, set) else frozenset(arg))
-    hit = _DERIVED.get(key)
-    if hit is None or hit[0] is not qrels:
-        if len(_DERIVED) >= 8:
-            _DERIVED.clear()
-        hit = _DERIVED[key] = (qrels, how(qrels, arg))
-    return hit[1]
+    return per_qrels(_DERIVED, qrels, (how, arg if not isinstance(arg, set) else frozenset(arg)),
+                     lambda: how(qrels, arg))
 
 
 def _binarized(qrels: Qrels, level: int) -> Qrels:
