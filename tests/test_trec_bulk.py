@@ -321,7 +321,7 @@ def test_workers_count_the_cores_idle_in_both_views(monkeypatch, load, others, c
     monkeypatch.setattr(parallel, "_looked", None)
     monkeypatch.setattr(parallel.os, "getloadavg", lambda: (load, load, load))
     monkeypatch.setattr(parallel, "_running_others", lambda: others)
-    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: set(range(cores)))
+    monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda _pid: set(range(cores)), raising=False)
     assert parallel.worker_count() == expect
     # the look stands for a while: a leaderboard asks once per run
     monkeypatch.setattr(parallel, "_running_others", lambda: 99)
