@@ -40,11 +40,16 @@ def test_token_batches_are_longest_first_and_within_the_budget():
     got = list(engine.batches(units(300), Lengths(lengths), 8, token_budget=1000))
     flat = [u.request for b in got for u in b]
     assert sorted(flat) == list(range(300))  # every unit once
-    assert [lengths[i] for i in flat] == sorted(lengths, reverse=True)
+    # longest first within each chunk the prefetch thread prepares
+    expected = [n for c in engine.chunks(list(range(300)), 8) for n in sorted((lengths[i] for i in c), reverse=True)]
+    assert [lengths[i] for i in flat] == expected
     for b in got:
         assert len(b) == 1 or max(lengths[u.request] for u in b) * len(b) <= 1000
-    # full batches: adding the next unit would overflow
-    for b, nxt in zip(got, got[1:]):
+    # full batches: adding the next unit would overflow (a chunk's last batch may be short)
+    chunk_of = {i: n for n, c in enumerate(engine.chunks(list(range(300)), 8)) for i in c}
+    inner = [(b, nxt) for b, nxt in zip(got, got[1:]) if chunk_of[b[0].request] == chunk_of[nxt[0].request]]
+    assert len(inner) >= len(got) - 3
+    for b, nxt in inner:
         assert max(lengths[u.request] for u in b) * (len(b) + 1) > 1000
 
 
@@ -107,3 +112,17 @@ def test_missing_cublas_is_one_line(tiny_t5, monkeypatch):
 
 
 from tiny_models import tiny_t5  # noqa: E402,F401
+
+
+def test_chunks_start_small_and_grow_to_the_lookahead_in_whole_batches():
+    """The model waits for the first chunk's tokenizing only: an eighth of the full chunk,
+    then doubling; each chunk whole batches, every unit once, in the plan's order."""
+    us = units(3 * engine.LOOKAHEAD)
+    got = list(engine.chunks(us, 8))
+    assert [u.request for c in got for u in c] == list(range(len(us)))
+    sizes = [len(c) for c in got]
+    assert sizes[0] == engine.LOOKAHEAD // 8 and sizes[:4] == [sizes[0] * 2 ** k for k in range(4)]
+    assert max(sizes) == engine.LOOKAHEAD and all(s % 8 == 0 for s in sizes[:-1])
+    # large batches: the full chunk is 16 batches, the first 2 of them
+    big = [len(c) for c in engine.chunks(units(5000), 300)]
+    assert big[0] == 600 and all(s % 300 == 0 for s in big[:-1]) and sum(big) == 5000

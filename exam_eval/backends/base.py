@@ -25,7 +25,7 @@ import importlib
 import inspect
 import math
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..errors import UsageError
 from ..grading.types import FAILED, GradeRequest, GradeResult  # noqa: F401  (their old home)
@@ -98,6 +98,16 @@ class Backend(ABC):
     def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:
         """One result per request, in order. Must not raise for an unparseable output."""
 
+    #: True when :meth:`submit` returns before the work is done (a GPU computing on its
+    #: own): the engine then submits the next batch before collecting this one
+    overlaps: bool = False
+
+    def submit(self, requests: Sequence[GradeRequest]) -> Callable[[], list[GradeResult]]:
+        """Start grading ``requests``; the call returned waits for them and gives
+        :meth:`grade`'s results. Here: graded at once."""
+        results = self.grade(requests)
+        return lambda: results
+
     def check_prompt(self, prompt: "Prompt") -> None:
         """Raise UsageError when this back end cannot grade with ``prompt``."""
 
@@ -133,6 +143,13 @@ class PromptBackend(Backend):
         """
         raise NotImplementedError
 
+    def _score_async(self, requests: Sequence[GradeRequest],
+                     labels: tuple[str, ...]) -> Callable[[], list[dict[str, float] | None]]:
+        """:meth:`_score` started: the call returned waits for its weights. A back end
+        whose device computes on its own launches the work here and reads it back there."""
+        weights = self._score(requests, labels)
+        return lambda: weights
+
     @abstractmethod
     def _generate(self, requests: Sequence[GradeRequest], max_new_tokens: int) -> list[str | None]:
         """Generated text per request, None when the model call failed."""
@@ -160,6 +177,11 @@ class PromptBackend(Backend):
         return req.prompt.messages(**req.texts(self.fit_context(req)))
 
     def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:
+        return self.submit(requests)()
+
+    def submit(self, requests: Sequence[GradeRequest]) -> Callable[[], list[GradeResult]]:
+        """Scoring is started (:meth:`_score_async`) and read back by the call returned;
+        generation and answer verification are done here, at once."""
         results: list[GradeResult | None] = [None] * len(requests)
         score_idx: dict[tuple[str, ...], list[int]] = {}
         gen_idx: list[int] = []
@@ -168,10 +190,8 @@ class PromptBackend(Backend):
                 score_idx.setdefault(tuple(req.prompt.labels), []).append(i)
             else:
                 gen_idx.append(i)
-        for labels, idx in score_idx.items():
-            weights = self._score([requests[i] for i in idx], labels)
-            for i, w in zip(idx, weights):
-                results[i] = scored_result(requests[i].prompt, labels, w)
+        started = [(labels, idx, self._score_async([requests[i] for i in idx], labels))
+                   for labels, idx in score_idx.items()]
         if gen_idx:
             texts = self._generate([requests[i] for i in gen_idx], self.max_new_tokens)
             pending: list[tuple[int, str]] = []
@@ -187,7 +207,14 @@ class PromptBackend(Backend):
                 for (i, _text), res in zip(pending, self.verify([requests[i] for i, _ in pending],
                                                                [t for _, t in pending])):
                     results[i] = res
-        return results  # type: ignore[return-value]
+
+        def collect() -> list[GradeResult]:
+            for labels, idx, weights in started:
+                for i, w in zip(idx, weights()):
+                    results[i] = scored_result(requests[i].prompt, labels, w)
+            return results  # type: ignore[return-value]
+
+        return collect
 
     def verify(self, requests: Sequence[GradeRequest], texts: Sequence[str]) -> list[GradeResult]:
         """EXAM++'s LLM answer verification, by this model or by ``verifier_backend``."""

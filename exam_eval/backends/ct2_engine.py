@@ -21,6 +21,7 @@ import sys
 from typing import Any, ClassVar
 
 from ..errors import UsageError
+from .base import PromptBackend
 from .ct2_convert import check_compute_type, check_convertible, converted_model, convertible
 from .ct2_recheck import RecheckMixin
 
@@ -191,6 +192,13 @@ class CT2Engine(RecheckMixin):
         if self._batch_opt is None and self._ct2_device == "cuda":
             self.batch_size = self.cuda_batch_size
             self.token_budget = CT2_CUDA_TOKENS
+
+    #: CTranslate2 answers a batch when asked: the torch engine's launch now and read back
+    #: later (``_score_async``, ``overlaps``) does not apply
+    overlaps = False
+
+    def _score_async(self, requests, labels):
+        return PromptBackend._score_async(self, requests, labels)
 
     @property
     def engine(self) -> str:

@@ -121,12 +121,12 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     def _encode(self, requests: Sequence[GradeRequest]):
         return self.batch_tensors(self.prompt_rows(requests))
 
-    def grade(self, requests):
+    def submit(self, requests):
         # labels whose first tokens coincide cannot be scored: generate and parse those
         rerouted = {i for i, r in enumerate(requests) if r.prompt.mode == "score"
                     and self._labels(tuple(r.prompt.labels), r) is None}
         if not rerouted:
-            return super().grade(requests)
+            return super().submit(requests)
         results: list = [None] * len(requests)
         scored = [i for i in range(len(requests)) if i not in rerouted]
         for i, res in zip(scored, super().grade([requests[i] for i in scored]) if scored else []):
@@ -134,18 +134,18 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         gen = sorted(rerouted)
         for i, text in zip(gen, self._generate([requests[i] for i in gen], self.max_new_tokens)):
             results[i] = self.interpret(requests[i], text)
-        return results
+        return lambda: results
 
-    def _score(self, requests, labels):
+    def _score_async(self, requests, labels):
         torch = self._torch
         ids = self._labels(labels, requests[0])
         enc = self._encode(requests)
         with torch.inference_mode():
             logits = self.model(**enc, **self._last_only).logits[:, -1, :].float()
-        # normalising over the label logits directly equals p(label) / sum p(labels), and
-        # cannot underflow to all zeros when the model puts its mass on another token
-        probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1).cpu().tolist()  # the batch's one sync
-        return [dict(zip(labels, row)) for row in probs]
+            # normalising over the label logits directly equals p(label) / sum p(labels), and
+            # cannot underflow to all zeros when the model puts its mass on another token
+            probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1)
+        return self.read_back(probs, labels)
 
     def _generate(self, requests, max_new_tokens):
         # a batch holds one prompt (and so one decoding) at a time; split when it does not

@@ -275,6 +275,32 @@ class HFGenerativeBase:
                     "attention_mask": mask.pin_memory().to(self.device, non_blocking=True)}
         return {"input_ids": ids, "attention_mask": mask}
 
+    @property
+    def overlaps(self) -> bool:
+        # a GPU computes while the host goes on; a CPU's forward pass is the host's own work
+        return str(getattr(self, "device", "cpu")).startswith("cuda")
+
+    def read_back(self, probs, labels: tuple[str, ...]):
+        """The label probabilities of a batch (a [batch, labels] tensor) as
+        :meth:`_score_async`'s call. On a GPU the copy to pinned host memory is queued
+        behind the batch's work with an event after it, so the call waits for this batch
+        alone, not for the next one queued meanwhile (a plain ``.cpu()`` would): the
+        batch's one sync."""
+        torch = self._torch
+        if not str(self.device).startswith("cuda"):
+            rows = probs.cpu().tolist()
+            return lambda: [dict(zip(labels, row)) for row in rows]
+        host = torch.empty(probs.shape, dtype=probs.dtype, pin_memory=True)
+        host.copy_(probs, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+
+        def collect():
+            done.synchronize()
+            return [dict(zip(labels, row)) for row in host.tolist()]
+
+        return collect
+
     def label_index(self, ids: list[int]):
         """The label ids as a tensor on the device, made once (a list would be copied to
         the GPU at every batch)."""

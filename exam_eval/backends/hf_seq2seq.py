@@ -84,7 +84,7 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     def _encode(self, requests: Sequence[GradeRequest]):
         return self.batch_tensors(self.prompt_rows(requests))
 
-    def _score(self, requests, labels):
+    def _score_async(self, requests, labels):
         torch = self._torch
         ids = self._labels(labels)
         enc = self._encode(requests)
@@ -94,10 +94,10 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         decoder = torch.full((enc["input_ids"].shape[0], 1), start, dtype=torch.long, device=self.device)
         with torch.inference_mode():
             logits = self.model(**enc, decoder_input_ids=decoder).logits[:, 0, :].float()
-        # normalising over the label logits directly equals p(label) / sum p(labels), and
-        # cannot underflow to all zeros when the model puts its mass on another token
-        probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1).cpu().tolist()  # the batch's one sync
-        return [dict(zip(labels, row)) for row in probs]
+            # normalising over the label logits directly equals p(label) / sum p(labels), and
+            # cannot underflow to all zeros when the model puts its mass on another token
+            probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1)
+        return self.read_back(probs, labels)
 
     def _generate(self, requests, max_new_tokens):
         torch = self._torch

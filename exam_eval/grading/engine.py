@@ -17,7 +17,9 @@ next: an interrupt loses nothing, a kill at most the few batches handed over and
 written. An answer that did not parse is written (parse_ok false) but not cached, so a run
 into a new output asks again. The local models' prompts are tokenized a chunk ahead in a
 prefetch thread (:func:`batches`, :class:`Prefetch`) while the model grades the current
-batch; on a GPU they are batched by tokens.
+batch; on a GPU they are batched by tokens, and a back end that computes on its own
+(``overlaps``: torch on CUDA) is handed the next batch before the current one is read
+back, so the device never waits for the host's bookkeeping between batches.
 
 ``--shard i/n`` splits by unit key, so identical texts always land in the same shard and
 deduplication still works inside each shard.
@@ -240,8 +242,8 @@ def execute(
         cached = [(u, plan.cached_results[u.key]) for u in plan.units_cached]
         stats.unparsed += sum(_unparsed(u, r) for u, r in cached)
         writer.put(cached, store=False)
-        for batch in ahead:
-            results = backend.grade([u.request for u in batch])
+
+        def finish(batch: list[Unit], results: Sequence[GradeResult]) -> None:
             if len(results) != len(batch):
                 raise RuntimeError(f"back end {backend.name} returned {len(results)} results for {len(batch)} requests")
             done: list[tuple[Unit, GradeResult]] = []
@@ -257,6 +259,24 @@ def execute(
             writer.put(done)
             if on_batch is not None:
                 on_batch(sum(len(u.pairs) for u in batch))
+
+        if not getattr(backend, "overlaps", False):
+            for batch in ahead:
+                finish(batch, backend.grade([u.request for u in batch]))
+        else:
+            # the device computes batch k+1 while batch k is read back and handed to the writer
+            running: tuple[list[Unit], Callable[[], list[GradeResult]]] | None = None
+            try:
+                for batch in ahead:
+                    started = backend.submit([u.request for u in batch])
+                    previous, running = running, (batch, started)
+                    if previous is not None:
+                        finish(previous[0], previous[1]())
+            finally:
+                # an interrupt or an error while the next batch starts keeps the one already computed
+                if running is not None:
+                    last, running = running, None
+                    finish(last[0], last[1]())
     stats.seconds = time.monotonic() - start
     if stats.graded:
         cache.record_throughput(backend.cache_identity, stats.graded, stats.seconds)
@@ -264,7 +284,8 @@ def execute(
 
 
 #: units whose prompts are prepared at once (the prefetch thread's unit of work); large,
-#: so that distinct passages are tokenized in few large calls
+#: so that distinct passages are tokenized in few large calls. The first chunks are
+#: smaller (an eighth, doubling), so that the model is not kept waiting for a whole one at the start.
 LOOKAHEAD = 2048
 
 
@@ -275,9 +296,7 @@ def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | 
     where the next unit would overflow the budget. Otherwise: ``size`` units per batch, in
     the plan's order."""
     prepare = getattr(backend, "prepare", None)
-    step = max(LOOKAHEAD, size * 16) - max(LOOKAHEAD, size * 16) % size  # whole batches per chunk
-    for c in range(0, len(units), step):
-        chunk = units[c:c + step]
+    for chunk in chunks(units, size):
         lengths = prepare([u.request for u in chunk]) if prepare is not None else None
         if lengths is None or not token_budget:
             for b in range(0, len(chunk), size):
@@ -294,6 +313,19 @@ def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | 
             width = max(width, lengths[i])
         if batch:
             yield batch
+
+
+def chunks(units: list[Unit], size: int) -> Iterator[list[Unit]]:
+    """The prefetch thread's chunks: whole batches of ``size``, an eighth of the full
+    chunk at first, doubling up to it."""
+    whole = max(LOOKAHEAD, size * 16)
+    whole -= whole % size
+    step = max(size, whole // 8 - whole // 8 % size)
+    start = 0
+    while start < len(units):
+        yield units[start:start + step]
+        start += step
+        step = min(whole, step * 2)
 
 
 class Prefetch:

@@ -1,0 +1,177 @@
+#!/usr/bin/env python
+"""How far exam-grade's host side keeps a GPU busy, measured on a CPU: the grading loop
+(engine.execute: prefetch thread, batches by tokens, the back end, the writer thread) on
+a simulated device.
+
+The device runs the batches it is given in order, on its own, at a fixed rate of padded
+prompt tokens a second, as a GPU runs queued kernels: a batch's launch returns at once
+and its read-back waits until the device is through with it. The host still does all of
+its real work: tokenizing and assembling prompts, padding, the back end's bookkeeping,
+writing the grades, and, per batch, the Python dispatch of a real forward pass (a T5 of
+the simulated model's depth, 64 wide, on one token: every layer's modules called under
+the GIL, as a CUDA launch calls them; the arithmetic is what the device does).
+
+Rates (``--rates``): the issue's plain-loop ceilings on one H100, bf16, 224-token prompts:
+flan-t5-large 1,328 pairs/s (297k tokens/s) and flan-t5-base 3,719 pairs/s (833k). Each
+rate is run with the engine's overlapped loop (the next batch launched before this one is
+read back: torch on CUDA) and with the plain loop (launch, wait, read back), both on one
+thread for torch and the tokenizer. Reported: the device's busy share of the loop's wall
+time and the pairs per second against the device's own rate.
+
+    .venv/bin/python bench/device_sim.py --work DIR     # DIR: bench_pipeline's host-cost folder
+
+``bench_pipeline.py`` runs it after the host cost (``--no-sim-device`` skips it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: (name, padded prompt tokens a second, layers each side): the issue's H100 ceilings
+RATES = {"flan-t5-large": (1328 * 224, 24), "flan-t5-base": (3719 * 224, 12)}
+
+
+class SimDevice:
+    """Runs what it is given in order, on its own, at ``tokens_per_s``."""
+
+    def __init__(self, tokens_per_s: float):
+        self.rate = tokens_per_s
+        self.free_at = 0.0  # when the queued work ends
+        self.busy = 0.0  # seconds of work queued in all
+        self.tokens = 0
+
+    def launch(self, tokens: int) -> float:
+        secs = tokens / self.rate
+        self.free_at = max(time.perf_counter(), self.free_at) + secs
+        self.busy += secs
+        self.tokens += tokens
+        return self.free_at
+
+    @staticmethod
+    def wait(until: float) -> None:
+        left = until - time.perf_counter()
+        if left > 0:
+            time.sleep(left)  # the GIL is free meanwhile, as in a CUDA sync
+
+
+class SimModel:
+    """The model's call: a real forward's Python dispatch, then the batch queued on the
+    device; logits are zeros (a view, so no host memory is filled for them)."""
+
+    def __init__(self, config, device: SimDevice, layers: int):
+        import torch
+        from transformers import T5Config, T5ForConditionalGeneration
+
+        self.config = config
+        self.device = device
+        self.vocab = config.vocab_size
+        narrow = T5Config(vocab_size=256, d_model=64, d_ff=128, d_kv=16, num_heads=4, num_layers=layers,
+                          num_decoder_layers=layers, feed_forward_proj="gated-gelu", decoder_start_token_id=0)
+        self.dispatch = T5ForConditionalGeneration(narrow).eval()
+        self.one = torch.zeros((1, 1), dtype=torch.long)
+        self.done_at = 0.0
+
+    def __call__(self, input_ids, attention_mask=None, decoder_input_ids=None, **_):
+        import torch
+
+        with torch.inference_mode():
+            self.dispatch(input_ids=self.one, decoder_input_ids=self.one)
+        self.done_at = self.device.launch(int(input_ids.numel()))
+        return SimpleNamespace(logits=torch.zeros((1, 1, self.vocab)).expand(input_ids.shape[0], 1, self.vocab))
+
+
+def sim_backend(model_dir: Path, device: SimDevice, layers: int, overlap: bool):
+    """hf-seq2seq on the simulated device, batching by the GPU token budget."""
+    from exam_eval.backends.hf_common import CUDA_MAX_TOKENS
+    from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
+
+    class SimSeq2Seq(Seq2SeqBackend):
+        overlaps = overlap
+
+        def read_back(self, probs, labels):
+            rows, until = probs.tolist(), self.model.done_at
+
+            def collect():
+                device.wait(until)
+                return [dict(zip(labels, row)) for row in rows]
+
+            return collect
+
+    backend = SimSeq2Seq(model=str(model_dir), device="cpu")
+    backend.load()
+    backend.model = SimModel(backend.model.config, device, layers)
+    backend.token_budget = CUDA_MAX_TOKENS
+    return backend
+
+
+def child(work: Path, rates: list[str]) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    from exam_eval.grading import engine
+    from exam_eval.grading.cache import NullCache
+    from exam_eval.grading.output import GradesAppender
+    from exam_eval.grading.prompts import get_prompt
+    from exam_eval.io.banks import items_by_query, read_bank
+
+    pool = json.loads((work / "pool.json").read_text())
+    items = items_by_query(read_bank(work / "bank.jsonl"))
+    prompt = get_prompt("question-selfrating")
+    out: dict = {}
+    for name in rates:
+        tokens_per_s, layers = RATES[name]
+        for overlap in (True, False):
+            device = SimDevice(tokens_per_s)
+            backend = sim_backend(work / "t5-1-layer", device, layers, overlap)
+            units, npairs = engine.build_units(docs=pool["chosen"], texts=pool["texts"], items=items,
+                                               queries={q: "" for q in pool["chosen"]}, prompt=prompt,
+                                               identity=backend.cache_identity)
+            plan = engine.plan_work(units, npairs, set(), NullCache(), backend.model_id, prompt)
+            sink = GradesAppender(str(work / f"sim-{name}-{overlap}.jsonl"))
+            t0 = time.perf_counter()
+            stats = engine.execute(plan, backend, prompt, sink)
+            wall = time.perf_counter() - t0
+            sink.close()
+            out[f"{name} {'overlapped' if overlap else 'plain loop'}"] = {
+                "pairs": npairs, "units": stats.graded, "tokens": device.tokens, "seconds": wall,
+                "device_busy_s": device.busy, "device_busy_share": device.busy / wall,
+                "pairs_per_s": npairs / wall, "device_pairs_per_s": npairs / device.busy,
+                "device_tokens_per_s": tokens_per_s, "layers": layers}
+    return out
+
+
+def run(work: Path, rates: list[str] | None = None, root: Path = ROOT) -> dict:
+    """The simulation in a child process on one thread (as the host cost is measured)."""
+    env = dict(os.environ, RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, __file__, "--child", "--work", str(work),
+                           "--rates", ",".join(rates or RATES)], capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stderr)
+        raise SystemExit("bench: the simulated-device run failed")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--work", type=Path, required=True, help="a folder with pool.json, bank.jsonl and t5-1-layer/")
+    ap.add_argument("--rates", default=",".join(RATES), help="of " + ", ".join(RATES))
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    rates = [r for r in args.rates.split(",") if r]
+    result = child(args.work, rates) if args.child else run(args.work, rates)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
