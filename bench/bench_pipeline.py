@@ -109,7 +109,7 @@ def plain_loop(model_dir: Path, requests, device: str, batches: list[int]) -> di
 
     dtype = pick_dtype(None, device)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, dtype=dtype, **model_kwargs(AutoModelForSeq2SeqLM, device))
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, dtype=dtype, **model_kwargs(device))
     model = model.to(device).eval()
     labels = list(requests[0].prompt.labels)
     ids = label_token_ids(tok, labels)

@@ -50,7 +50,7 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left", **gguf)
             self.model = AutoModelForCausalLM.from_pretrained(source, dtype=pick_dtype(self._dtype_opt, self.device),
-                                                              **gguf, **model_kwargs(AutoModelForCausalLM, self.device))
+                                                              **gguf, **model_kwargs(self.device))
         except (OSError, ValueError) as exc:
             raise load_failure(self.model_id, exc) from None
         self.tokenizer.padding_side = "left"

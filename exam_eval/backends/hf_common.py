@@ -91,13 +91,13 @@ def pick_dtype(dtype: str | None, device: str):
     return torch.float32
 
 
-def model_kwargs(model_class, device: str) -> dict:
-    """from_pretrained arguments for the fastest attention the architecture has on a GPU
-    (PyTorch's scaled_dot_product_attention: FlashAttention and memory-efficient kernels).
-    On a CPU transformers' own choice stands (the CPU defaults are measured with it)."""
-    if device.startswith("cuda") and getattr(model_class, "_supports_sdpa", False):
-        return {"attn_implementation": "sdpa"}
-    return {}
+def model_kwargs(device: str) -> dict:
+    """from_pretrained arguments for a GPU: the weights loaded straight onto it, not
+    materialised in host memory first and copied. (Attention needs no argument:
+    transformers picks PyTorch's scaled_dot_product_attention, FlashAttention and
+    memory-efficient kernels, wherever the architecture has it.) On a CPU transformers'
+    own choices stand (the CPU defaults are measured with them)."""
+    return {"device_map": device} if device.startswith("cuda") else {}
 
 
 #: padded prompt tokens per batch on a GPU: bounds (not measured on a GPU yet; the issue's
