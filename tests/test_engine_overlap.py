@@ -14,24 +14,13 @@ from exam_eval.grading import engine
 from exam_eval.grading.cache import NullCache
 from exam_eval.grading.output import GradesAppender, existing_keys
 from exam_eval.grading.prompts import get_prompt
-from exam_eval.io.banks import BankItem, make_item_id
+from test_grade_writer import _world
 
 PROMPT = get_prompt("question-selfrating")
 BATCH = 4
 
 
-def _world(n_queries=3, n_docs=5, n_items=3):
-    docs, texts, items = {}, {}, {}
-    for q in range(n_queries):
-        qid = f"q{q}"
-        docs[qid] = [f"d{q}-{d}" for d in range(n_docs)]
-        texts.update({f"d{q}-{d}": f"passage {d} of query {q} " + "word " * d for d in range(n_docs)})
-        items[qid] = [BankItem(qid, make_item_id(qid, t), "question", t) for t in
-                      (f"question {i} about {q}?" for i in range(n_items))]
-    return docs, texts, items
-
-
-WORLD = _world()
+WORLD = _world(n_queries=3, n_docs=5, n_items=3)
 PAIRS = 3 * 5 * 3
 
 
