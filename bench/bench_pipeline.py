@@ -5,8 +5,11 @@ plain batched loop over the same pairs, on one device, in one run.
     .venv/bin/python bench/bench_pipeline.py --ct2-alone --out bench-out     # `make bench`: CPU
     .venv/bin/python bench/bench_pipeline.py --device cuda --models flan-t5-base,flan-t5-large \\
         --queries 30 --per-query 40 --out bench-out                          # on a GPU
+    bash bench/device_run.sh      # the GPU run as one call of the device tool (bench/README.md)
 
-Rows (pairs/s, and ratios against the reference and against the plain loop):
+Rows (pairs/s, and ratios against the reference and against the plain loop), per model in
+this order, the table and the JSON in ``--out`` rewritten after each (a run stopped at a
+time limit keeps the rows it finished; ``"complete": false`` in the JSON says so):
 
 - **reference**: the workbench's way (batch 1, beam search 5, 2 new tokens, float32) on
   ``--sample-pairs`` pairs (bench_grading.reference_loop, here on ``--device``);
@@ -29,8 +32,10 @@ Rows (pairs/s, and ratios against the reference and against the plain loop):
 
 Models: random weights in the published flan-t5 configurations (bench_grading.CONFIGS)
 and the BPE tokenizer bench_grading trains on the DL19 passages; pool: a seeded sample of
-the DL19 judged pool with the DL19 question bank (``../shared/data/dl19``). Everything
-goes to ``--out``/bench_pipeline.{txt,json} with the device, CPU and library versions.
+the DL19 judged pool with the DL19 question bank (``--data``: ``../shared/data/dl19``, or
+the copy bench/device_stage.sh makes in ``.device/dl19`` for a machine without ../shared).
+Everything goes to ``--out``/bench_pipeline.{txt,json} with the device, CPU and library
+versions.
 """
 
 from __future__ import annotations
@@ -464,6 +469,8 @@ def main(argv=None) -> int:
                 print_table(results, host, env)
             if final:
                 print(table.getvalue(), end="")
+            else:
+                print("\n(partial: saved after the rows above, before the run's end)", file=table)
             payload = {"environment": env, "results": results, "host_cost": host,
                        "total_s": time.perf_counter() - t0, "complete": final,
                        "settings": json.loads(json.dumps(vars(args), default=str))}
