@@ -46,12 +46,16 @@ HOST_PER_QUERY=${HOST_PER_QUERY:-40}
 CT2_MODEL=${CT2_MODEL:-flan-t5-small}
 CT2_QUERIES=${CT2_QUERIES:-6}
 CT2_PER_QUERY=${CT2_PER_QUERY:-10}   # 600 pairs
-# the longest each step may take (seconds); a step never runs past the budget's end less
-# what the steps after it are kept
+# the longest each step may take (seconds), and what a later step is kept at least: a step
+# never runs past the budget's end less what the steps after it are kept
 LARGE_CAP=${LARGE_CAP:-300}
 BASE_CAP=${BASE_CAP:-200}
 HOST_CAP=${HOST_CAP:-60}
 CT2_CAP=${CT2_CAP:-60}
+KEEP_BASE=${KEEP_BASE:-90}
+KEEP_HOST=${KEEP_HOST:-30}
+KEEP_CT2=${KEEP_CT2:-30}            # kept only where a wheel was carried
+MIN_STEP=${MIN_STEP:-20}            # a step with less time than this is skipped
 
 export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
@@ -64,8 +68,9 @@ step() {
   shift 3
   left=$((END - SECONDS - keep))
   [ "$left" -lt "$cap" ] && cap=$left
-  if [ "$cap" -lt 20 ]; then
-    echo "== $name: skipped, ${cap}s left of the budget"
+  if [ "$cap" -lt "$MIN_STEP" ]; then
+    STEPS+=("$name: skipped, ${cap}s left of the budget")
+    echo "== ${STEPS[-1]}"
     return
   fi
   echo "== $name: at most ${cap}s ($(date -u +%H:%M:%S) UTC)"
@@ -73,11 +78,13 @@ step() {
   timeout -k 10 "$cap" "$@"
   rc=$?
   case $rc in
-    0) echo "== $name: done in $((SECONDS - t0))s" ;;
-    124|137) echo "== $name: STOPPED at its limit (${cap}s); the rows it finished are saved" ;;
-    *) echo "== $name: FAILED, exit $rc, after $((SECONDS - t0))s" ;;
+    0) STEPS+=("$name: done in $((SECONDS - t0))s") ;;
+    124|137) STEPS+=("$name: STOPPED at its limit (${cap}s); the rows it finished are saved") ;;
+    *) STEPS+=("$name: FAILED, exit $rc, after $((SECONDS - t0))s") ;;
   esac
+  echo "== ${STEPS[-1]}"
 }
+STEPS=()
 
 main() {
 echo "== device_run $(date -u +%FT%TZ), device $DEVICE, budget ${BUDGET}s"
@@ -99,11 +106,11 @@ EOF
 # carried wheels (CTranslate2) into $SITE, which only the CTranslate2 step puts on
 # PYTHONPATH: where ctranslate2 imports, exam-grade's --engine auto picks it, and the
 # torch rows must stay torch
-have_ct2=0
+have_ct2=0 keep_ct2=0
 if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
   if timeout 120 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
        --target "$SITE" "$WHEELS"/*.whl; then
-    have_ct2=1
+    have_ct2=1 keep_ct2=$KEEP_CT2
   else
     echo "device_run: the carried wheels did not install into $SITE"
   fi
@@ -114,9 +121,9 @@ bench=("$PYTHON" bench/bench_pipeline.py --device "$DEVICE" --data "$DATA" --no-
 # on a CPU the --dtype float32 row runs only when asked (the rehearsal asks)
 [ "$DEVICE" = cpu ] && bench+=(--float32-row)
 
-step "$LARGE" "$LARGE_CAP" 150 "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --out "$OUT/large"
-step "$BASE" "$BASE_CAP" 60 "${bench[@]}" --models "$BASE" --per-query "$BASE_PER_QUERY" --no-host-cost --out "$OUT/base"
-step "host cost (device CPU)" "$HOST_CAP" 30 "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models \
+step "$LARGE" "$LARGE_CAP" $((KEEP_BASE + KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --out "$OUT/large"
+step "$BASE" "$BASE_CAP" $((KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$BASE" --per-query "$BASE_PER_QUERY" --no-host-cost --out "$OUT/base"
+step "host cost (device CPU)" "$HOST_CAP" "$keep_ct2" "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models \
   --host-queries "$HOST_QUERIES" --host-per-query "$HOST_PER_QUERY" --out "$OUT/host"
 if [ "$have_ct2" = 1 ]; then
   step "ctranslate2 on $DEVICE" "$CT2_CAP" 0 "$PYTHON" bench/device_ct2.py --device "$DEVICE" --site "$SITE" \
@@ -130,6 +137,7 @@ echo "== the figures"
 for d in large base host; do
   [ -f "$OUT/$d/bench_pipeline.txt" ] && { echo "-- $d"; cat "$OUT/$d/bench_pipeline.txt"; }
 done
+printf '== %s\n' "${STEPS[@]}"
 echo "== device_run: ${SECONDS}s in all"
 }
 

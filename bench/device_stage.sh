@@ -15,7 +15,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 DATA=${DATA:-$ROOT/../shared/data/dl19}
-STAGE=$ROOT/.device
+STAGE=${STAGE:-$ROOT/.device}       # what device_run.sh reads; another folder only for tests
 LIMIT_MIB=${LIMIT_MIB:-56}  # the working tree that travels may hold 64 MiB in all
 CT2=0
 for arg in "$@"; do
@@ -30,6 +30,13 @@ if [ ! -f "$DATA/passages.jsonl.gz" ] || [ ! -f "$DATA/banks/questions.jsonl.gz"
   echo "device_stage: $DATA lacks passages.jsonl.gz, banks/questions.jsonl.gz or runs/ (the DL19 folder of shared/data)" >&2
   exit 2
 fi
+
+# KiB of what the device tool sends of the checkout: tracked and untracked-not-ignored files
+checkout_kib() {
+  local kib
+  kib=$(cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1 || true)
+  echo "${kib:-0}"
+}
 
 # the repository's exclude file, shared by every worktree of it
 EXCLUDE=$(git -C "$ROOT" rev-parse --path-format=absolute --git-common-dir)/info/exclude
@@ -57,7 +64,7 @@ if [ "$CT2" = 1 ]; then
     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 \
     -d "$STAGE/whl" "ctranslate2${VERSION:+==$VERSION}"
   whl_kib=$(du -sk "$STAGE/whl" | cut -f1)
-  tree_kib=$( (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1) || echo 0)
+  tree_kib=$(checkout_kib)
   data_kib=$(du -sk "$STAGE/dl19" | cut -f1)
   if [ $(( (whl_kib + tree_kib + data_kib) / 1024 )) -ge "$LIMIT_MIB" ]; then
     echo "device_stage: the CTranslate2 wheel ($((whl_kib / 1024)) MiB) would bring what travels to" \
@@ -66,7 +73,7 @@ if [ "$CT2" = 1 ]; then
   fi
 fi
 
-tree_kib=$( (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | du -ck --files0-from=- 2>/dev/null | tail -1 | cut -f1) || echo 0)
+tree_kib=$(checkout_kib)
 stage_kib=$(du -sk "$STAGE" | cut -f1)
 echo "staged in $STAGE:"
 (cd "$STAGE" && du -sh -- * | sed 's/^/  /')
