@@ -86,59 +86,61 @@ step() {
 }
 STEPS=()
 
-main() {
-echo "== device_run $(date -u +%FT%TZ), device $DEVICE, budget ${BUDGET}s"
-# the commit staged (the machine gets the files without .git)
-[ -f .device/COMMIT ] && echo "checkout: $(cat .device/COMMIT)"
-command -v nvidia-smi >/dev/null && timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
-echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
-timeout 60 "$PYTHON" - <<'EOF'
+VERSIONS='
 import platform, torch, transformers, tokenizers, numpy
 print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
       f"transformers {transformers.__version__}, tokenizers {tokenizers.__version__}, numpy {numpy.__version__}")
 if torch.cuda.is_available():
     p = torch.cuda.get_device_properties(0)
-    print(f"{p.name}: {p.total_memory / 2**30:.0f} GiB, {p.multi_processor_count} SMs, capability {p.major}.{p.minor}, "
-          f"bf16 {torch.cuda.is_bf16_supported()}")
-EOF
-[ -d "$DATA" ] || { echo "device_run: $DATA not found: run bench/device_stage.sh here and carry .device"; return 2; }
+    print(f"{p.name}: {p.total_memory / 2**30:.0f} GiB, {p.multi_processor_count} SMs, "
+          f"capability {p.major}.{p.minor}, bf16 {torch.cuda.is_bf16_supported()}")
+'
 
-# carried wheels (CTranslate2) into $SITE, which only the CTranslate2 step puts on
-# PYTHONPATH: where ctranslate2 imports, exam-grade's --engine auto picks it, and the
-# torch rows must stay torch
-have_ct2=0 keep_ct2=0
-if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
-  if timeout 120 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-       --target "$SITE" "$WHEELS"/*.whl; then
-    have_ct2=1 keep_ct2=$KEEP_CT2
-  else
-    echo "device_run: the carried wheels did not install into $SITE"
+main() {
+  echo "== device_run $(date -u +%FT%TZ), device $DEVICE, budget ${BUDGET}s"
+  # the commit staged (the machine gets the files without .git)
+  [ -f .device/COMMIT ] && echo "checkout: $(cat .device/COMMIT)"
+  command -v nvidia-smi >/dev/null && timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  timeout 60 "$PYTHON" -c "$VERSIONS"
+  [ -d "$DATA" ] || { echo "device_run: $DATA not found: run bench/device_stage.sh here and carry .device"; return 2; }
+
+  # carried wheels (CTranslate2) into $SITE, which only the CTranslate2 step puts on
+  # PYTHONPATH: where ctranslate2 imports, exam-grade's --engine auto picks it, and the
+  # torch rows must stay torch
+  have_ct2=0 keep_ct2=0
+  if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+    if timeout 120 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+         --target "$SITE" "$WHEELS"/*.whl; then
+      have_ct2=1 keep_ct2=$KEEP_CT2
+    else
+      echo "device_run: the carried wheels did not install into $SITE"
+    fi
   fi
-fi
 
-bench=("$PYTHON" bench/bench_pipeline.py --device "$DEVICE" --data "$DATA" --no-ct2 --queries "$QUERIES"
-       --sample-pairs "$SAMPLE_PAIRS" --plain-pairs "$PLAIN_PAIRS" ${PLAIN_BATCHES:+--plain-batches "$PLAIN_BATCHES"})
-# on a CPU the --dtype float32 row runs only when asked (the rehearsal asks)
-[ "$DEVICE" = cpu ] && bench+=(--float32-row)
+  bench=("$PYTHON" bench/bench_pipeline.py --device "$DEVICE" --data "$DATA" --no-ct2 --queries "$QUERIES"
+         --sample-pairs "$SAMPLE_PAIRS" --plain-pairs "$PLAIN_PAIRS" ${PLAIN_BATCHES:+--plain-batches "$PLAIN_BATCHES"})
+  # on a CPU the --dtype float32 row runs only when asked (the rehearsal asks)
+  [ "$DEVICE" = cpu ] && bench+=(--float32-row)
 
-step "$LARGE" "$LARGE_CAP" $((KEEP_BASE + KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --out "$OUT/large"
-step "$BASE" "$BASE_CAP" $((KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$BASE" --per-query "$BASE_PER_QUERY" --no-host-cost --out "$OUT/base"
-step "host cost (device CPU)" "$HOST_CAP" "$keep_ct2" "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models \
-  --host-queries "$HOST_QUERIES" --host-per-query "$HOST_PER_QUERY" --out "$OUT/host"
-if [ "$have_ct2" = 1 ]; then
-  step "ctranslate2 on $DEVICE" "$CT2_CAP" 0 "$PYTHON" bench/device_ct2.py --device "$DEVICE" --site "$SITE" \
-    --data "$DATA" --model "$CT2_MODEL" --queries "$CT2_QUERIES" --per-query "$CT2_PER_QUERY" --json "$OUT/ct2_cuda.json"
-else
-  echo "== ctranslate2: no wheel carried in $WHEELS (bench/device_stage.sh --ct2)"
-fi
-rm -f "$OUT"/*.part "$OUT"/*/*.part  # a save cut short by a step's limit; the file before it stands
+  step "$LARGE" "$LARGE_CAP" $((KEEP_BASE + KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --out "$OUT/large"
+  step "$BASE" "$BASE_CAP" $((KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$BASE" --per-query "$BASE_PER_QUERY" --no-host-cost --out "$OUT/base"
+  step "host cost (device CPU)" "$HOST_CAP" "$keep_ct2" "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models \
+    --host-queries "$HOST_QUERIES" --host-per-query "$HOST_PER_QUERY" --out "$OUT/host"
+  if [ "$have_ct2" = 1 ]; then
+    step "ctranslate2 on $DEVICE" "$CT2_CAP" 0 "$PYTHON" bench/device_ct2.py --device "$DEVICE" --site "$SITE" \
+      --data "$DATA" --model "$CT2_MODEL" --queries "$CT2_QUERIES" --per-query "$CT2_PER_QUERY" --json "$OUT/ct2_cuda.json"
+  else
+    echo "== ctranslate2: no wheel carried in $WHEELS (bench/device_stage.sh --ct2)"
+  fi
+  rm -f "$OUT"/*.part "$OUT"/*/*.part  # a save cut short by a step's limit; the file before it stands
 
-echo "== the figures"
-for d in large base host; do
-  [ -f "$OUT/$d/bench_pipeline.txt" ] && { echo "-- $d"; cat "$OUT/$d/bench_pipeline.txt"; }
-done
-printf '== %s\n' "${STEPS[@]}"
-echo "== device_run: ${SECONDS}s in all"
+  echo "== the figures"
+  for d in large base host; do
+    [ -f "$OUT/$d/bench_pipeline.txt" ] && { echo "-- $d"; cat "$OUT/$d/bench_pipeline.txt"; }
+  done
+  printf '== %s\n' "${STEPS[@]}"
+  echo "== device_run: ${SECONDS}s in all"
 }
 
 main 2>&1 | tee "$OUT/run.log"
