@@ -12,13 +12,14 @@ DEMO_OUT ?= demo-out
 DEMO_RAG_OUT ?= $(if $(filter command line environment,$(origin DEMO_OUT)),$(DEMO_OUT),demo-rag-out)
 BENCH_OUT ?= bench-out
 
-.PHONY: install test demo demo-rag bench bench-nuggets man lint clean system-deps help example
+.PHONY: install test demo demo-rag bench bench-nuggets bench-device-stage man lint clean system-deps help example
 
 help:
 	@echo "make demo    - grade the built-in demo collection (offline), print leaderboards"
 	@echo "make demo-rag - the demo runs as RAG reports: grades, nugget scores, leaderboard (offline)"
 	@echo "make test    - install (if needed) and run the tests"
 	@echo "make bench   - speed benchmarks (scoring, EXAM-Cover, grading, the grading pipeline, exam-qrels vs trec_eval, nuggetizer calls)"
+	@echo "make bench-device-stage - stage into .device/ what the GPU run (bench/device_run.sh) needs"
 	@echo "make man     - check and render the man pages into man/txt/"
 	@echo "make lint    - static checks (ruff)"
 	@echo "make install - create $(VENV) with the package and all extras"
@@ -61,6 +62,13 @@ bench: install
 	$(PY) bench/bench_trec_eval.py --out $(BENCH_OUT)
 	$(PY) bench/bench_pipeline.py --ct2-alone --out $(BENCH_OUT)
 	$(PY) bench/bench_nuggetizer.py --json $(BENCH_OUT)/bench_nuggetizer.json
+
+# what bench/device_run.sh needs on the GPU machine, where only the checkout travels: the
+# DL19 inputs and CTranslate2's cp312 wheel into .device/ (DEVICE_STAGE_FLAGS= for the data
+# alone); no install: it runs before the device tool's call, with what is here
+DEVICE_STAGE_FLAGS ?= --ct2
+bench-device-stage:
+	bash bench/device_stage.sh $(DEVICE_STAGE_FLAGS)
 
 # the AutoNuggetizer's calls and prompt tokens, the nuggetizer package against exam_eval
 bench-nuggets: install

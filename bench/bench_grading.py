@@ -155,9 +155,10 @@ def build_model(name: str, tokenizer, path: Path, seed: int = 0) -> Path:
 
 
 # -- measurements ---------------------------------------------------------------------------------
-def run_cli(args: list[str], root: Path = ROOT) -> dict:
-    """exam-grade as a user runs it (the code of checkout ``root``); wall time, peak RSS of
-    that process, its summary."""
+def run_cli(args: list[str], root: Path = ROOT, check: bool = True, path: tuple[str, ...] = ()) -> dict:
+    """exam-grade as a user runs it (the code of checkout ``root``, then the folders ``path``
+    on PYTHONPATH); wall time, peak RSS of that process, its summary. A failure ends the bench,
+    or with ``check=False`` comes back as the exit code and the last line exam-grade printed."""
     # peak RSS from the child's own VmHWM at exit: wait4's ru_maxrss starts a forked child
     # at its parent's high-water mark (Linux copies it through fork and exec), so it would
     # report this (large) bench process for any smaller exam-grade
@@ -169,7 +170,7 @@ def run_cli(args: list[str], root: Path = ROOT) -> dict:
             "atexit.register(hwm)\n"
             "from exam_eval.commands.grade import main; main()")
     cmd = [sys.executable, "-c", code, *args]
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(root))
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=os.pathsep.join([str(root), *path]))
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     err = proc.stderr.read()
@@ -177,6 +178,9 @@ def run_cli(args: list[str], root: Path = ROOT) -> dict:
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
+        if not check:
+            last = [line for line in err.splitlines() if line.strip() and not line.startswith("BENCH_VMHWM_KB")]
+            return {"wall_s": wall, "returncode": proc.returncode, "message": last[-1] if last else ""}
         sys.stderr.write(err)
         raise SystemExit(f"bench: exam-grade failed ({proc.returncode})")
     m = re.search(r"(\d+) pairs: (\d+) graded, (\d+) from cache, (\d+) deduplicated", err)
@@ -284,7 +288,10 @@ def cpu_peak() -> dict:
     can tell). Clock: lscpu's "CPU max MHz", else the BogoMIPS / 2 (the TSC rate, about the
     base clock, under a hypervisor). An upper bound; sustained clocks are lower.
     """
-    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    except FileNotFoundError:  # a bare container image: the figures fall back to the defaults below
+        out = ""
     field = {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines())}
     flags = set(field.get("Flags", "").split())
     cores = os.cpu_count() or 1

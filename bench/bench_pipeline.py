@@ -5,8 +5,11 @@ plain batched loop over the same pairs, on one device, in one run.
     .venv/bin/python bench/bench_pipeline.py --ct2-alone --out bench-out     # `make bench`: CPU
     .venv/bin/python bench/bench_pipeline.py --device cuda --models flan-t5-base,flan-t5-large \\
         --queries 30 --per-query 40 --out bench-out                          # on a GPU
+    bash bench/device_run.sh      # the GPU run as one call of the device tool (bench/README.md)
 
-Rows (pairs/s, and ratios against the reference and against the plain loop):
+Rows (pairs/s, and ratios against the reference and against the plain loop), per model in
+this order, the table and the JSON in ``--out`` rewritten after each (a run stopped at a
+time limit keeps the rows it finished; ``"complete": false`` in the JSON says so):
 
 - **reference**: the workbench's way (batch 1, beam search 5, 2 new tokens, float32) on
   ``--sample-pairs`` pairs (bench_grading.reference_loop, here on ``--device``);
@@ -29,14 +32,17 @@ Rows (pairs/s, and ratios against the reference and against the plain loop):
 
 Models: random weights in the published flan-t5 configurations (bench_grading.CONFIGS)
 and the BPE tokenizer bench_grading trains on the DL19 passages; pool: a seeded sample of
-the DL19 judged pool with the DL19 question bank (``../shared/data/dl19``). Everything
-goes to ``--out``/bench_pipeline.{txt,json} with the device, CPU and library versions.
+the DL19 judged pool with the DL19 question bank (``--data``: ``../shared/data/dl19``, or
+the copy bench/device_stage.sh makes in ``.device/dl19`` for a machine without ../shared).
+Everything goes to ``--out``/bench_pipeline.{txt,json} with the device, CPU and library
+versions.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import io
 import json
 import os
@@ -73,6 +79,18 @@ def sync(device: str) -> None:
         import torch
 
         torch.cuda.synchronize()
+
+
+def release(device: str) -> None:
+    """Give the device memory of an in-process loop back: exam-grade, a child process, sizes
+    its batches on CUDA from the memory free when it starts."""
+    if device.startswith("cuda"):
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
 
 
 def reference_loop(model_dir: Path, requests, device: str) -> dict:
@@ -265,37 +283,48 @@ def environment(device: str) -> dict:
     return env
 
 
-def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dict:
+def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args, res: dict | None = None,
+                saved=lambda: None) -> dict:
+    """The rows of one model into ``res``, cheapest and most needed first; ``saved()`` after
+    each, so a run stopped at its time limit (the GPU run's ``timeout``) keeps what it finished."""
     requests = pool_requests(pool)
-    res: dict = {"pairs": len(requests)}
+    res = {} if res is None else res
+    res["pairs"] = len(requests)
     say = lambda msg: print(f"[{name}] {msg} ...", file=sys.stderr, flush=True)  # noqa: E731
     sample = bg.sample_requests(pool, args.sample_pairs, args.seed)
+    say(f"reference loop on {len(sample)} pairs")
+    res["reference"] = reference_loop(model_dir, sample, args.device)
+    release(args.device)
+    saved()
     if args.only_ct2:
-        say(f"reference loop on {len(sample)} pairs")
-        res["reference"] = reference_loop(model_dir, sample, args.device)
         return res
-    say(f"exam-grade (defaults) on {args.device}")
-    res["exam_grade"] = exam_grade(name, model_dir, work, args.device, [], "default")
-    if args.device.startswith("cuda") or args.float32_row:
-        say("exam-grade --dtype float32")
-        res["exam_grade_float32"] = exam_grade(name, model_dir, work, args.device, ["--dtype", "float32"], "fp32")
-        res["agreement_default_vs_float32"] = bg.agreement(Path(res["exam_grade"]["output"]),
-                                                           Path(res["exam_grade_float32"]["output"]))
     say(f"plain loop on {min(len(requests), args.plain_pairs)} pairs, batches {args.plain_batches}")
     res["plain"] = plain_loop(model_dir, requests[: args.plain_pairs], args.device,
                               [int(b) for b in args.plain_batches.split(",")])
-    say(f"reference loop on {len(sample)} pairs")
-    res["reference"] = reference_loop(model_dir, sample, args.device)
-    ref, plain = res["reference"]["pairs_per_s"], res["plain"]["pairs_per_s"]
-    for key in ("exam_grade", "exam_grade_float32"):
-        if key in res:
-            r = res[key]
-            r["vs_reference_end_to_end"] = r["pairs_per_s_end_to_end"] / ref
-            r["vs_reference_grading"] = r["pairs_per_s_grading"] / ref
-            r["vs_plain_end_to_end"] = r["pairs_per_s_end_to_end"] / plain
-            r["vs_plain_grading"] = r["pairs_per_s_grading"] / plain
-    res["plain"]["vs_reference"] = plain / ref
+    res["plain"]["vs_reference"] = res["plain"]["pairs_per_s"] / res["reference"]["pairs_per_s"]
+    release(args.device)
+    saved()
+    say(f"exam-grade (defaults) on {args.device}")
+    res["exam_grade"] = with_ratios(exam_grade(name, model_dir, work, args.device, [], "default"), res)
+    saved()
+    if args.device.startswith("cuda") or args.float32_row:
+        say("exam-grade --dtype float32")
+        res["exam_grade_float32"] = with_ratios(
+            exam_grade(name, model_dir, work, args.device, ["--dtype", "float32"], "fp32"), res)
+        res["agreement_default_vs_float32"] = bg.agreement(Path(res["exam_grade"]["output"]),
+                                                           Path(res["exam_grade_float32"]["output"]))
+        saved()
     return res
+
+
+def with_ratios(r: dict, res: dict) -> dict:
+    """An exam-grade row with its ratios to the reference and plain loops of ``res``."""
+    ref, plain = res["reference"]["pairs_per_s"], res["plain"]["pairs_per_s"]
+    r["vs_reference_end_to_end"] = r["pairs_per_s_end_to_end"] / ref
+    r["vs_reference_grading"] = r["pairs_per_s_grading"] / ref
+    r["vs_plain_end_to_end"] = r["pairs_per_s_end_to_end"] / plain
+    r["vs_plain_grading"] = r["pairs_per_s_grading"] / plain
+    return r
 
 
 def bench_ct2(name: str, model_dir: Path, work: Path, args, reference: float) -> dict:
@@ -332,9 +361,10 @@ def print_table(results: dict, host: dict | None, env: dict) -> None:
     print(f"device: {env['device']} ({where}); torch {env['torch']}, transformers {env['transformers']}, "
           f"tokenizers {env['tokenizers']}, ctranslate2 {env.get('ctranslate2')}; load {env['load_average_before'][0]:.1f}")
     for name, r in results.items():
-        ref, plain = r["reference"], r.get("plain")
-        print(f"\n{name}: {r['pairs']} pairs")
-        print(f"  reference loop (batch 1, beam 5, fp32)       {ref['pairs_per_s']:10.2f} pairs/s  1x")
+        ref, plain = r.get("reference"), r.get("plain")
+        print(f"\n{name}: {r['pairs']} pairs" + ("" if ref else " (no row finished)"))
+        if ref:
+            print(f"  reference loop (batch 1, beam 5, fp32)       {ref['pairs_per_s']:10.2f} pairs/s  1x")
         if "reference_after" in r:
             print(f"  reference loop again, after the rows below   {r['reference_after']['pairs_per_s']:10.2f} pairs/s")
         if plain:
@@ -419,7 +449,7 @@ def main(argv=None) -> int:
         if not torch.cuda.is_available():
             print(f"bench: --device {args.device}: torch sees no CUDA device", file=sys.stderr)
             return 2
-    if args.ct2 and (gpu or not __import__("importlib").util.find_spec("ctranslate2")):
+    if args.ct2 and (gpu or not importlib.util.find_spec("ctranslate2")):
         args.ct2 = False
     work = Path(tempfile.mkdtemp(prefix="exam-pipeline-")) if args.keep is None else args.keep
     work.mkdir(parents=True, exist_ok=True)
@@ -427,9 +457,33 @@ def main(argv=None) -> int:
     try:
         t0 = time.perf_counter()
         env = environment(args.device)
+        results: dict = {}
+        host = None
+
+        def save(final: bool = False) -> None:
+            """The table and every figure so far into --out (each file replaced whole)."""
+            if final:
+                env["load_average_after"] = os.getloadavg()
+            table = io.StringIO()
+            with contextlib.redirect_stdout(table):
+                print_table(results, host, env)
+            if final:
+                print(table.getvalue(), end="")
+            else:
+                print("\n(partial: saved after the rows above, before the run's end)", file=table)
+            payload = {"environment": env, "results": results, "host_cost": host,
+                       "total_s": time.perf_counter() - t0, "complete": final,
+                       "settings": json.loads(json.dumps(vars(args), default=str))}
+            if args.out:
+                args.out.mkdir(parents=True, exist_ok=True)
+                for path, text in ((args.out / "bench_pipeline.txt", table.getvalue()),
+                                   (args.out / "bench_pipeline.json", json.dumps(payload, indent=1) + "\n")):
+                    part = path.with_name(path.name + ".part")
+                    part.write_text(text, encoding="utf-8")
+                    part.replace(path)
+
         pool = bg.build_pool(args.data, work, args.queries, args.per_query, args.seed)
         tok = bg.train_tokenizer(args.data)
-        host = None
         if args.host_cost:
             # a pool of the issue's size (the stubbed model makes it cheap): the first pair of
             # each passage and question is tokenized whole, a share that shrinks as pools grow
@@ -440,27 +494,20 @@ def main(argv=None) -> int:
                   f"{args.host_per_query} passages ...", file=sys.stderr, flush=True)
             bg.build_model("t5-1-layer", tok, hwork / "t5-1-layer")
             host = host_costs(hwork, hpool, args)
-        results = {}
+            save()
         for name in args.models.split(",") if args.models_arm else []:
+            t1 = time.perf_counter()
             model_dir = bg.build_model(name, tok, work / name)
-            results[name] = bench_model(name, model_dir, work, pool, args)
+            results[name] = {"build_s": time.perf_counter() - t1}  # random weights, saved in float32
+            bench_model(name, model_dir, work, pool, args, results[name], save)
             if args.ct2:
                 results[name]["ctranslate2"] = bench_ct2(name, model_dir, work, args,
                                                          results[name]["reference"]["pairs_per_s"])
+                save()
             if args.only_ct2:  # the reference again: how far the machine's load moved meanwhile
                 sample = bg.sample_requests(pool, args.sample_pairs, args.seed)
                 results[name]["reference_after"] = reference_loop(model_dir, sample, args.device)
-        env["load_average_after"] = os.getloadavg()
-        table = io.StringIO()
-        with contextlib.redirect_stdout(table):
-            print_table(results, host, env)
-        print(table.getvalue(), end="")
-        payload = {"environment": env, "results": results, "host_cost": host, "total_s": time.perf_counter() - t0,
-                   "settings": json.loads(json.dumps(vars(args), default=str))}
-        if args.out:
-            args.out.mkdir(parents=True, exist_ok=True)
-            (args.out / "bench_pipeline.txt").write_text(table.getvalue(), encoding="utf-8")
-            (args.out / "bench_pipeline.json").write_text(json.dumps(payload, indent=1) + "\n", encoding="utf-8")
+        save(final=True)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

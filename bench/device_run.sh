@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# The GPU run of bench_pipeline.py (issue 22), as ONE command of the device tool:
+#
+#   run  command: bash bench/device_run.sh   carry: [".device"]   timeout_s: 600
+#
+# after `make bench-device-stage` (or `bench/device_stage.sh --ct2`) here. It needs OUT
+# (the device tool sets it) and .device/dl19; it ends inside BUDGET seconds (540) whatever
+# happens, every step under `timeout`, and each step's figures are under $OUT as soon as
+# that step (or each row of it: bench_pipeline saves after every row) is done:
+#
+#   $OUT/run.log                          everything printed, versions first
+#   $OUT/large/bench_pipeline.{txt,json}  flan-t5-large: reference, plain loop, exam-grade
+#                                         defaults (end to end, grading only), --dtype float32
+#                                         and the share of grades equal to float32's
+#   $OUT/base/bench_pipeline.{txt,json}   flan-t5-base, the same rows (a smaller pool)
+#   $OUT/host/bench_pipeline.{txt,json}   host cost per pair on the device's CPU, model stubbed
+#   $OUT/ct2_cuda.json                    one exam-grade --engine ctranslate2 attempt, where
+#                                         the CTranslate2 wheel was carried (.device/whl)
+#
+# Rehearsal on a CPU (every variable below may be set; tiny sizes):
+#   DEVICE=cpu LARGE=flan-t5-small BASE=t5-1-layer QUERIES=1 PER_QUERY=2 BASE_PER_QUERY=2 \
+#   SAMPLE_PAIRS=2 PLAIN_PAIRS=8 PLAIN_BATCHES=4,8 HOST_QUERIES=2 HOST_PER_QUERY=5 \
+#   CT2_QUERIES=1 CT2_PER_QUERY=2 WHEELS=DIR_OF_A_CP311_WHEEL \
+#   PYTHON=/tmp/devenv/bin/python OUT=/tmp/devout bash bench/device_run.sh
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 2
+: "${OUT:?OUT: the folder whose files come back (the device tool sets it)}"
+PYTHON=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda}
+DATA=${DATA:-.device/dl19}
+WHEELS=${WHEELS:-.device/whl}
+SITE=${SITE:-/tmp/site}
+BUDGET=${BUDGET:-540}               # seconds for the whole command (the tool's limit: 600)
+LARGE=${LARGE:-flan-t5-large}
+BASE=${BASE:-flan-t5-base}
+QUERIES=${QUERIES:-30}
+PER_QUERY=${PER_QUERY:-40}          # flan-t5-large: 30 x 40 = 11,970 pairs
+BASE_PER_QUERY=${BASE_PER_QUERY:-20} # flan-t5-base: 30 x 20 = 6,000 pairs
+SAMPLE_PAIRS=${SAMPLE_PAIRS:-100}   # the reference loop's pairs (the issue's 100)
+PLAIN_PAIRS=${PLAIN_PAIRS:-6000}    # the plain loop's pairs (the issue's 6,000)
+PLAIN_BATCHES=${PLAIN_BATCHES:-}    # empty: bench_pipeline's default (GPU 32,128,512)
+HOST_QUERIES=${HOST_QUERIES:-30}
+HOST_PER_QUERY=${HOST_PER_QUERY:-40}
+CT2_MODEL=${CT2_MODEL:-flan-t5-small}
+CT2_QUERIES=${CT2_QUERIES:-6}
+CT2_PER_QUERY=${CT2_PER_QUERY:-10}   # 600 pairs
+# the longest each step may take (seconds), and what a later step is kept at least: a step
+# never runs past the budget's end less what the steps after it are kept
+LARGE_CAP=${LARGE_CAP:-300}
+BASE_CAP=${BASE_CAP:-200}
+HOST_CAP=${HOST_CAP:-60}
+CT2_CAP=${CT2_CAP:-60}
+KEEP_BASE=${KEEP_BASE:-90}
+KEEP_HOST=${KEEP_HOST:-30}
+KEEP_CT2=${KEEP_CT2:-30}            # kept only where a wheel was carried
+MIN_STEP=${MIN_STEP:-20}            # a step with less time than this is skipped
+
+export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+mkdir -p "$OUT"
+END=$((SECONDS + BUDGET))
+
+# step NAME CAP KEEP COMMAND...: COMMAND under timeout, for at most CAP seconds and never
+# past the budget's end less KEEP seconds (kept for the steps after it)
+step() {
+  local name=$1 cap=$2 keep=$3 left t0 rc
+  shift 3
+  left=$((END - SECONDS - keep))
+  [ "$left" -lt "$cap" ] && cap=$left
+  if [ "$cap" -lt "$MIN_STEP" ]; then
+    STEPS+=("$name: skipped, ${cap}s left of the budget")
+    echo "== ${STEPS[-1]}"
+    return
+  fi
+  echo "== $name: at most ${cap}s ($(date -u +%H:%M:%S) UTC)"
+  t0=$SECONDS
+  timeout -k 10 "$cap" "$@"
+  rc=$?
+  case $rc in
+    0) STEPS+=("$name: done in $((SECONDS - t0))s") ;;
+    124|137) STEPS+=("$name: STOPPED at its limit (${cap}s); the rows it finished are saved") ;;
+    *) STEPS+=("$name: FAILED, exit $rc, after $((SECONDS - t0))s") ;;
+  esac
+  echo "== ${STEPS[-1]}"
+}
+STEPS=()
+
+VERSIONS='
+import platform, torch, transformers, tokenizers, numpy
+print(f"python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
+      f"transformers {transformers.__version__}, tokenizers {tokenizers.__version__}, numpy {numpy.__version__}")
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    print(f"{p.name}: {p.total_memory / 2**30:.0f} GiB, {p.multi_processor_count} SMs, "
+          f"capability {p.major}.{p.minor}, bf16 {torch.cuda.is_bf16_supported()}")
+'
+
+main() {
+  echo "== device_run $(date -u +%FT%TZ), device $DEVICE, budget ${BUDGET}s"
+  # the commit staged (the machine gets the files without .git)
+  [ -f .device/COMMIT ] && echo "checkout: $(cat .device/COMMIT)"
+  command -v nvidia-smi >/dev/null && timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
+  timeout 60 "$PYTHON" -c "$VERSIONS"
+  [ -d "$DATA" ] || { echo "device_run: $DATA not found: run bench/device_stage.sh here and carry .device"; return 2; }
+
+  # carried wheels (CTranslate2) into $SITE, which only the CTranslate2 step puts on
+  # PYTHONPATH: where ctranslate2 imports, exam-grade's --engine auto picks it, and the
+  # torch rows must stay torch
+  have_ct2=0 keep_ct2=0
+  if ls "$WHEELS"/*.whl >/dev/null 2>&1; then
+    if timeout 120 "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+         --target "$SITE" "$WHEELS"/*.whl; then
+      have_ct2=1 keep_ct2=$KEEP_CT2
+    else
+      echo "device_run: the carried wheels did not install into $SITE"
+    fi
+  fi
+
+  bench=("$PYTHON" bench/bench_pipeline.py --device "$DEVICE" --data "$DATA" --no-ct2 --queries "$QUERIES"
+         --sample-pairs "$SAMPLE_PAIRS" --plain-pairs "$PLAIN_PAIRS" ${PLAIN_BATCHES:+--plain-batches "$PLAIN_BATCHES"})
+  # on a CPU the --dtype float32 row runs only when asked (the rehearsal asks)
+  [ "$DEVICE" = cpu ] && bench+=(--float32-row)
+
+  step "$LARGE" "$LARGE_CAP" $((KEEP_BASE + KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --out "$OUT/large"
+  step "$BASE" "$BASE_CAP" $((KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$BASE" --per-query "$BASE_PER_QUERY" --no-host-cost --out "$OUT/base"
+  step "host cost (device CPU)" "$HOST_CAP" "$keep_ct2" "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models \
+    --host-queries "$HOST_QUERIES" --host-per-query "$HOST_PER_QUERY" --out "$OUT/host"
+  if [ "$have_ct2" = 1 ]; then
+    step "ctranslate2 on $DEVICE" "$CT2_CAP" 0 "$PYTHON" bench/device_ct2.py --device "$DEVICE" --site "$SITE" \
+      --data "$DATA" --model "$CT2_MODEL" --queries "$CT2_QUERIES" --per-query "$CT2_PER_QUERY" --json "$OUT/ct2_cuda.json"
+  else
+    echo "== ctranslate2: no wheel carried in $WHEELS (bench/device_stage.sh --ct2)"
+  fi
+  rm -f "$OUT"/*.part "$OUT"/*/*.part  # a save cut short by a step's limit; the file before it stands
+
+  echo "== the figures"
+  for d in large base host; do
+    [ -f "$OUT/$d/bench_pipeline.txt" ] && { echo "-- $d"; cat "$OUT/$d/bench_pipeline.txt"; }
+  done
+  printf '== %s\n' "${STEPS[@]}"
+  echo "== device_run: ${SECONDS}s in all"
+}
+
+main 2>&1 | tee "$OUT/run.log"

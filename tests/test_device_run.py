@@ -1,0 +1,143 @@
+"""The GPU run's two scripts (bench/device_stage.sh, bench/device_run.sh), tried without a
+GPU: what is staged is what bench_pipeline reads, and the run's steps stop at their limits
+while the later steps still run."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGE_SCRIPT = ROOT / "bench" / "device_stage.sh"
+RUN_SCRIPT = ROOT / "bench" / "device_run.sh"
+
+pytestmark = pytest.mark.skipif(not (shutil.which("bash") and shutil.which("git") and shutil.which("timeout")),
+                                reason="needs bash, git and timeout")
+
+
+def fake_dl19(folder: Path) -> Path:
+    """A DL19-shaped folder: what bench_pipeline reads, and files beside it that it does not."""
+    (folder / "banks").mkdir(parents=True)
+    (folder / "runs").mkdir()
+    (folder / "first-stage-runs").mkdir()
+    with gzip.open(folder / "passages.jsonl.gz", "wt") as fh:
+        fh.write(json.dumps({"doc_id": "d1", "text": "a passage"}) + "\n")
+    for name in ("questions.jsonl.gz", "nuggets.jsonl.gz"):
+        with gzip.open(folder / "banks" / name, "wt") as fh:
+            fh.write("{}\n")
+    for name in ("a.run", "b.run"):
+        (folder / "runs" / name).write_text("1 Q0 d1 1 1.0 r\n")
+    (folder / "first-stage-runs" / "c.run").write_text("1 Q0 d1 1 1.0 r\n")
+    (folder / "qrels.txt").write_text("1 0 d1 1\n")
+    return folder
+
+
+def git_repo(folder: Path) -> Path:
+    """A repository whose .git stands in for the project's (GIT_DIR), so the exclude file
+    written is this one."""
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+    subprocess.run(["git", "init", "-q", str(folder)], check=True)
+    (folder / "f").write_text("x\n")
+    subprocess.run(["git", "-C", str(folder), "add", "f"], check=True)
+    subprocess.run(["git", "-C", str(folder), "commit", "-qm", "c"], check=True, env=env)
+    return folder / ".git"
+
+
+def stage(tmp_path: Path, data: Path, *args: str) -> subprocess.CompletedProcess:
+    gitdir = tmp_path / "repo" / ".git"
+    if not gitdir.exists():
+        git_repo(tmp_path / "repo")
+    env = dict(os.environ, DATA=str(data), STAGE=str(tmp_path / "stage"), GIT_DIR=str(gitdir))
+    return subprocess.run(["bash", str(STAGE_SCRIPT), *args], capture_output=True, text=True, env=env)
+
+
+def test_stage_copies_only_what_bench_pipeline_reads(tmp_path):
+    data = fake_dl19(tmp_path / "dl19")
+    for _ in range(2):  # a second staging replaces the first, and adds no second exclude line
+        r = stage(tmp_path, data)
+        assert r.returncode == 0, r.stderr
+    staged = sorted(str(p.relative_to(tmp_path / "stage")) for p in (tmp_path / "stage").rglob("*") if p.is_file())
+    assert staged == ["COMMIT", "dl19/banks/questions.jsonl.gz", "dl19/passages.jsonl.gz", "dl19/runs/a.run",
+                      "dl19/runs/b.run"]
+    exclude = (tmp_path / "repo" / ".git" / "info" / "exclude").read_text().splitlines()
+    assert exclude.count("/.device/") == 1
+    assert "travels:" in r.stdout
+
+
+def test_stage_without_the_data_says_so_in_one_line(tmp_path):
+    r = stage(tmp_path, tmp_path / "nowhere")
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "nowhere" in r.stderr
+    assert not (tmp_path / "stage").exists()
+
+
+@pytest.mark.shared
+def test_the_staged_copy_gives_bench_pipeline_the_same_pool(tmp_path, shared_data):
+    r = stage(tmp_path, shared_data / "dl19")
+    assert r.returncode == 0, r.stderr
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import bench_grading as bg
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    original = bg.build_pool(shared_data / "dl19", tmp_path / "a", 3, 5, 1)
+    copy = bg.build_pool(tmp_path / "stage" / "dl19", tmp_path / "b", 3, 5, 1)
+    assert copy["chosen"] == original["chosen"] and copy["texts"] == original["texts"]
+    assert len(copy["texts"]) == 15
+    for name in ("pool.run", "passages.jsonl", "bank.jsonl"):
+        assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes()
+
+
+FAKE_PYTHON = r"""#!/usr/bin/env bash
+# stands in for python3: the versions script, and bench_pipeline.py writing its files
+[ "$1" = - ] && { cat >/dev/null; echo "python fake"; exit 0; }
+out= models=
+while [ $# -gt 0 ]; do
+  case $1 in --out) out=$2; shift ;; --models) models=$2; shift ;; esac
+  shift
+done
+mkdir -p "$out"
+echo '{"complete": false}' >"$out/bench_pipeline.json"
+[ "$models" = slow ] && exec sleep 60
+echo '{"complete": true}' >"$out/bench_pipeline.json"
+echo "table of ${models:-host}" >"$out/bench_pipeline.txt"
+"""
+
+
+def test_run_stops_a_step_at_its_limit_and_runs_the_rest(tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    (tmp_path / "data").mkdir()
+    out = tmp_path / "out"
+    env = dict(os.environ, PYTHON=str(fake), DATA=str(tmp_path / "data"), WHEELS=str(tmp_path / "none"),
+               OUT=str(out), LARGE="slow", BASE="fast", BUDGET="60", LARGE_CAP="2", MIN_STEP="1",
+               KEEP_BASE="1", KEEP_HOST="1", PATH=f"{tmp_path}:{os.environ['PATH']}")
+    r = subprocess.run(["bash", str(RUN_SCRIPT)], capture_output=True, text=True, env=env, timeout=50)
+    assert r.returncode == 0, r.stdout + r.stderr
+    log = (out / "run.log").read_text()
+    assert "== slow: STOPPED at its limit (2s)" in log
+    assert "== fast: done in" in log and "== host cost (device CPU): done in" in log
+    assert "no wheel carried" in log
+    # the stopped step's file holds what it saved before; the others' their tables
+    assert json.loads((out / "large" / "bench_pipeline.json").read_text()) == {"complete": False}
+    assert (out / "base" / "bench_pipeline.txt").read_text() == "table of fast\n"
+    assert (out / "host" / "bench_pipeline.txt").read_text() == "table of host\n"
+    assert "table of fast" in r.stdout  # the tables are printed at the end (the device tool's output tail)
+
+
+def test_run_needs_the_staged_data(tmp_path):
+    env = dict(os.environ, PYTHON=sys.executable, DATA=str(tmp_path / "missing"), OUT=str(tmp_path / "out"))
+    r = subprocess.run(["bash", str(RUN_SCRIPT)], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2
+    assert "device_stage.sh" in r.stdout
