@@ -59,6 +59,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_grading as bg  # noqa: E402
+import device_sim  # noqa: E402
 
 PROMPT = bg.PROMPT
 HOST_GOAL_MS = 0.2
@@ -169,6 +170,30 @@ class StubT5:
         return SimpleNamespace(logits=torch.zeros((input_ids.shape[0], 1, self.vocab), device=input_ids.device))
 
 
+def engine_run(backend, work: Path, out: Path):
+    """exam-grade's engine in this process, without a cache, over the pool in ``work``
+    (pool.json, bank.jsonl) into ``out``: (stats, pairs, seconds of the grading loop)."""
+    from exam_eval.grading import engine
+    from exam_eval.grading.cache import NullCache
+    from exam_eval.grading.output import GradesAppender
+    from exam_eval.grading.prompts import get_prompt
+    from exam_eval.io.banks import items_by_query, read_bank
+
+    pool = json.loads((work / "pool.json").read_text())
+    items = items_by_query(read_bank(work / "bank.jsonl"))
+    prompt = get_prompt(PROMPT)
+    units, npairs = engine.build_units(docs=pool["chosen"], texts=pool["texts"], items=items,
+                                       queries={q: "" for q in pool["chosen"]}, prompt=prompt,
+                                       identity=backend.cache_identity)
+    plan = engine.plan_work(units, npairs, set(), NullCache(), backend.model_id, prompt)
+    sink = GradesAppender(str(out))
+    t0 = time.perf_counter()
+    stats = engine.execute(plan, backend, prompt, sink)
+    secs = time.perf_counter() - t0
+    sink.close()
+    return stats, npairs, secs
+
+
 def host_cost_child(args) -> dict:
     """In a process limited to one thread: the engine with a stubbed forward, both ways."""
     import torch
@@ -176,17 +201,8 @@ def host_cost_child(args) -> dict:
     torch.set_num_threads(1)
     sys.path.insert(0, args.host_cost_code)  # the checkout being measured, before any exam_eval import
     from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
-    from exam_eval.grading import engine
-    from exam_eval.grading.cache import NullCache
-    from exam_eval.grading.output import GradesAppender
-    from exam_eval.grading.prompts import get_prompt
 
     work = Path(args.host_cost_child)
-    pool = json.loads((work / "pool.json").read_text())
-    prompt = get_prompt(PROMPT)
-    from exam_eval.io.banks import read_bank, items_by_query
-
-    items = items_by_query(read_bank(work / "bank.jsonl"))
     out = {}
     # a checkout from before prompts were made from token ids has the string path only
     ways = (("prompt_ids", True), ("string_path", False)) if hasattr(Seq2SeqBackend, "use_prompt_ids") \
@@ -196,15 +212,7 @@ def host_cost_child(args) -> dict:
         backend.use_prompt_ids = use_ids
         backend.load()
         backend.model = StubT5(backend.model)
-        units, npairs = engine.build_units(docs=pool["chosen"], texts=pool["texts"], items=items,
-                                           queries={q: "" for q in pool["chosen"]}, prompt=prompt,
-                                           identity=backend.cache_identity)
-        plan = engine.plan_work(units, npairs, set(), NullCache(), backend.model_id, prompt)
-        sink = GradesAppender(str(work / f"host-{way}.jsonl"))
-        t0 = time.perf_counter()
-        stats = engine.execute(plan, backend, prompt, sink)
-        secs = time.perf_counter() - t0
-        sink.close()
+        stats, npairs, secs = engine_run(backend, work, work / f"host-{way}.jsonl")
         enc = getattr(backend, "_prompt_ids", None)
         out[way] = {"pairs": npairs, "units": stats.graded, "seconds": secs, "ms_per_pair": 1000 * secs / npairs,
                     "pairs_per_s": npairs / secs,
@@ -356,7 +364,7 @@ def bench_ct2(name: str, model_dir: Path, work: Path, args, reference: float) ->
 
 
 # -- output -----------------------------------------------------------------------------------------
-def print_table(results: dict, host: dict | None, env: dict) -> None:
+def print_table(results: dict, host: dict | None, env: dict, sim: dict | None = None) -> None:
     where = env.get("gpu") or env["cpu"].get("model")
     print(f"device: {env['device']} ({where}); torch {env['torch']}, transformers {env['transformers']}, "
           f"tokenizers {env['tokenizers']}, ctranslate2 {env.get('ctranslate2')}; load {env['load_average_before'][0]:.1f}")
@@ -398,6 +406,11 @@ def print_table(results: dict, host: dict | None, env: dict) -> None:
                 continue
             print(f"  {way:<21} {h['ms_per_pair']:.3f} ms/pair = {h['pairs_per_s']:8.0f} pairs/s "
                   f"({h['pairs']} pairs; prompts composed {h['composed']}, tokenized whole {h['tokenized_whole']})")
+    if sim:
+        print("\nthe grading loop on a simulated GPU at an H100's plain-loop rate (bench/device_sim.py), one thread:")
+        for label, r in sim.items():
+            print(f"  {label:<26} device busy {100 * r['device_busy_share']:5.1f}% of {r['seconds']:6.2f} s, "
+                  f"{r['pairs_per_s']:7.0f} pairs/s of the device's {r['device_pairs_per_s']:7.0f}")
 
 
 def main(argv=None) -> int:
@@ -411,6 +424,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plain-pairs", type=int, default=None, help="pairs of the plain loop (default: CPU 160, GPU all)")
     ap.add_argument("--plain-batches", default=None, help="batch sizes of the plain loop (default: CPU 8,32; GPU 32,128,512)")
     ap.add_argument("--no-host-cost", dest="host_cost", action="store_false")
+    ap.add_argument("--no-sim-device", dest="sim_device", action="store_false",
+                    help="skip the simulated-GPU rows that follow the host cost (bench/device_sim.py)")
     ap.add_argument("--host-queries", type=int, default=30, help="queries of the host-cost pool")
     ap.add_argument("--host-per-query", type=int, default=40, help="passages per query of the host-cost pool")
     ap.add_argument("--no-ct2", dest="ct2", action="store_false", help="skip the CTranslate2 rows (CPU only)")
@@ -458,7 +473,7 @@ def main(argv=None) -> int:
         t0 = time.perf_counter()
         env = environment(args.device)
         results: dict = {}
-        host = None
+        host = sim = None
 
         def save(final: bool = False) -> None:
             """The table and every figure so far into --out (each file replaced whole)."""
@@ -466,12 +481,12 @@ def main(argv=None) -> int:
                 env["load_average_after"] = os.getloadavg()
             table = io.StringIO()
             with contextlib.redirect_stdout(table):
-                print_table(results, host, env)
+                print_table(results, host, env, sim)
             if final:
                 print(table.getvalue(), end="")
             else:
                 print("\n(partial: saved after the rows above, before the run's end)", file=table)
-            payload = {"environment": env, "results": results, "host_cost": host,
+            payload = {"environment": env, "results": results, "host_cost": host, "device_sim": sim,
                        "total_s": time.perf_counter() - t0, "complete": final,
                        "settings": json.loads(json.dumps(vars(args), default=str))}
             if args.out:
@@ -495,6 +510,11 @@ def main(argv=None) -> int:
             bg.build_model("t5-1-layer", tok, hwork / "t5-1-layer")
             host = host_costs(hwork, hpool, args)
             save()
+            if args.sim_device:
+                print("[simulated GPU] the grading loop at an H100's plain-loop rates, one thread ...",
+                      file=sys.stderr, flush=True)
+                sim = device_sim.run(hwork)
+                save()
         for name in args.models.split(",") if args.models_arm else []:
             t1 = time.perf_counter()
             model_dir = bg.build_model(name, tok, work / name)

@@ -125,7 +125,7 @@ main() {
 
   step "$LARGE" "$LARGE_CAP" $((KEEP_BASE + KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --out "$OUT/large"
   step "$BASE" "$BASE_CAP" $((KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$BASE" --per-query "$BASE_PER_QUERY" --no-host-cost --out "$OUT/base"
-  step "host cost (device CPU)" "$HOST_CAP" "$keep_ct2" "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models \
+  step "host cost (device CPU)" "$HOST_CAP" "$keep_ct2" "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models --no-sim-device \
     --host-queries "$HOST_QUERIES" --host-per-query "$HOST_PER_QUERY" --out "$OUT/host"
   if [ "$have_ct2" = 1 ]; then
     step "ctranslate2 on $DEVICE" "$CT2_CAP" 0 "$PYTHON" bench/device_ct2.py --device "$DEVICE" --site "$SITE" \

@@ -117,30 +117,15 @@ def child(work: Path, rates: list[str]) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from exam_eval.grading import engine
-    from exam_eval.grading.cache import NullCache
-    from exam_eval.grading.output import GradesAppender
-    from exam_eval.grading.prompts import get_prompt
-    from exam_eval.io.banks import items_by_query, read_bank
+    from bench_pipeline import engine_run
 
-    pool = json.loads((work / "pool.json").read_text())
-    items = items_by_query(read_bank(work / "bank.jsonl"))
-    prompt = get_prompt("question-selfrating")
     out: dict = {}
     for name in rates:
         tokens_per_s, layers = RATES[name]
         for overlap in (True, False):
             device = SimDevice(tokens_per_s)
             backend = sim_backend(work / "t5-1-layer", device, layers, overlap)
-            units, npairs = engine.build_units(docs=pool["chosen"], texts=pool["texts"], items=items,
-                                               queries={q: "" for q in pool["chosen"]}, prompt=prompt,
-                                               identity=backend.cache_identity)
-            plan = engine.plan_work(units, npairs, set(), NullCache(), backend.model_id, prompt)
-            sink = GradesAppender(str(work / f"sim-{name}-{overlap}.jsonl"))
-            t0 = time.perf_counter()
-            stats = engine.execute(plan, backend, prompt, sink)
-            wall = time.perf_counter() - t0
-            sink.close()
+            stats, npairs, wall = engine_run(backend, work, work / f"sim-{name}-{overlap}.jsonl")
             out[f"{name} {'overlapped' if overlap else 'plain loop'}"] = {
                 "pairs": npairs, "units": stats.graded, "tokens": device.tokens, "seconds": wall,
                 "device_busy_s": device.busy, "device_busy_share": device.busy / wall,
