@@ -90,10 +90,15 @@ _EVALUATORS: dict = {}
 def _pytrec(qrels: Qrels, run: Run, specs: set[str], level: int, judged_only: bool) -> dict:
     from .pytrec_specs import TrecSpecEvaluator  # light C extension, but only needed here
 
-    evaluator = per_qrels(_EVALUATORS, qrels, (frozenset(specs), level, judged_only),
-                          lambda: TrecSpecEvaluator(qrels, specs, relevance_level=level,
-                                                    judged_docs_only_flag=judged_only))
-    return evaluator.evaluate(run)
+    def build():
+        return TrecSpecEvaluator(qrels, specs, relevance_level=level, judged_docs_only_flag=judged_only)
+
+    if any("=" in spec for spec in specs):
+        # trec_eval parses a gain list (ndcg.1=3,2=9) in place, '=' -> ',', on every
+        # evaluate; a second evaluate of the same evaluator then reads '1,3,2,9' and
+        # pytrec_eval crashes (SIGSEGV): such an evaluator is used once
+        return build().evaluate(run) if run else {}
+    return per_qrels(_EVALUATORS, qrels, (frozenset(specs), level, judged_only), build).evaluate(run)
 
 
 # A docno cannot hold whitespace in a TREC file, so no run retrieves this one.

@@ -1,0 +1,56 @@
+"""More hostile inputs, found by a sweep of the seven commands: options out of range,
+back-end options and scripts, measures trec_eval accepts but pytrec_eval chokes on.
+Each case: exit 2 (or 1 for a usage error) with one line naming what is wrong, no
+traceback, no output file left behind; or, where trec_eval accepts the input, its result.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from inproc import run
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "exam_eval" / "demo_data"
+RUNS = [DEMO / "good.run", DEMO / "poor.run"]
+
+
+def _clean(res, prog: str, code: int) -> str:
+    """The one error line of a run that must fail cleanly with ``code``."""
+    assert res.escaped is None, res.escaped
+    assert "Traceback" not in res.stderr
+    assert res.code == code, (res.code, res.stderr)
+    assert res.last_line.startswith(prog + ": "), res.stderr
+    return res.last_line
+
+
+@pytest.mark.parametrize("gains", ["ndcg.1=3,2=9", "ndcg_rel.1=x", "ndcg.1="])
+def test_gain_measures_on_a_leaderboard(gains, run_cli, trec_eval_binary):
+    """trec_eval parses a gain list in place on every evaluation; pytrec_eval evaluating a
+    second run with the same evaluator crashed (SIGSEGV). Every run's value must be
+    trec_eval's."""
+    res = run_cli("exam-qrels", "-m", gains, "-m", "map", DEMO / "qrels.txt", *RUNS)
+    assert res.returncode == 0, (res.returncode, res.stderr)
+    rows = [line.split("\t") for line in res.stdout.splitlines()]
+    assert rows[0][0] == "run" and len(rows) == 3
+    for row, run_file in zip(rows[1:], RUNS):
+        te = subprocess.run([str(trec_eval_binary), "-m", gains, "-m", "map", str(DEMO / "qrels.txt"),
+                             str(run_file)], capture_output=True, text=True, check=True)
+        expected = {line.split("\t")[0].strip(): line.split("\t")[2] for line in te.stdout.splitlines()}
+        assert dict(zip(rows[0][1:], row[1:])) == expected
+
+
+@pytest.mark.parametrize("runs", [RUNS[:1], RUNS], ids=["one-run", "leaderboard"])
+def test_depth_beyond_a_c_long_is_no_limit(runs, trec_eval_binary):
+    """-M 99999999999999999999: trec_eval's atol makes it LONG_MAX (no limit); numpy raised
+    OverflowError comparing ranks with it."""
+    huge = run("qrels", "-M", "99999999999999999999", "-m", "map", DEMO / "qrels.txt", *runs)
+    plain = run("qrels", "-m", "map", DEMO / "qrels.txt", *runs)
+    assert huge.escaped is None and huge.code == 0, (huge.escaped, huge.stderr)
+    assert huge.stdout == plain.stdout
+    te = subprocess.run([str(trec_eval_binary), "-M", "99999999999999999999", "-m", "map", str(DEMO / "qrels.txt"),
+                         str(runs[0])], capture_output=True, text=True, check=True)
+    assert te.stdout.split()[2] in huge.stdout
