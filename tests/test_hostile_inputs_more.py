@@ -54,3 +54,19 @@ def test_depth_beyond_a_c_long_is_no_limit(runs, trec_eval_binary):
     te = subprocess.run([str(trec_eval_binary), "-M", "99999999999999999999", "-m", "map", str(DEMO / "qrels.txt"),
                          str(runs[0])], capture_output=True, text=True, check=True)
     assert te.stdout.split()[2] in huge.stdout
+
+
+@pytest.mark.parametrize("runs", [RUNS[:1], RUNS], ids=["one-run", "leaderboard"])
+def test_cutoff_beyond_a_c_long_is_clamped_as_atol_does(runs, trec_eval_binary):
+    """-m P.99999999999999999999999: trec_eval's atol clamps the cutoff to LONG_MAX and
+    prints P_9223372036854775807; we raised OverflowError converting it to a C long."""
+    res = run("qrels", "-m", "P.99999999999999999999999", DEMO / "qrels.txt", *runs)
+    assert res.escaped is None and res.code == 0, (res.escaped, res.stderr)
+    te = subprocess.run([str(trec_eval_binary), "-m", "P.99999999999999999999999", str(DEMO / "qrels.txt"),
+                         str(runs[0])], capture_output=True, text=True, check=True)
+    name, _, value = te.stdout.split()
+    assert name == "P_9223372036854775807"
+    if len(runs) == 1:
+        assert res.stdout == te.stdout
+    else:
+        assert res.stdout.splitlines()[:2] == [f"run\t{name}", f"good\t{value}"]

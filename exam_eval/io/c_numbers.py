@@ -40,9 +40,13 @@ def exact_fields(path: str | os.PathLike, shape: str, reader: str) -> Iterator[t
         yield lineno, fields
 
 
+_LONG_MIN, _LONG_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
 def c_atol(text: str) -> int:
+    """glibc's atol (strtol): a number past a C long's range is clamped to it."""
     m = _ATOL.match(text)
-    return int(m.group(1)) if m else 0
+    return min(max(int(m.group(1)), _LONG_MIN), _LONG_MAX) if m else 0
 
 
 def c_atof(text: str) -> float:
