@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 
 import click
 
@@ -96,10 +95,6 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
         if not runs:
             raise click.UsageError(f"-R {rel_format}: give a RUN to score (only qrels are written out)")
         qrels = read_judgments(rel_format, labels)
-    if max_docs is not None:
-        # trec_eval reads -M with atol: a number past LONG_MAX is LONG_MAX (no limit);
-        # numpy cannot compare its rank arrays with a larger Python int
-        max_docs = min(max_docs, sys.maxsize)
     options = dict(level=level, judged_only=judged_only, max_docs=max_docs, complete=complete)
     if zscores_file is not None:
         options["zscores"] = read_zscores(zscores_file)

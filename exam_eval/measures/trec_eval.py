@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
@@ -216,6 +217,10 @@ def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, leve
     once, evaluated or not, so that a duplicate document is refused wherever it is."""
     if max_docs is not None and max_docs < 0:
         raise UsageError("-M must be a non-negative number of documents")
+    if max_docs is not None:
+        # trec_eval reads -M with atol: a number past LONG_MAX is LONG_MAX (no limit);
+        # numpy cannot compare its rank arrays with a larger Python int
+        max_docs = min(max_docs, sys.maxsize)
     table = None if isinstance(run, dict) else run
     qids = table.qids if table is not None else list(run)
     in_qrels = set(qrels)
