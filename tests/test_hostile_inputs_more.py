@@ -70,3 +70,31 @@ def test_cutoff_beyond_a_c_long_is_clamped_as_atol_does(runs, trec_eval_binary):
         assert res.stdout == te.stdout
     else:
         assert res.stdout.splitlines()[:2] == [f"run\t{name}", f"good\t{value}"]
+
+
+GRADE = ["grade", "--backend", "scripted", "--prompt", "question-selfrating", "--bank", DEMO / "questions.jsonl",
+         "--passages", DEMO / "passages.jsonl", "-k", "1", DEMO / "good.run", "--no-cache"]
+
+
+@pytest.mark.parametrize("option, shown", [
+    ("batch_size=x", "batch_size: expected a whole number >= 0, got 'x'"),
+    ("batch_size=nan", "batch_size: expected a whole number >= 0, got nan"),
+    ("window=1e999", "window: expected a whole number >= 0, got inf"),
+    ("delay=-1", "delay: expected a finite number >= 0, got -1"),
+    ("delay=nan", "delay: expected a finite number >= 0, got nan"),
+])
+def test_backend_option_numbers_are_checked_before_work(option, shown, tmp_path):
+    """-O values went to the back end unchecked: int('x'), int(nan) or time.sleep(-1) raised
+    a traceback, some of them mid-grading with the output open."""
+    out = tmp_path / "grades.jsonl"
+    line = _clean(run(*GRADE, "-O", option, "-o", out), "exam-grade", 1)
+    assert line == f"exam-grade: --backend-option {shown}"
+    assert not out.exists()
+
+
+def test_backend_option_numbers_still_work():
+    plain = run(*GRADE)
+    res = run(*GRADE, "-O", "batch_size=2", "-O", "delay=0", "-O", "window=400")
+    assert res.escaped is None and res.code == 0, res.stderr
+    assert len(res.stdout.splitlines()) == 100  # the top passage of 10 queries, 10 questions each
+    assert sorted(res.stdout.splitlines()) == sorted(plain.stdout.splitlines())

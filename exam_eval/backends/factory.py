@@ -30,6 +30,31 @@ def _scalar(value: str):
     return value
 
 
+def _check_numbers(backend: str, extra: dict) -> None:
+    """A --backend-option for a count or a number of seconds must be one, before any
+    work: ``-O batch_size=x`` or ``-O delay=nan`` would otherwise fail mid-grading."""
+    import inspect
+    import math
+
+    from .base import backend_class
+
+    # the class as registered: an engine's own class (select_class) may take more
+    # options, which are then not checked here
+    params = inspect.signature(backend_class(backend).__init__).parameters
+    for key, value in extra.items():
+        annotation = params[key].annotation if key in params else None
+        kinds = {t.strip() for t in annotation.split("|")} if isinstance(annotation, str) else set()
+        if "int" in kinds and "float" not in kinds:
+            ok, want = isinstance(value, int) and not isinstance(value, bool) and value >= 0, "a whole number >= 0"
+        elif "float" in kinds:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+            want = "a finite number >= 0"
+        else:
+            continue
+        if not ok:
+            raise UsageError(f"--backend-option {key}: expected {want}, got {value!r}")
+
+
 def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], prompt):
     """The back end of the flags (``options``, None where not given) and the --backend-option
     pairs, checked against ``prompt``; validates options and model path, loads nothing.
@@ -40,6 +65,7 @@ def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], p
     clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
     if clash:
         raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
+    _check_numbers(backend, extra)
     options.update(extra)
     grader = get_backend(backend, **options)
     grader.check_prompt(prompt)
