@@ -6,6 +6,7 @@ traceback, no output file left behind; or, where trec_eval accepts the input, it
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -98,3 +99,20 @@ def test_backend_option_numbers_still_work():
     assert res.escaped is None and res.code == 0, res.stderr
     assert len(res.stdout.splitlines()) == 100  # the top passage of 10 queries, 10 questions each
     assert sorted(res.stdout.splitlines()) == sorted(plain.stdout.splitlines())
+
+
+@pytest.mark.parametrize("rule, reason", [
+    ({"item": 5, "output": "3"}, "'item' must be a string (a substring to match)"),
+    ({"context": ["Bee"], "output": "3"}, "'context' must be a string (a substring to match)"),
+    ({"probs": {"0": "x", "5": 1}}, "'probs' must be an object of label weights (finite numbers >= 0)"),
+    ({"probs": [0.5, 0.5]}, "'probs' must be an object of label weights (finite numbers >= 0)"),
+])
+def test_script_rules_of_the_wrong_type_name_their_line(rule, reason, tmp_path):
+    """A rule's values were used as they came: 5 in a passage's text raised TypeError, a
+    weight "x" ValueError, both mid-grading."""
+    script = tmp_path / "script.jsonl"
+    script.write_text(json.dumps({"output": "4"}) + "\n" + json.dumps(rule) + "\n")
+    out = tmp_path / "grades.jsonl"
+    line = _clean(run(*GRADE, "-O", f"script={script}", "-o", out), "exam-grade", 2)
+    assert line == f"exam-grade: {script}:2: {reason}"
+    assert not out.exists()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from pathlib import Path
 from typing import Callable, Sequence
@@ -54,8 +55,24 @@ def _load_rules(path: str) -> list[dict]:
     for lineno, rule in numbered:
         if not isinstance(rule, dict) or not ({"output", "probs", "fail"} & set(rule)):
             raise InputError("a rule needs 'output', 'probs' or 'fail'", name, lineno)
+        problem = _rule_problem(rule)
+        if problem:
+            raise InputError(problem, name, lineno)
         out.append(rule)
     return out
+
+
+def _rule_problem(rule: dict) -> str | None:
+    """What is wrong with a rule's values (checked on loading, not mid-grading)."""
+    for key in ("item", "context"):
+        if key in rule and not isinstance(rule[key], str):
+            return f"'{key}' must be a string (a substring to match)"
+    probs = rule.get("probs")
+    if "probs" in rule and not (isinstance(probs, dict) and probs and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+            for v in probs.values())):
+        return "'probs' must be an object of label weights (finite numbers >= 0)"
+    return None
 
 
 def _pseudo(req: GradeRequest) -> str:
