@@ -116,3 +116,16 @@ def test_script_rules_of_the_wrong_type_name_their_line(rule, reason, tmp_path):
     line = _clean(run(*GRADE, "-O", f"script={script}", "-o", out), "exam-grade", 2)
     assert line == f"exam-grade: {script}:2: {reason}"
     assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", ["--truth-max", "--pred-max"])
+def test_qrels_comparison_scale_is_bounded(flag, tmp_path):
+    """A kappa column per pair of thresholds: --truth-max 10^20 ran out of memory
+    (MemoryError, or the OOM killer) before printing anything."""
+    out = tmp_path / "cmp.tsv"
+    line = _clean(run("correlate", "qrels", DEMO / "qrels.txt", DEMO / "qrels.txt", flag, "99999999999999999999",
+                      "-o", out), "exam-correlate", 1)
+    assert line == f"exam-correlate: {flag} must be at most 100"
+    assert not out.exists()
+    res = run("correlate", "qrels", DEMO / "qrels.txt", DEMO / "qrels.txt", "--truth-max", "100", "--pred-max", "3")
+    assert res.code == 0 and "kappa@100v3" in res.stdout.splitlines()[0], res.stderr

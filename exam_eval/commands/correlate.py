@@ -166,6 +166,8 @@ def agreement_cmd(human, llm, human_min, llm_min, per_topic, model, prompt, kind
 
 # --------------------------------------------------------------------------- qrels
 
+SCALE_MAX = 100  # TREC scales are 0..3 to 0..5; 10^4 x 10^4 kappa columns exhaust any memory
+
 @cli.command("qrels", context_settings=CONTEXT_SETTINGS)
 @click.argument("truth", metavar="TRUTH")
 @click.argument("pred", metavar="PRED")
@@ -209,6 +211,8 @@ def qrels_cmd(truth, pred, truth_max, pred_max, truth_min, pred_min, topic_polic
     for side, lo, hi in (("truth", truth_min, truth_max), ("pred", pred_min, pred_max)):
         if hi < 1:
             raise UsageError(f"--{side}-max must be at least 1")
+        if hi > SCALE_MAX:  # one kappa@AvB column per pair of thresholds: M x M columns
+            raise UsageError(f"--{side}-max must be at most {SCALE_MAX}")
         if not 1 <= lo <= hi:
             raise UsageError(f"--{side}-min must be between 1 and --{side}-max ({hi})")
     t = read_human_qrels(truth)  # truth qrels resolve as human judgments do
