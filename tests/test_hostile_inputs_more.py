@@ -129,3 +129,45 @@ def test_qrels_comparison_scale_is_bounded(flag, tmp_path):
     assert not out.exists()
     res = run("correlate", "qrels", DEMO / "qrels.txt", DEMO / "qrels.txt", "--truth-max", "100", "--pred-max", "3")
     assert res.code == 0 and "kappa@100v3" in res.stdout.splitlines()[0], res.stderr
+
+
+REPORT = {"metadata": {"run_id": "r", "topic_id": "101", "team_id": "t"},
+          "responses": [{"text": "Bees make honey from nectar.", "citations": ["p064"]}], "references": ["p064"]}
+
+
+@pytest.mark.parametrize("case", ["grade-cache", "grade-run-out", "assign", "score", "plot"])
+def test_two_outputs_naming_one_file(case, tmp_path):
+    """Each output was written as if alone: grades appended to the cache's sqlite file,
+    the response run renamed over the grades, assignments over the grades, a PNG over the
+    TSV; all with exit 0. Now a usage error before any work, nothing written."""
+    same = tmp_path / "same.out"
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text(json.dumps(REPORT) + "\n")
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text(json.dumps({"query_id": "101", "run_id": "g", "text": "Bees collect nectar."}) + "\n")
+    lb = tmp_path / "lb.tsv"
+    lb.write_text("run\tmap\na\t0.5\nb\t0.3\nc\t0.1\n")
+    prog, first, argv = {
+        "grade-cache": ("exam-grade", "--cache", [*GRADE[:-1], "--cache", same]),
+        "grade-run-out": ("exam-grade", "--responses-run-out",
+                          [*GRADE[:8], "--no-cache", "--responses", responses, "--responses-run-out", same]),
+        "assign": ("exam-nuggets", "--assignments",
+                   ["nuggets", "assign", "--backend", "scripted", "--script", DEMO / "assign-script.jsonl",
+                    "--reports", reports, "--bank", DEMO / "nuggetized.jsonl", "--topics", DEMO / "topics.tsv",
+                    "--no-cache", "--assignments", same]),
+        "score": ("exam-nuggets", "--assignments",
+                  ["nuggets", "score", "--reports", reports, "--bank", DEMO / "nuggets.jsonl", "--assignments", same,
+                   DEMO / "nuggetized.jsonl"]),
+        "plot": ("exam-correlate", "--plot", ["correlate", "leaderboard", lb, lb, "--plot", same]),
+    }[case]
+    line = _clean(run(*argv, "-o", same), prog, 1)
+    assert line == f"{prog}: {first} and --output name the same file: {same}"
+    assert list(tmp_path.glob("same*")) == []
+
+
+def test_outputs_to_a_device_may_share_it(tmp_path):
+    lb = tmp_path / "lb.tsv"
+    lb.write_text("run\tmap\na\t0.5\nb\t0.3\nc\t0.1\n")
+    pytest.importorskip("matplotlib")
+    res = run("correlate", "leaderboard", lb, lb, "--plot", "/dev/null", "-o", "/dev/null")
+    assert res.escaped is None and res.code == 0, res.stderr

@@ -17,8 +17,8 @@ from typing import Callable, NoReturn
 
 import click
 
-from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed, printable
-from ..io.openers import _StdoutGuard, check_output, silence_stdout
+from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed, UsageError, printable
+from ..io.openers import _StdoutGuard, check_output, existing_non_regular, silence_stdout
 from ..progress import silence_library_progress
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
@@ -168,17 +168,33 @@ def make_main(cli: click.Command, prog: str) -> Callable[..., None]:
     return main
 
 
+def claim_output(ctx: click.Context, param: click.Parameter, value):
+    """Callback for every output of a command (-o, --plot, --assignments, --cache, ...): two
+    of them naming one file would overwrite each other, or append grades to the cache's
+    database, and the command would still exit 0; that is a usage error before any work.
+    A device or FIFO (/dev/null) may take several."""
+    if value is None or str(value) in ("", "-") or ctx.resilient_parsing or existing_non_regular(value):
+        return value
+    claimed = ctx.meta.setdefault("exam_eval.outputs", {})
+    key = os.path.realpath(value)
+    flag = max(param.opts, key=len)
+    if claimed.get(key, flag) != flag:
+        raise UsageError(f"{claimed[key]} and {flag} name the same file: {value}")
+    claimed[key] = flag
+    return value
+
+
 def _check_output_param(ctx: click.Context, param: click.Parameter, value):
     if value is not None and not ctx.resilient_parsing:
         check_output(value)  # before any input is read or model loaded
-    return value
+    return claim_output(ctx, param, value)
 
 
 def check_appended_output(ctx: click.Context, param: click.Parameter, value):
     """Callback for an output that is appended to (exam-grade -o): checked at parsing."""
     if value is not None and not ctx.resilient_parsing:
         check_output(value, append=True)
-    return value
+    return claim_output(ctx, param, value)
 
 
 def output_option(f):

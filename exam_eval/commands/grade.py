@@ -12,7 +12,7 @@ import click
 
 from ..errors import UsageError
 from ..backends.factory import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
-from ._base import CONTEXT_SETTINGS, make_main
+from ._base import CONTEXT_SETTINGS, claim_output, make_main
 from ._options import backend_flags, backend_settings, run_flags
 
 EPILOG = """\b
@@ -51,12 +51,12 @@ def _log(msg: str) -> None:
 @click.option("--depth", "-k", default=20, show_default=True, type=click.IntRange(min=1), help="Pool the top K passages of every run (trec_eval order).")
 @click.option("--qrels", "qrels", multiple=True, metavar="FILE|ID", help="Also pool every passage these qrels judged (file or ir_datasets ID).")
 @click.option("--responses", metavar="FILE", help="Generated answers (JSONL query_id, run_id, text): segmented into passages and pooled.")
-@click.option("--responses-run-out", metavar="PATH", help="Write the run ranking the response segments (a directory: one RUN_ID.run per run).")
+@click.option("--responses-run-out", metavar="PATH", callback=claim_output, help="Write the run ranking the response segments (a directory: one RUN_ID.run per run).")
 @click.option("--reports", multiple=True, metavar="FILE|DIR", help="RAG reports (TREC RAG-family JSONL, or a directory of *.jsonl[.gz]; repeatable): their sentences are pooled.")
 @click.option("--track-spec", metavar="NAME", help="Validate --reports against this track spec (rag25, rag26, ragtime25, ragtime26, dragun25, kiddie, rag25-autojudge).")
 @click.option("--report-unit", type=click.Choice(["sentence", "report"]), default=None, help="Grade each report sentence, or each whole report [report for nuggetizer-assign, as the AutoNuggetizer judges; else sentence].")
 @click.option("--cited-documents", is_flag=True, help="Show the prompt each sentence followed by the texts of the documents it cites (from --passages or the reports).")
-@click.option("--reports-run-out", metavar="PATH", help="Write the run ranking the graded report sentences (a directory: one RUN_ID.run per run).")
+@click.option("--reports-run-out", metavar="PATH", callback=claim_output, help="Write the run ranking the graded report sentences (a directory: one RUN_ID.run per run).")
 @click.option("--passages", metavar="FILE|ID", help="Passage texts: JSONL {doc_id|docno, text}, TSV, or an ir_datasets ID.")
 @click.option("--topics", metavar="FILE|ID", help="Query texts: TSV, TREC topics, JSONL, a RAG request file or an ir_datasets ID (needed by prompts that show the query; with --reports and --track-spec, the requests the runs must cover).")
 @click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True, help="Pooled passages without text: skip (and report) or fail.")

@@ -18,7 +18,7 @@ import os
 import click
 
 from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, make_main, output_option
+from ._base import CONTEXT_SETTINGS, claim_output, make_main, output_option
 from ._chat import chat_options, make_chat, open_cache
 from ._options import backend_flags, backend_settings, run_flags
 
@@ -86,7 +86,7 @@ def _check_file_or_dir(ctx, param, value):
         from ..io.openers import check_output
 
         check_output(value)
-    return value
+    return claim_output(ctx, param, value)
 
 
 SCORE_EPILOG = """\b
@@ -129,7 +129,7 @@ Exit status: 0 success, 1 usage error, 2 bad input. See man exam-nuggets.
 @click.option("--prompt", default=None, metavar="NAME", help="Use only GRADES from this prompt.")
 @click.option("--kind", type=click.Choice(["question", "nugget"]), default=None,
               help="Score bank items of this kind [the kind GRADES holds].")
-@click.option("--assignments", default=None, metavar="FILE",
+@click.option("--assignments", default=None, metavar="FILE", callback=claim_output,
               help="Also write each report's nugget assignment in the nuggetizer's assign-output "
                    "format (qid, run_id, nuggets with importance and assignment).")
 @click.option("-o", "--output", "output", default=None, metavar="FILE|DIR/", callback=_check_file_or_dir,
@@ -401,7 +401,7 @@ Interrupted? Run the same command again: answers already given come from the cac
 @click.option("--window", type=click.IntRange(1), default=10, show_default=True, help="Nuggets per call.")
 @click.option("--kind", type=click.Choice(["question", "nugget"]), default="nugget", show_default=True,
               help="Bank items to assign.")
-@click.option("--assignments", default=None, metavar="FILE",
+@click.option("--assignments", default=None, metavar="FILE", callback=claim_output,
               help="Also write the nuggetizer's assign-output file (one line per report, with run_id).")
 @chat_options
 @output_option

@@ -227,7 +227,7 @@ def _shown_dir(path: str) -> str:
     return os.path.dirname(path) or "."
 
 
-def _existing_non_regular(path: str) -> bool:
+def existing_non_regular(path: str) -> bool:
     """A device, FIFO or socket (``/dev/null``, ``/dev/stdout``, a named pipe): written in
     place, never replaced by a renamed temp file."""
     try:
@@ -250,7 +250,7 @@ def check_output(path: str | os.PathLike | None, *, append: bool = False) -> Non
         raise UsageError("empty output file name")
     if os.path.isdir(path):
         raise OutputError("cannot write: is a directory", path)
-    if _existing_non_regular(path):
+    if existing_non_regular(path):
         if not os.access(path, os.W_OK):
             raise OutputError("cannot write: permission denied", path)
         return
@@ -315,7 +315,7 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
     gz = path.endswith(".gz")
     if os.path.isdir(path):
         raise OutputError("cannot write: is a directory", path)
-    if _existing_non_regular(path):
+    if existing_non_regular(path):
         try:
             raw = NamedOutputRaw(path, "ab" if append else "wb", display=path)
         except OSError as exc:
