@@ -7,7 +7,9 @@ traceback, no output file left behind; or, where trec_eval accepts the input, it
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -171,3 +173,39 @@ def test_outputs_to_a_device_may_share_it(tmp_path):
     pytest.importorskip("matplotlib")
     res = run("correlate", "leaderboard", lb, lb, "--plot", "/dev/null", "-o", "/dev/null")
     assert res.escaped is None and res.code == 0, res.stderr
+
+
+def _pipe(tmp_path, source: Path) -> Path:
+    """A named pipe that a thread fills once with ``source``'s bytes, as `<(cat source)`."""
+    fifo = tmp_path / f"{source.name}.fifo"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "wb") as fh:
+            fh.write(source.read_bytes())
+
+    threading.Thread(target=feed, daemon=True).start()
+    return fifo
+
+
+@pytest.mark.timeout(60)  # a named pipe opened a second time, with no writer left, blocked for ever
+@pytest.mark.parametrize("case", ["qrels", "grades", "topics", "passages"])
+def test_pipes_read_like_files(case, tmp_path):
+    """Readers sniff the format and then open the input again: a pipe (`<(zcat ...)`) was
+    empty the second time, and the command said 'qrels file is empty', 'no topics found' or
+    'invalid JSON' about an input that was fine; a named pipe (mkfifo) hung."""
+    grades = tmp_path / "grades.jsonl"
+    assert run(*GRADE, "-o", grades).code == 0
+    argv, slot = {
+        "qrels": (["qrels", "-m", "map", None, DEMO / "good.run"], DEMO / "qrels.txt"),
+        "grades": (["qrels", None], grades),
+        "topics": (["genq", "--dry-run", None], DEMO / "topics.tsv"),
+        "passages": ([*GRADE[:8], None, *GRADE[9:]], DEMO / "passages.jsonl"),
+    }[case]
+    from_file = run(*[slot if a is None else a for a in argv])
+    assert from_file.code == 0, from_file.stderr
+    fifo = _pipe(tmp_path, slot)
+    res = run(*[fifo if a is None else a for a in argv])
+    assert res.escaped is None and res.code == 0, res.stderr
+    assert res.stdout.replace(str(fifo), str(slot)) == from_file.stdout
+

@@ -59,6 +59,33 @@ def _read_reason(exc: BaseException) -> str:
     return f"cannot read: {reason}" + (" (truncated or corrupt gzip?)" if isinstance(exc, (EOFError, zlib.error)) else "")
 
 
+# A pipe named by path (`exam-qrels <(zcat grades.gz)`, /dev/fd/63) can be read once, but
+# readers sniff a format and then read again: the first open reads it whole, and every open
+# serves those bytes. Keyed by the pipe's inode as well, since /dev/fd/63 names the next
+# pipe too.
+_PIPES: dict[tuple, bytes] = {}
+
+
+def _pipe_bytes(path: str | os.PathLike) -> bytes | None:
+    """The bytes of the pipe at ``path``, read once; None for anything else (``-`` included)."""
+    if str(path) == "-":
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISFIFO(st.st_mode):
+        return None
+    key = (os.fspath(path), st.st_dev, st.st_ino)
+    if key not in _PIPES:
+        try:
+            with open(path, "rb") as fh:
+                _PIPES[key] = fh.read()
+        except OSError as exc:
+            raise InputError(_read_reason(exc), display_name(path)) from None
+    return _PIPES[key]
+
+
 @contextlib.contextmanager
 def open_binary(path: str | os.PathLike, *, raw: bytes | None = None) -> Iterator[IO[bytes]]:
     """Open an input as bytes (path or ``-``); gzip is detected by magic bytes, not only by suffix.
@@ -66,6 +93,8 @@ def open_binary(path: str | os.PathLike, *, raw: bytes | None = None) -> Iterato
     ``raw``: the input's bytes, read already (by :func:`slurp`), read through the same layers.
     """
     name = display_name(path)
+    if raw is None:
+        raw = _pipe_bytes(path)
     if raw is not None:
         buffered = io.BufferedReader(io.BytesIO(raw))
         close = True
@@ -169,6 +198,8 @@ def slurp(path: str | os.PathLike) -> Slurped | None:
     try:
         if str(path) == "-":
             raw = sys.stdin.buffer.read()
+        elif (piped := _pipe_bytes(path)) is not None:
+            raw = piped
         else:
             with open(path, "rb") as fh:
                 raw = fh.read()
