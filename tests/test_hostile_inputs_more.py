@@ -209,3 +209,16 @@ def test_pipes_read_like_files(case, tmp_path):
     assert res.escaped is None and res.code == 0, res.stderr
     assert res.stdout.replace(str(fifo), str(slot)) == from_file.stdout
 
+
+def test_jsonl_passages_on_stdin_say_why_they_are_refused(run_cli):
+    """Only TSV passages are read from stdin (JSONL is told by sniffing, which reads the
+    input twice); JSONL there was refused as if it were broken TSV."""
+    argv = ["exam-grade", *GRADE[1:8], "-", *GRADE[9:]]
+    res = run_cli(*argv, input=(DEMO / "passages.jsonl").read_text())
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert res.stderr.splitlines()[-1] == ("exam-grade: <stdin>:1: JSONL passages cannot be read from stdin "
+                                           "(the format is sniffed); pass a file, or TSV on stdin")
+    tsv = "".join(f"{json.loads(x)['doc_id']}\t{json.loads(x)['text']}\n"
+                  for x in (DEMO / "passages.jsonl").read_text().splitlines())
+    res = run_cli(*argv, input=tsv)
+    assert res.returncode == 0 and res.stdout == run(*GRADE).stdout, res.stderr

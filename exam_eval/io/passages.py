@@ -53,6 +53,9 @@ def read_passages(spec: str | os.PathLike, wanted: set[str] | None = None) -> di
             if not line.strip():
                 continue
             if "\t" not in line:
+                if spec_s == "-" and line.lstrip().startswith("{"):  # the JSONL sniff reads the input twice
+                    raise InputError("JSONL passages cannot be read from stdin (the format is sniffed); "
+                                     "pass a file, or TSV on stdin", name, lineno)
                 raise InputError("expected 'doc_id<TAB>text' or a JSON object", name, lineno)
             doc_id, text = line.split("\t", 1)
             add(doc_id.strip(), text, lineno)
