@@ -222,3 +222,18 @@ def test_jsonl_passages_on_stdin_say_why_they_are_refused(run_cli):
                   for x in (DEMO / "passages.jsonl").read_text().splitlines())
     res = run_cli(*argv, input=tsv)
     assert res.returncode == 0 and res.stdout == run(*GRADE).stdout, res.stderr
+
+
+def test_truncated_trec_topics_lose_no_topic_silently(tmp_path):
+    """A TREC topic file cut inside its last topic read fine, one topic short."""
+    topics = [line.split("\t", 1) for line in (DEMO / "topics.tsv").read_text().splitlines()]
+    whole = "".join(f"<top>\n<num> Number: {q}\n<title> {t}\n\n<desc> Description:\nd\n</top>\n\n" for q, t in topics)
+    good = tmp_path / "topics.trec"
+    good.write_text(whole)
+    res = run("genq", "--dry-run", good)
+    assert res.code == 0 and f"# {len(topics)} calls" in res.stdout, res.stderr
+    cut = tmp_path / "cut.trec"
+    cut.write_text(whole[:whole.rindex("</top>")])
+    last = whole[:whole.rindex("<top>")].count("\n") + 1
+    line = _clean(run("genq", "--dry-run", cut), "exam-genq", 2)
+    assert line == f"exam-genq: {cut}:{last}: <top> without its </top> (a truncated file?)"

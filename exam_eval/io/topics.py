@@ -94,6 +94,7 @@ def _read_trec(path, name) -> dict[str, Topic]:
     qid = title = None
     field_name = None
     start = 0
+    inside = False  # between <top> and </top>
     for lineno, line in iter_lines(path):
         for part in re.split(r"(?=<)", line):
             m = _TAG.match(part)
@@ -101,9 +102,10 @@ def _read_trec(path, name) -> dict[str, Topic]:
             if m:
                 tag = m.group(1).lower()
                 if tag == "top":
-                    qid, title, field_name, start = None, None, None, lineno
+                    qid, title, field_name, start, inside = None, None, None, lineno, True
                     continue
                 if tag == "/top":
+                    inside = False
                     if not qid or not title:
                         raise InputError("topic without <num> or <title>", name, start)
                     _check_qid(qid, name, start)
@@ -120,6 +122,8 @@ def _read_trec(path, name) -> dict[str, Topic]:
                 continue
             if field_name == "title" and rest.strip() and not rest.lstrip().startswith("</"):
                 title = (title + " " + rest.strip()).strip()
+    if inside:  # a cut-off file would otherwise lose its last topic without a word
+        raise InputError("<top> without its </top> (a truncated file?)", name, start)
     return topics
 
 
