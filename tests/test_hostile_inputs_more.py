@@ -237,3 +237,12 @@ def test_truncated_trec_topics_lose_no_topic_silently(tmp_path):
     last = whole[:whole.rindex("<top>")].count("\n") + 1
     line = _clean(run("genq", "--dry-run", cut), "exam-genq", 2)
     assert line == f"exam-genq: {cut}:{last}: <top> without its </top> (a truncated file?)"
+
+
+def test_negative_seed_is_a_usage_error(tmp_path):
+    """numpy's generators take seeds >= 0: --seed -1 was a ValueError traceback."""
+    out = tmp_path / "ci.tsv"
+    line = _clean(run("correlate", "interval", DEMO / "qrels.txt", DEMO / "qrels.txt", DEMO / "good.run",
+                      "--seed", "-1", "-o", out), "exam-correlate", 1)
+    assert line.startswith("exam-correlate: Invalid value for '--seed': -1 is not in the range x>=0.")
+    assert not out.exists()

@@ -256,7 +256,7 @@ def qrels_cmd(truth, pred, truth_max, pred_max, truth_min, pred_min, topic_polic
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - alpha is the coverage.")
 @click.option("--samples", type=int, default=10000, show_default=True, metavar="M",
               help="Bootstrap samples (empirical bootstrap, and CRC's calibration batches).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of every random choice.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of every random choice.")
 @click.option("--mapping", type=click.Choice(["calibrated", "identity"]), default="calibrated", show_default=True,
               help="calibrated: LLM labels -> P(human label | LLM label) counted on the labelled "
                    "queries; identity: LLM labels are on the human scale already.")
