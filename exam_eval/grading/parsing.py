@@ -112,8 +112,10 @@ def is_ill_formed(text: str) -> bool:
 def _to_grade(prompt: Prompt, raw: str) -> Parsed:
     if "." in raw or "," in raw:
         return Parsed(None, False, None, f"non-integer rating {raw!r}")
-    value = int(raw)
     lo, hi = prompt.scale
+    if len(raw.strip().lstrip("+-").lstrip("0")) > 9:  # a model repeating "4444...": int() refuses 4300 digits
+        return Parsed(None, False, None, f"rating of {len(raw.strip())} digits outside the scale {lo}-{hi}")
+    value = int(raw)
     if not lo <= value <= hi:
         return Parsed(None, False, None, f"rating {value} outside the scale {lo}-{hi}")
     return Parsed(value, True, None)
