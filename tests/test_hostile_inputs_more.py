@@ -246,3 +246,35 @@ def test_negative_seed_is_a_usage_error(tmp_path):
                       "--seed", "-1", "-o", out), "exam-correlate", 1)
     assert line.startswith("exam-correlate: Invalid value for '--seed': -1 is not in the range x>=0.")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("prompt, answer, expect", [
+    ("question-selfrating", "4" * 10000, {(None, False)}),   # int() refuses 4300 digits
+    ("umbrela", "##final score: " + "2" * 5000, {(None, False)}),
+    # nltk's edit_distance refuses 2000 characters: no answer key matches (0), items
+    # without keys count any answer (1)
+    ("question-extraction", "nectar " * 2000, {(0, True), (1, True)}),
+])
+def test_rambling_model_answers_are_recorded_not_fatal(prompt, answer, expect, tmp_path):
+    """A model stuck repeating itself is model output like any other: recorded (unparsed
+    when it is no grade), never a traceback that stops the grading."""
+    script = tmp_path / "script.jsonl"
+    script.write_text(json.dumps({"output": answer}) + "\n")
+    argv = ["grade", "--backend", "scripted", "--no-cache", "-O", f"script={script}", "--prompt", prompt,
+            "--bank", DEMO / "questions.jsonl", "--topics", DEMO / "topics.tsv", "--passages",
+            DEMO / "passages.jsonl", "-k", "1", DEMO / "good.run"]
+    res = run(*argv)
+    assert res.escaped is None and res.code == 0, (res.escaped, res.stderr)
+    lines = [json.loads(line) for line in res.stdout.splitlines()]
+    assert lines and {(g["grade"], g["parse_ok"]) for g in lines} == expect
+    assert all(g["answer"] == answer for g in lines)
+
+
+def test_long_answer_keys_still_match_by_edit_distance():
+    """Past nltk's 2000-character guard the EXAM rule still holds: 'x'*3000 against
+    'x'*2900 is 100 deletions, under 20% of 3000; 'y'*2900 is 2900 substitutions plus 100."""
+    from exam_eval.grading.answer_check import matches
+
+    assert matches("x" * 3000, ["x" * 2900])
+    assert not matches("x" * 3000, ["y" * 2900])
+    assert not matches("nectar " * 2000, ["nectar"])  # 500 times the key's length

@@ -55,12 +55,22 @@ def normalized_string(text: str) -> str:
     return " ".join(normalize(text))
 
 
+def _edit_distance(a: str, b: str) -> int:
+    from nltk.metrics import distance as nltk_distance
+
+    longest = max(len(a), len(b))
+    if longest > nltk_distance.MAX_DISTANCE_INPUT_LEN:
+        # nltk refuses strings over 2000 characters unless told (its documented knob) that
+        # they are trusted; ``matches`` only gets here with an answer key that long, since
+        # a long model answer to a shorter key fails the length bound first
+        nltk_distance.MAX_DISTANCE_INPUT_LEN = longest
+    return nltk_distance.edit_distance(a, b)
+
+
 def distance(candidate: str, key: str) -> tuple[int, int]:
     """(edit distance, length of the longer string) between the normalised strings."""
-    from nltk.metrics.distance import edit_distance
-
     a, b = normalized_string(candidate), normalized_string(key)
-    return edit_distance(a, b), max(len(a), len(b))
+    return _edit_distance(a, b), max(len(a), len(b))
 
 
 def matches(candidate: str, answer_keys: list[str] | str) -> bool:
@@ -68,8 +78,14 @@ def matches(candidate: str, answer_keys: list[str] | str) -> bool:
     if isinstance(answer_keys, str):
         # One key given as a string: iterating it would compare single characters.
         answer_keys = [answer_keys]
+    a = normalized_string(candidate)
     for key in answer_keys:
-        dist, longest = distance(candidate, key)
-        if longest and dist < THRESHOLD * longest:
+        b = normalized_string(key)
+        longest = max(len(a), len(b))
+        # the edit distance is at least the difference in length: when that alone reaches
+        # the threshold there is no match, and a rambling answer is not compared at all
+        if not longest or abs(len(a) - len(b)) >= THRESHOLD * longest:
+            continue
+        if _edit_distance(a, b) < THRESHOLD * longest:
             return True
     return False
