@@ -60,12 +60,15 @@ def test_depth_beyond_a_c_long_is_no_limit(runs, trec_eval_binary):
 
 
 @pytest.mark.parametrize("runs", [RUNS[:1], RUNS], ids=["one-run", "leaderboard"])
-def test_cutoff_beyond_a_c_long_is_clamped_as_atol_does(runs, trec_eval_binary):
+@pytest.mark.parametrize("digits", [23, 5000], ids=["past-a-long", "past-int-limit"])
+def test_cutoff_beyond_a_c_long_is_clamped_as_atol_does(runs, digits, trec_eval_binary):
     """-m P.99999999999999999999999: trec_eval's atol clamps the cutoff to LONG_MAX and
-    prints P_9223372036854775807; we raised OverflowError converting it to a C long."""
-    res = run("qrels", "-m", "P.99999999999999999999999", DEMO / "qrels.txt", *runs)
+    prints P_9223372036854775807; we raised OverflowError converting it to a C long (and
+    ValueError past int()'s 4300 digits)."""
+    measure = "P." + "9" * digits
+    res = run("qrels", "-m", measure, DEMO / "qrels.txt", *runs)
     assert res.escaped is None and res.code == 0, (res.escaped, res.stderr)
-    te = subprocess.run([str(trec_eval_binary), "-m", "P.99999999999999999999999", str(DEMO / "qrels.txt"),
+    te = subprocess.run([str(trec_eval_binary), "-m", measure, str(DEMO / "qrels.txt"),
                          str(runs[0])], capture_output=True, text=True, check=True)
     name, _, value = te.stdout.split()
     assert name == "P_9223372036854775807"

@@ -46,7 +46,12 @@ _LONG_MIN, _LONG_MAX = -(2 ** 63), 2 ** 63 - 1
 def c_atol(text: str) -> int:
     """glibc's atol (strtol): a number past a C long's range is clamped to it."""
     m = _ATOL.match(text)
-    return min(max(int(m.group(1)), _LONG_MIN), _LONG_MAX) if m else 0
+    if not m:
+        return 0
+    digits = m.group(1)
+    if len(digits.lstrip("+-").lstrip("0")) > 19:  # past any long, and maybe past int()'s 4300 digits
+        return _LONG_MIN if digits.startswith("-") else _LONG_MAX
+    return min(max(int(digits), _LONG_MIN), _LONG_MAX)
 
 
 def c_atof(text: str) -> float:
