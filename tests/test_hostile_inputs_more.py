@@ -281,3 +281,15 @@ def test_long_answer_keys_still_match_by_edit_distance():
     assert matches("x" * 3000, ["x" * 2900])
     assert not matches("x" * 3000, ["y" * 2900])
     assert not matches("nectar " * 2000, ["nectar"])  # 500 times the key's length
+
+
+@pytest.mark.parametrize("scale", ["0 " + "9" * 5000, "0 99999999999", "-20000 3"])
+def test_custom_prompt_scale_is_bounded(scale, tmp_path):
+    """'# scale: 0 <5000 digits>' was a ValueError traceback; a scale past 10000 wrote
+    grades that the grades reader then refuses (io.c_numbers.LABEL_MAX)."""
+    from exam_eval.io.c_numbers import LABEL_MAX
+
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text(f"# scale: {scale}\n{{context}} {{question}}\n")
+    line = _clean(run(*GRADE[:3], "--prompt", prompt, *GRADE[5:]), "exam-grade", 2)
+    assert line.startswith(f"exam-grade: {prompt}:1: scale must be 'MIN MAX' within -{LABEL_MAX}..{LABEL_MAX}, not ")

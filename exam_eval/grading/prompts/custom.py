@@ -45,6 +45,11 @@ def _default_scale(labels: tuple[str, ...], parser: str) -> tuple[int, int]:
     return {"yesno": (0, 1), "extraction": (0, 1), "umbrela": (0, 3)}.get(parser, (0, 5))
 
 
+# the grades reader's bound on a custom prompt's grade (io.c_numbers.LABEL_MAX, a layer
+# above this one): a larger scale would write grades that no command can read back
+SCALE_LIMIT = 10_000
+
+
 def load_prompt_file(path: str | Path) -> Prompt:
     from exam_eval.grading.parsing import PARSERS
 
@@ -123,7 +128,10 @@ def load_prompt_file(path: str | Path) -> Prompt:
                          line_of("parser"))
     if "scale" in meta:
         nums = re.findall(r"-?\d+", get("scale"))
-        if len(nums) != 2 or int(nums[0]) > int(nums[1]):
+        if len(nums) != 2 or any(len(n.lstrip("-")) > 5 or abs(int(n)) > SCALE_LIMIT for n in nums):
+            raise InputError(f"scale must be 'MIN MAX' within -{SCALE_LIMIT}..{SCALE_LIMIT}, not {get('scale')!r}",
+                             name, line_of("scale"))
+        if int(nums[0]) > int(nums[1]):
             raise InputError(f"scale must be 'MIN MAX', not {get('scale')!r}", name, line_of("scale"))
         scale = (int(nums[0]), int(nums[1]))
     else:
