@@ -293,3 +293,14 @@ def test_custom_prompt_scale_is_bounded(scale, tmp_path):
     prompt.write_text(f"# scale: {scale}\n{{context}} {{question}}\n")
     line = _clean(run(*GRADE[:3], "--prompt", prompt, *GRADE[5:]), "exam-grade", 2)
     assert line.startswith(f"exam-grade: {prompt}:1: scale must be 'MIN MAX' within -{LABEL_MAX}..{LABEL_MAX}, not ")
+
+
+@pytest.mark.parametrize("nest", ["[" * 100_000 + "]" * 100_000, '{"a":' * 100_000 + "1" + "}" * 100_000],
+                         ids=["array", "object"])
+def test_deep_first_line_of_a_leaderboard(nest, tmp_path):
+    """The assignment-file sniff read the first line with json.loads: nested 10^5 deep it
+    was a RecursionError traceback (found by test_fuzz_inputs with FUZZ_SEED=5)."""
+    board = tmp_path / "board.tsv"
+    board.write_text(nest + "\nrun\tmap\na\t0.5\n")
+    line = _clean(run("correlate", "leaderboard", board, board), "exam-correlate", 2)
+    assert line.startswith(f"exam-correlate: {board}: cannot tell the leaderboard's shape")
