@@ -304,3 +304,19 @@ def test_deep_first_line_of_a_leaderboard(nest, tmp_path):
     board.write_text(nest + "\nrun\tmap\na\t0.5\n")
     line = _clean(run("correlate", "leaderboard", board, board), "exam-correlate", 2)
     assert line.startswith(f"exam-correlate: {board}: cannot tell the leaderboard's shape")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("status", [200, 500])
+def test_server_answering_json_nested_without_end(status):
+    """json.loads of an HTTP body nested 10^5 deep raised RecursionError out of the client
+    (a traceback); it is a malformed answer like any other: retried, then the call fails."""
+    from openai_stub import OpenAIStub, Reply
+
+    from exam_eval.backends.http_client import OpenAIClient
+
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with OpenAIStub([Reply(status, body=deep)] * 2) as stub:
+        [res] = OpenAIClient(stub.url, "m", backoff=0.01, timeout=5.0, max_retries=1).chat(
+            [[{"role": "user", "content": "hi"}]])
+    assert res.text is None and res.attempts == 2 and "2 attempts" in res.error

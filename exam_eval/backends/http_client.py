@@ -133,7 +133,7 @@ def _error_message(body: bytes) -> str:
             return str(err["message"])[:300]
         if isinstance(err, str):
             return err[:300]
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         pass
     return body[:300].decode("utf-8", "replace").strip()
 
@@ -434,7 +434,7 @@ class OpenAIClient:
             raise _Retryable(f"connection error: {exc.__class__.__name__}: {exc}") from None
         try:
             return json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: a body nested without end
             snippet = raw[:80].decode("utf-8", "replace")
             raise _Retryable(f"malformed JSON in response body: {snippet!r}") from None
 
