@@ -320,3 +320,18 @@ def test_server_answering_json_nested_without_end(status):
         [res] = OpenAIClient(stub.url, "m", backoff=0.01, timeout=5.0, max_retries=1).chat(
             [[{"role": "user", "content": "hi"}]])
     assert res.text is None and res.attempts == 2 and "2 attempts" in res.error
+
+
+def test_generated_item_with_a_lone_surrogate_is_not_read(tmp_path):
+    """A model's JSON answer may hold half of an escaped emoji ("\\ud83d"): the item went on
+    to md5 and the writer, a UnicodeEncodeError traceback. It is not read; the others are,
+    and a query left with nothing is a failed query (exit 3), as for any unusable answer."""
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("101\thow do honey bees make honey\n102\tcauses of the french revolution\n")
+    script = tmp_path / "script.jsonl"
+    script.write_text(json.dumps({"query_id": "101", "response": '{"questions": ["Why? \\ud83d", "What is nectar?"]}'})
+                      + "\n" + json.dumps({"query_id": "102", "response": '{"questions": ["\\ud83d"]}'}) + "\n")
+    out = tmp_path / "bank.jsonl"
+    res = run("genq", "generate", "--backend", "scripted", "--script", script, "--retries", "0", topics, "-o", out)
+    assert res.escaped is None and res.code == 3, (res.escaped, res.stderr)
+    assert [json.loads(line)["text"] for line in out.read_text().splitlines()] == ["What is nectar?"]

@@ -30,6 +30,9 @@ _LIST_LINE = re.compile(
     re.IGNORECASE)
 _NUMBERING = re.compile(r"^(?:(?:q(?:uestion)?|n(?:ugget)?)\s*\d{1,3}|\d{1,3})\s*[.):\]]\s+", re.IGNORECASE)
 _QUOTES = "\"'`\u201c\u201d\u2018\u2019"
+# half of an escaped surrogate pair ("\ud83d" of a cut emoji): no UTF-8 text holds it, so
+# it can be neither hashed into an item id nor written; such an item is not read
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clean_item(text: str) -> str:
@@ -128,5 +131,5 @@ def parse_items(text: str | None, field: str | None = None) -> list[str] | None:
         found = _from_lines(text)
     if not found:
         return None
-    items = dedupe([c for c in (clean_item(s) for s in found) if c])
+    items = dedupe([c for c in (clean_item(s) for s in found) if c and not _LONE_SURROGATE.search(c)])
     return items or None
