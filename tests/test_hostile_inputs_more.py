@@ -335,3 +335,17 @@ def test_generated_item_with_a_lone_surrogate_is_not_read(tmp_path):
     res = run("genq", "generate", "--backend", "scripted", "--script", script, "--retries", "0", topics, "-o", out)
     assert res.escaped is None and res.code == 3, (res.escaped, res.stderr)
     assert [json.loads(line)["text"] for line in out.read_text().splitlines()] == ["What is nectar?"]
+
+
+def test_nuggetizer_answer_with_a_lone_surrogate_is_asked_again(tmp_path):
+    """ast.literal_eval("['\\ud83d']") gives a lone surrogate: the nugget reached the next
+    prompt's hashing, a UnicodeEncodeError traceback. The answer is unparsed (asked again,
+    then the topic fails: exit 3), like any unusable answer."""
+    script = tmp_path / "script.jsonl"
+    script.write_text(json.dumps({"match": ["You are NuggetizeLLM,"], "output": "['Bees \\ud83d make honey']"}) + "\n"
+                      + json.dumps({"match": ["NuggetizeScoreLLM"], "output": "['vital']"}) + "\n")
+    out = tmp_path / "nuggets.jsonl"
+    res = run("genq", "nuggetize", "--backend", "scripted", "--script", script, "--qrels", DEMO / "qrels.txt",
+              "--passages", DEMO / "passages.jsonl", DEMO / "topics.tsv", "--no-cache", "--retries", "1", "-o", out)
+    assert res.escaped is None and res.code == 3, (res.escaped, res.stderr)
+    assert "did not parse" in res.last_line

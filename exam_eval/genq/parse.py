@@ -23,6 +23,8 @@ import ast
 import json
 import re
 
+from ..io.jsonl import LONE_SURROGATE
+
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\n?(.*?)```", re.DOTALL)
 _ASSIGN = re.compile(r"^\s*[A-Za-z_][A-Za-z0-9_]*\s*=\s*")
 _LIST_LINE = re.compile(
@@ -30,9 +32,6 @@ _LIST_LINE = re.compile(
     re.IGNORECASE)
 _NUMBERING = re.compile(r"^(?:(?:q(?:uestion)?|n(?:ugget)?)\s*\d{1,3}|\d{1,3})\s*[.):\]]\s+", re.IGNORECASE)
 _QUOTES = "\"'`\u201c\u201d\u2018\u2019"
-# half of an escaped surrogate pair ("\ud83d" of a cut emoji): no UTF-8 text holds it, so
-# it can be neither hashed into an item id nor written; such an item is not read
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clean_item(text: str) -> str:
@@ -131,5 +130,6 @@ def parse_items(text: str | None, field: str | None = None) -> list[str] | None:
         found = _from_lines(text)
     if not found:
         return None
-    items = dedupe([c for c in (clean_item(s) for s in found) if c and not _LONE_SURROGATE.search(c)])
+    # an item with a lone surrogate could not be hashed into its id: it is not read
+    items = dedupe([c for c in (clean_item(s) for s in found) if c and not LONE_SURROGATE.search(c)])
     return items or None

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from ..io.jsonl import LONE_SURROGATE
 from .types import GradeResult
 from .cache import NullCache
 
@@ -133,5 +134,7 @@ def parse_python_list(text: str) -> list[str] | None:
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+        return None
+    if any(LONE_SURROGATE.search(v) for v in value):  # could be neither hashed, sent nor written
         return None
     return list(value)

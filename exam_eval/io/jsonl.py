@@ -122,7 +122,9 @@ def json_id(value: Any, key: str, name: str, lineno: int, *, trec: bool = True, 
     return value
 
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# half of a surrogate pair ("\ud83d" of a cut emoji, escaped in a model's JSON answer): no
+# UTF-8 text holds it, so a string with one can be neither hashed nor written
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def dumps(obj: Any) -> str:
@@ -134,5 +136,5 @@ def dumps(obj: Any) -> str:
     try:
         line.encode("utf-8")
     except UnicodeEncodeError:
-        line = _LONE_SURROGATE.sub("\ufffd", line)
+        line = LONE_SURROGATE.sub("\ufffd", line)
     return line
