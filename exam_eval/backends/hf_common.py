@@ -269,16 +269,21 @@ class HFGenerativeBase:
 
         ids, mask = pad(rows, self.tokenizer.pad_token_id, self.tokenizer.padding_side == "left")
         ids, mask = torch.from_numpy(ids), torch.from_numpy(mask)
-        if str(self.device).startswith("cuda"):
+        if self.on_cuda:
             # pinned host memory: the copy runs asynchronously, the next batch is prepared meanwhile
             return {"input_ids": ids.pin_memory().to(self.device, non_blocking=True),
                     "attention_mask": mask.pin_memory().to(self.device, non_blocking=True)}
         return {"input_ids": ids, "attention_mask": mask}
 
     @property
+    def on_cuda(self) -> bool:
+        """Whether the model runs on a GPU (False before it is loaded)."""
+        return str(getattr(self, "device", "cpu")).startswith("cuda")
+
+    @property
     def overlaps(self) -> bool:
         # a GPU computes while the host goes on; a CPU's forward pass is the host's own work
-        return str(getattr(self, "device", "cpu")).startswith("cuda")
+        return self.on_cuda
 
     def read_back(self, probs, labels: tuple[str, ...]):
         """The label probabilities of a batch (a [batch, labels] tensor) as
@@ -287,7 +292,7 @@ class HFGenerativeBase:
         alone, not for the next one queued meanwhile (a plain ``.cpu()`` would): the
         batch's one sync."""
         torch = self._torch
-        if not str(self.device).startswith("cuda"):
+        if not self.on_cuda:
             rows = probs.cpu().tolist()
             return lambda: [dict(zip(labels, row)) for row in rows]
         host = torch.empty(probs.shape, dtype=probs.dtype, pin_memory=True)
