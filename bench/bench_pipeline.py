@@ -156,6 +156,45 @@ def plain_loop(model_dir: Path, requests, device: str, batches: list[int]) -> di
             "pairs_per_s": runs[best]["pairs_per_s"]}
 
 
+#: a child process timing what exam-grade does before its first batch (the end-to-end
+#: rows minus grading only): interpreter and imports, CUDA's start, tokenizer and model load
+STARTUP_CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+import torch, transformers  # noqa: E401
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+from exam_eval.backends.hf_common import model_kwargs, pick_dtype
+t1 = time.perf_counter()
+path, device = sys.argv[1], sys.argv[2]
+if device.startswith("cuda"):
+    torch.zeros(1, device=device)
+    torch.cuda.synchronize()
+t2 = time.perf_counter()
+tok = AutoTokenizer.from_pretrained(path)
+t3 = time.perf_counter()
+model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=pick_dtype(None, device), **model_kwargs(device))
+model = model.to(device).eval()
+if device.startswith("cuda"):
+    torch.cuda.synchronize()
+t4 = time.perf_counter()
+print(json.dumps({"imports_s": t1 - t0, "device_init_s": t2 - t1, "tokenizer_s": t3 - t2, "model_load_s": t4 - t3}))
+"""
+
+
+def startup(model_dir: Path, device: str, root: Path = ROOT) -> dict:
+    """What exam-grade's start costs, piece by piece, in a fresh process (with the
+    interpreter's own start, ``wall_s``), so the gap between the end-to-end and
+    grading-only rows can be read."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONPATH=str(root))
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", STARTUP_CHILD, str(model_dir), device],
+                          capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        return {"error": (proc.stderr.strip().splitlines() or ["?"])[-1]}
+    return {"wall_s": wall, **json.loads(proc.stdout.strip().splitlines()[-1])}
+
+
 class StubT5:
     """A seq2seq model's call replaced: zero logits over the vocabulary, at once."""
 
@@ -322,6 +361,9 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args, res: d
         res["agreement_default_vs_float32"] = bg.agreement(Path(res["exam_grade"]["output"]),
                                                            Path(res["exam_grade_float32"]["output"]))
         saved()
+    say("start-up, piece by piece")
+    res["startup"] = startup(model_dir, args.device)
+    saved()
     return res
 
 
@@ -388,6 +430,11 @@ def print_table(results: dict, host: dict | None, env: dict, sim: dict | None = 
         if "agreement_default_vs_float32" in r:
             a = r["agreement_default_vs_float32"]
             print(f"  defaults' grades equal to float32's: {a['same_grade']}/{a['pairs']} = {100 * a['share_same']:.1f}%")
+        if "startup" in r:
+            st = r["startup"]
+            print("  start-up in a fresh process: " + (st["error"] if "error" in st else
+                  f"{st['wall_s']:.1f} s = imports {st['imports_s']:.1f} + device {st['device_init_s']:.1f} + "
+                  f"tokenizer {st['tokenizer_s']:.1f} + model load {st['model_load_s']:.1f} + interpreter"))
         for label, c in r.get("ctranslate2", {}).items():
             if label.startswith("same_grades "):
                 _, code, _, *alone = label.split()
