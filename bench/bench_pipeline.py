@@ -41,6 +41,7 @@ versions.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import importlib.util
 import io
@@ -296,7 +297,11 @@ def exam_grade(name: str, model_dir: Path, work: Path, device: str, extra: list[
                root: Path = ROOT) -> dict:
     cache = work / f"cache-{name}-{tag}.sqlite"
     out = work / f"{name}-{tag}.jsonl"
+    # --depth: every passage of the pool (exam-grade's default pools a run's top 20 alone, which
+    # graded 6,000 of the 11,970 pairs of a GPU run at --per-query 40)
+    depth = max(collections.Counter(line.split()[0] for line in open(work / "pool.run", encoding="utf-8")).values())
     r = bg.run_cli(["--backend", "hf-seq2seq", "--model", str(model_dir), "--device", device, "--prompt", PROMPT,
+                    "--depth", str(depth),
                     "--passages", str(work / "passages.jsonl"), "--bank", str(work / "bank.jsonl"),
                     "--cache", str(cache), "-o", str(out), *extra, str(work / "pool.run")], root=root)
     r["grading_s"] = bg.engine_seconds(cache)
@@ -354,7 +359,7 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args, res: d
     say(f"exam-grade (defaults) on {args.device}")
     res["exam_grade"] = with_ratios(exam_grade(name, model_dir, work, args.device, [], "default"), res)
     saved()
-    if args.device.startswith("cuda") or args.float32_row:
+    if args.float32_row or (args.float32_row is None and args.device.startswith("cuda")):
         say("exam-grade --dtype float32")
         res["exam_grade_float32"] = with_ratios(
             exam_grade(name, model_dir, work, args.device, ["--dtype", "float32"], "fp32"), res)
@@ -479,9 +484,9 @@ def main(argv=None) -> int:
     ap.add_argument("--compare-code", type=Path, action="append", default=[], metavar="DIR",
                     help="another checkout (repeatable) whose host cost and exam-grade --engine ctranslate2 "
                          "run right before this one's")
-    ap.add_argument("--float32-row", action="store_true",
-                    help="also exam-grade --dtype float32 and its agreement (always on CUDA; on a CPU "
-                         "to try the GPU run's code path)")
+    ap.add_argument("--float32-row", action=argparse.BooleanOptionalAction, default=None,
+                    help="also exam-grade --dtype float32 and its agreement (default: on CUDA only; on a "
+                         "CPU to try the GPU run's code path; --no-float32-row where another run has it)")
     ap.add_argument("--only-ct2", action="store_true",
                     help="the reference loop (before and after) and the CTranslate2 rows only")
     ap.add_argument("--ct2-alone", action="store_true",
