@@ -129,7 +129,7 @@ def plain_loop(model_dir: Path, requests, device: str, batches: list[int]) -> di
 
     dtype = pick_dtype(None, device)
     tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, dtype=dtype, **model_kwargs(device))
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, dtype=dtype, **model_kwargs(device, str(model_dir)))
     model = model.to(device).eval()
     labels = list(requests[0].prompt.labels)
     ids = label_token_ids(tok, labels)
@@ -173,7 +173,7 @@ if device.startswith("cuda"):
 t2 = time.perf_counter()
 tok = AutoTokenizer.from_pretrained(path)
 t3 = time.perf_counter()
-model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=pick_dtype(None, device), **model_kwargs(device))
+model = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=pick_dtype(None, device), **model_kwargs(device, path))
 model = model.to(device).eval()
 if device.startswith("cuda"):
     torch.cuda.synchronize()

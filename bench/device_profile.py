@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
 """Where a GPU's time goes in one batch of T5 scoring (issue 22), in one short run.
 
-bench_pipeline.py measures exam-grade against a plain loop; both ran at about a tenth of
-an H200's bf16 peak on flan-t5-large (572 and 467 pairs/s, 222 tokens a prompt). This
-script says why, on the model alone, with nothing of exam-grade around it:
+bench_pipeline.py measures exam-grade against a plain loop; on an H200 both ran
+flan-t5-large at a tenth of the GPU's bf16 peak (572 and 467 pairs/s at 222 tokens a
+prompt). This script says why, on the model alone, with nothing of exam-grade around it:
 
 - the GPU's own matrix-product rate (bf16 8192^3, and the shape of T5's feed-forward
   layer at the batch measured), the ceiling of any model call;
-- one scoring call (encoder, one decoder step, the logits) of random-weight flan-t5-large
-  at several batch sizes, with its FLOPs counted by ``torch.utils.flop_counter`` and the
-  TFLOP/s that makes;
-- the same call with eager attention instead of SDPA, the encoder alone, and
-  ``torch.compile``-d (its compile time apart);
-- a ``torch.profiler`` table of one call: the kernels that take the time.
+- one scoring call (encoder, one decoder step, the logits) of random-weight flan-t5-large,
+  its FLOPs counted by ``torch.utils.flop_counter`` and the TFLOP/s that makes, with each
+  attention of ``--attention``: transformers' SDPA, eager, and exam-grade's
+  (:mod:`exam_eval.backends.hf_attention`: the same SDPA, its position bias contiguous);
+- a ``torch.profiler`` table of one call with exam-grade's attention: the kernels that
+  take the time; and, unless ``--no-compile``, that model ``torch.compile``-d (compile time
+  apart).
 
 Every step saves ``--json`` at once, so a run stopped at its limit keeps what it did;
 a step that fails is recorded and the next one runs.
@@ -41,6 +42,16 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def release(device: str) -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
 def timed(fn, device: str, reps: int, warm: int = 2) -> float:
     """Seconds per call, the mean of ``reps`` after ``warm`` warm-ups."""
     for _ in range(warm):
@@ -62,14 +73,16 @@ def gemm(device: str, m: int, k: int, n: int, dtype, reps: int) -> dict:
     return {"shape": [m, k, n], "seconds": s, "tflops": 2 * m * k * n / s / 1e12}
 
 
-def build(name: str, device: str, dtype):
+def build(name: str, device: str, dtype, attention: str | None = None):
+    """Random weights on ``device``; ``attention`` asked for at construction, since T5's
+    stacks copy the config (``set_attn_implementation`` afterwards does not reach them)."""
     import torch
-    from transformers import T5Config, T5ForConditionalGeneration
+    from transformers import AutoModelForSeq2SeqLM, T5Config
 
     torch.manual_seed(0)
     config = T5Config(**T5_COMMON, **CONFIGS[name], pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
     with torch.device(device):
-        model = T5ForConditionalGeneration(config)
+        model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation=attention)
     return model.to(dtype).eval()
 
 
@@ -109,7 +122,10 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--model", default="flan-t5-large", choices=sorted(CONFIGS))
     ap.add_argument("--tokens", type=int, default=222, help="prompt tokens (the DL19 pool's mean: 222)")
-    ap.add_argument("--batches", default="128,512")
+    ap.add_argument("--batches", default="512")
+    ap.add_argument("--attention", default="sdpa,eager,sdpa_contiguous_bias",
+                    help="attention implementations, in order (the last is profiled when it is exam-grade's)")
+    ap.add_argument("--encoder-alone", action="store_true")
     ap.add_argument("--profile-batch", type=int, default=512)
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--gemm-size", type=int, default=8192)
@@ -155,31 +171,35 @@ def main(argv=None) -> int:
     cfg = CONFIGS[args.model]
     step("gemm feed-forward shape", lambda: gemm(args.device, args.profile_batch * args.tokens, cfg["d_model"],
                                                  cfg["d_ff"], dtype, args.reps * 2))
-    model = build(args.model, args.device, dtype)
-    res["attention"] = model.config._attn_implementation
+    from exam_eval.backends.hf_attention import NAME, register
 
-    def rate(batch, encoder_only=False, m=None):
+    register()
+    variants = [a for a in args.attention.split(",") if a]
+    res["attention"] = variants
+
+    def rate(model, batch, encoder_only=False):
         ids, mask, dec = inputs(batch, args.tokens, args.device)
-        m = model if m is None else m  # a compiled module has no truth value
         f = flops(model, ids, mask, dec) if not encoder_only else None
-        s = timed(score_call(m, ids, mask, dec, encoder_only), args.device, args.reps)
+        s = timed(score_call(model, ids, mask, dec, encoder_only), args.device, args.reps)
         out = {"batch": batch, "seconds_per_batch": s, "pairs_per_s": batch / s}
         if f:
             out |= {"gflop_per_pair": f / batch / 1e9, "tflops": f / s / 1e12}
         return out
 
-    for b in [int(x) for x in args.batches.split(",")]:
-        step(f"model {res['attention']} batch {b}", lambda b=b: rate(b))
     pb = args.profile_batch
-    step(f"encoder alone batch {pb}", lambda: rate(pb, encoder_only=True))
-
-    def eager():
-        model.set_attn_implementation("eager")
-        try:
-            return rate(pb)
-        finally:
-            model.set_attn_implementation(res["attention"])
-    step(f"model eager batch {pb}", eager)
+    model = None
+    for attention in [] if args.only_compile else variants:
+        model = None
+        release(args.device)
+        model = build(args.model, args.device, dtype, attention)
+        for b in [int(x) for x in args.batches.split(",")]:
+            step(f"model {attention} batch {b}", lambda b=b, m=model: rate(m, b))
+        if args.encoder_alone:
+            step(f"encoder alone {attention} batch {pb}", lambda m=model: rate(m, pb, encoder_only=True))
+    if model is None or variants[-1] != NAME:  # the profile and compile are of exam-grade's attention
+        model = None
+        release(args.device)
+        model = build(args.model, args.device, dtype, NAME)
 
     def profile():
         from torch.profiler import ProfilerActivity
@@ -207,7 +227,7 @@ def main(argv=None) -> int:
             score_call(cm, ids, mask, dec)()
             sync(args.device)
             first = time.perf_counter() - t0
-            out = rate(pb, m=cm)
+            out = rate(cm, pb)
             return out | {"compile_and_first_call_s": first}
         run_step(f"model torch.compile batch {pb}", compiled)
     res["total_s"] = time.perf_counter() - start

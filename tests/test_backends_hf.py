@@ -186,17 +186,20 @@ def test_labels_sharing_a_first_token_are_generated_and_parsed(t5, llama):
         assert res.parse_ok == (res.grade is not None)
 
 
-def test_the_gpu_load_arguments_are_accepted_and_change_no_number(tiny_t5):
-    """On a GPU the weights load straight onto the device, and attention is PyTorch's SDPA
-    (transformers' own choice); the same arguments, aimed at the CPU, load the same model
-    giving the same logits."""
+def test_the_gpu_load_arguments_are_accepted_and_change_no_number(tiny_t5, tiny_llama):
+    """On a GPU the weights load straight onto the device, and a T5 checkpoint gets the
+    SDPA attention of hf_attention (a causal model keeps transformers' choice); the same
+    arguments, aimed at the CPU, load the same model giving the same logits."""
     from transformers import AutoModelForSeq2SeqLM
 
+    from exam_eval.backends.hf_attention import NAME
     from exam_eval.backends.hf_common import model_kwargs
 
-    assert model_kwargs("cpu") == {}
-    gpu = model_kwargs("cuda:1")
-    assert gpu == {"device_map": "cuda:1"}
+    assert model_kwargs("cpu") == {} and model_kwargs("cpu", str(tiny_t5)) == {}
+    gpu = model_kwargs("cuda:1", str(tiny_t5))
+    assert gpu == {"device_map": "cuda:1", "attn_implementation": NAME}
+    assert model_kwargs("cuda:1", str(tiny_llama)) == {"device_map": "cuda:1"}
+    assert model_kwargs("cuda:1") == {"device_map": "cuda:1"}
     plain = AutoModelForSeq2SeqLM.from_pretrained(tiny_t5).eval()
     mapped = AutoModelForSeq2SeqLM.from_pretrained(tiny_t5, **dict(gpu, device_map="cpu")).eval()
     ids = torch.tensor([[5, 6, 7, 8, 1]])
@@ -205,4 +208,4 @@ def test_the_gpu_load_arguments_are_accepted_and_change_no_number(tiny_t5):
         a = plain(input_ids=ids, decoder_input_ids=start).logits
         b = mapped(input_ids=ids, decoder_input_ids=start).logits
     assert mapped.device.type == "cpu" and torch.allclose(a, b, atol=1e-6)
-    assert mapped.config._attn_implementation == "sdpa"
+    assert plain.config._attn_implementation == "sdpa" and mapped.config._attn_implementation == NAME

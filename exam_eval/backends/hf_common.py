@@ -91,13 +91,17 @@ def pick_dtype(dtype: str | None, device: str):
     return torch.float32
 
 
-def model_kwargs(device: str) -> dict:
+def model_kwargs(device: str, source: str | None = None) -> dict:
     """from_pretrained arguments for a GPU: the weights loaded straight onto it, not
-    materialised in host memory first and copied. (Attention needs no argument:
-    transformers picks PyTorch's scaled_dot_product_attention, FlashAttention and
-    memory-efficient kernels, wherever the architecture has it.) On a CPU transformers'
-    own choices stand (the CPU defaults are measured with them)."""
-    return {"device_map": device} if device.startswith("cuda") else {}
+    materialised in host memory first and copied; for a T5 checkpoint ``source``, the
+    attention of :mod:`.hf_attention` (transformers otherwise picks PyTorch's
+    scaled_dot_product_attention itself, wherever the architecture has it). On a CPU
+    transformers' own choices stand (the CPU defaults are measured with them)."""
+    if not device.startswith("cuda"):
+        return {}
+    from .hf_attention import attention_kwargs
+
+    return {"device_map": device, **attention_kwargs(source, device)}
 
 
 #: padded prompt tokens per batch on a GPU: bounds (not measured on a GPU yet; the issue's

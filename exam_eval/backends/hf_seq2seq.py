@@ -42,7 +42,7 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self._ref)
             self.model = AutoModelForSeq2SeqLM.from_pretrained(self._ref, dtype=pick_dtype(self._dtype_opt, self.device),
-                                                               **model_kwargs(self.device))
+                                                               **model_kwargs(self.device, self._ref))
         except (OSError, ValueError, EnvironmentError) as exc:
             raise load_failure(self.model_id, exc) from None
         self.model.to(self.device).eval()

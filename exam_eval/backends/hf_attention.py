@@ -1,0 +1,66 @@
+"""Attention for T5 on a GPU: PyTorch's SDPA, with T5's relative position bias laid out
+so that SDPA's fused kernels accept it.
+
+T5 adds a learned relative-position bias to every attention score. transformers builds
+it as a (1, heads, q, k) view of a (q, k, heads) lookup, so its last dimension has a
+stride of ``heads``; the mask SDPA then receives (that bias with the padding folded in
+by ``torch.where``) keeps the layout. PyTorch's fused GPU kernels (memory-efficient,
+cuDNN) need a mask whose last dimension has stride 1. Without it every encoder
+self-attention falls back to the math kernel, which also computes bfloat16 inputs in
+float32: on an H200 that took 59% of a flan-t5-large scoring call
+(bench/device_profile.py, 2026-11-26). Made contiguous (1.6 MB a layer at 222 tokens),
+the same numbers reach a fused kernel. CPUs take a strided mask as it is, so nothing
+changes there.
+
+The function is registered with transformers' ``AttentionInterface`` under :data:`NAME`,
+together with transformers' own SDPA mask builder (a custom attention with no mask
+function registered gets no padding mask at all), and asked for by name in
+``from_pretrained``: T5's encoder and decoder stacks hold copies of the model's config,
+which ``set_attn_implementation`` on a loaded model does not reach.
+"""
+
+from __future__ import annotations
+
+import functools
+
+#: "sdpa" in the name makes transformers check that the model supports SDPA
+NAME = "sdpa_contiguous_bias"
+#: checkpoints whose attention passes a relative position bias to the attention function
+MODEL_TYPES = frozenset({"t5"})
+
+
+def _attention(module, query, key, value, attention_mask, position_bias=None, **kwargs):
+    import torch
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    if position_bias is not None and position_bias.stride(-1) != 1:
+        # not .contiguous(): a (1, heads, 1, 1) decoder-step bias counts as contiguous
+        # whatever its strides, and the GPU check reads the stride itself
+        position_bias = position_bias.clone(memory_format=torch.contiguous_format)
+    return sdpa_attention_forward(module, query, key, value, attention_mask, position_bias=position_bias, **kwargs)
+
+
+@functools.cache
+def register() -> str:
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS
+
+    AttentionInterface.register(NAME, _attention)
+    AttentionMaskInterface.register(NAME, ALL_MASK_ATTENTION_FUNCTIONS["sdpa"])
+    return NAME
+
+
+def attention_kwargs(source: str | None, device: str) -> dict:
+    """``{"attn_implementation": NAME}`` for a T5 checkpoint on a GPU; otherwise nothing,
+    and transformers' own choice stands."""
+    if source is None or not device.startswith("cuda"):
+        return {}
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(source)
+    except (OSError, ValueError):
+        return {}  # loading the model says what is wrong
+    if getattr(config, "model_type", None) not in MODEL_TYPES:
+        return {}
+    return {"attn_implementation": register()}
