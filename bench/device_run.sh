@@ -14,6 +14,10 @@
 #                                         and the share of grades equal to float32's
 #   $OUT/base/bench_pipeline.{txt,json}   flan-t5-base, the same rows (a smaller pool)
 #   $OUT/host/bench_pipeline.{txt,json}   host cost per pair on the device's CPU, model stubbed
+#   (run.log alone)                       bench/device_profile.py on $LARGE: the GPU's matmul
+#                                         rate, the bare model call with transformers' SDPA and
+#                                         with exam-grade's attention, a profiler table (the
+#                                         device tool returns 8 files: its JSON stays in /tmp)
 #   $OUT/ct2_cuda.json                    one exam-grade --engine ctranslate2 attempt, where
 #                                         the CTranslate2 wheel was carried (.device/whl)
 #
@@ -51,9 +55,11 @@ CT2_PER_QUERY=${CT2_PER_QUERY:-10}   # 600 pairs
 LARGE_CAP=${LARGE_CAP:-300}
 BASE_CAP=${BASE_CAP:-200}
 HOST_CAP=${HOST_CAP:-60}
+PROFILE_CAP=${PROFILE_CAP:-75}
 CT2_CAP=${CT2_CAP:-60}
 KEEP_BASE=${KEEP_BASE:-90}
 KEEP_HOST=${KEEP_HOST:-30}
+KEEP_PROFILE=${KEEP_PROFILE:-40}
 KEEP_CT2=${KEEP_CT2:-30}            # kept only where a wheel was carried
 MIN_STEP=${MIN_STEP:-20}            # a step with less time than this is skipped
 
@@ -123,10 +129,12 @@ main() {
   # on a CPU the --dtype float32 row runs only when asked (the rehearsal asks)
   [ "$DEVICE" = cpu ] && bench+=(--float32-row)
 
-  step "$LARGE" "$LARGE_CAP" $((KEEP_BASE + KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --out "$OUT/large"
-  step "$BASE" "$BASE_CAP" $((KEEP_HOST + keep_ct2)) "${bench[@]}" --models "$BASE" --per-query "$BASE_PER_QUERY" --no-host-cost --out "$OUT/base"
-  step "host cost (device CPU)" "$HOST_CAP" "$keep_ct2" "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models --no-sim-device \
+  step "$LARGE" "$LARGE_CAP" $((KEEP_BASE + KEEP_HOST + KEEP_PROFILE + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --out "$OUT/large"
+  step "$BASE" "$BASE_CAP" $((KEEP_HOST + KEEP_PROFILE + keep_ct2)) "${bench[@]}" --models "$BASE" --per-query "$BASE_PER_QUERY" --no-host-cost --out "$OUT/base"
+  step "host cost (device CPU)" "$HOST_CAP" $((KEEP_PROFILE + keep_ct2)) "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models --no-sim-device \
     --host-queries "$HOST_QUERIES" --host-per-query "$HOST_PER_QUERY" --out "$OUT/host"
+  step "profile ($LARGE, the model alone)" "$PROFILE_CAP" "$keep_ct2" "$PYTHON" bench/device_profile.py --device "$DEVICE" \
+    --model "$LARGE" --no-compile ${PROFILE_FLAGS:-} --json /tmp/device_profile.json
   if [ "$have_ct2" = 1 ]; then
     step "ctranslate2 on $DEVICE" "$CT2_CAP" 0 "$PYTHON" bench/device_ct2.py --device "$DEVICE" --site "$SITE" \
       --data "$DATA" --model "$CT2_MODEL" --queries "$CT2_QUERIES" --per-query "$CT2_PER_QUERY" --json "$OUT/ct2_cuda.json"

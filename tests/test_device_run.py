@@ -101,11 +101,12 @@ def test_the_staged_copy_gives_bench_pipeline_the_same_pool(tmp_path, shared_dat
 FAKE_PYTHON = r"""#!/usr/bin/env bash
 # stands in for python3: the versions script, and bench_pipeline.py writing its files
 [ "$1" = - ] && { cat >/dev/null; echo "python fake"; exit 0; }
-out= models=
+out= models= json=
 while [ $# -gt 0 ]; do
-  case $1 in --out) out=$2; shift ;; --models) models=$2; shift ;; esac
+  case $1 in --out) out=$2; shift ;; --models) models=$2; shift ;; --json) json=$2; shift ;; esac
   shift
 done
+[ -n "$json" ] && { echo "profile step"; exit 0; }  # device_profile.py: its lines in run.log
 mkdir -p "$out"
 echo '{"complete": false}' >"$out/bench_pipeline.json"
 [ "$models" = slow ] && exec sleep 60
@@ -128,6 +129,7 @@ def test_run_stops_a_step_at_its_limit_and_runs_the_rest(tmp_path):
     log = (out / "run.log").read_text()
     assert "== slow: STOPPED at its limit (2s)" in log
     assert "== fast: done in" in log and "== host cost (device CPU): done in" in log
+    assert "== profile (slow, the model alone): done in" in log and "profile step" in log
     assert "no wheel carried" in log
     # the stopped step's file holds what it saved before; the others' their tables
     assert json.loads((out / "large" / "bench_pipeline.json").read_text()) == {"complete": False}

@@ -111,6 +111,34 @@ def test_missing_cublas_is_one_line(tiny_t5, monkeypatch):
     assert "\n" not in msg and "libcublas.so.12" in msg and "nvidia-cublas-cu12" in msg
 
 
+
+def test_missing_cublas_at_the_first_batch_is_one_line(tiny_t5):
+    """CTranslate2 may load cuBLAS at its first real call, past the load and the warm-up
+    (as on the GPU machine of 2026-11-26): grading says the same one line there."""
+    pytest.importorskip("ctranslate2")
+    from exam_eval.backends.base import GradeRequest, get_backend
+    from exam_eval.errors import UsageError
+    from exam_eval.grading.prompts import get_prompt
+
+    b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", engine="ctranslate2", compute_type="float32")
+    b.load()
+    req = GradeRequest(get_prompt("question-selfrating"), "q", "what is it?", "a passage")
+    assert b.grade([req])[0].probs  # the CPU engine grades
+
+    def no_cublas(*_a, **_k):
+        raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+
+    b._score_on = no_cublas
+    b._ct2_device = "cuda"
+    with pytest.raises(UsageError) as exc:
+        b.grade([req])
+    msg = str(exc.value)
+    assert "\n" not in msg and "libcublas.so.12" in msg and "--engine torch" in msg
+    b._ct2_device = "cpu"  # on a CPU the same error is not about CUDA libraries: it stands
+    with pytest.raises(RuntimeError, match="libcublas"):
+        b.grade([req])
+
+
 from tiny_models import tiny_t5  # noqa: E402,F401
 
 

@@ -200,6 +200,18 @@ class CT2Engine(RecheckMixin):
     def _score_async(self, requests, labels):
         return PromptBackend._score_async(self, requests, labels)
 
+    def submit(self, requests):
+        """As the torch back end's, the work done here; a CUDA library that CTranslate2
+        loads only at its first real model call (the GPU run of 2026-11-26 got past the
+        load and the warm-up, and stopped at the first batch) is the one line of
+        :func:`cuda_library_message` too, not a traceback."""
+        try:
+            return super().submit(requests)
+        except RuntimeError as exc:
+            if self._ct2_device == "cuda" and missing_cuda_library(exc):
+                raise UsageError(cuda_library_message(exc)) from None
+            raise
+
     @property
     def engine(self) -> str:
         return f"ctranslate2/{self.compute_type}{self.recheck_suffix}"
