@@ -13,9 +13,10 @@ time limit keeps the rows it finished; ``"complete": false`` in the JSON says so
 
 - **reference**: the workbench's way (batch 1, beam search 5, 2 new tokens, float32) on
   ``--sample-pairs`` pairs (bench_grading.reference_loop, here on ``--device``);
-- **plain loop** (the ceiling): the same model and dtype as exam-grade's default, the
-  rendered prompts tokenized in one batched call per batch (fast tokenizer), sorted by
-  length, one encoder pass and one decoder step, label probabilities read once per batch;
+- **plain loop** (the ceiling): the same model, dtype and attention as exam-grade's
+  default; the rendered prompts tokenized before the clock starts (one batched call of the
+  fast tokenizer), sorted by token count and padded per batch; timed: the copies to the
+  device, one encoder pass and one decoder step, label probabilities read once per batch;
   at each of ``--plain-batches`` and the best kept;
 - **exam-grade**: the real command (a subprocess) with its defaults on ``--device``, end to
   end (process start, load, grading, writing) and grading only (the engine's own timing);
@@ -133,28 +134,47 @@ def plain_loop(model_dir: Path, requests, device: str, batches: list[int]) -> di
     model = model.to(device).eval()
     labels = list(requests[0].prompt.labels)
     ids = label_token_ids(tok, labels)
-    texts = sorted((r.prompt.render(query=r.query, item=r.item_text, context=r.context) for r in requests),
-                   key=len, reverse=True)
+    texts = [r.prompt.render(query=r.query, item=r.item_text, context=r.context) for r in requests]
+    # tokenized before the clock starts, in one batched call, and sorted by token count:
+    # the timed part is the model alone (a loop that tokenized in it ran slower than
+    # exam-grade's grading on an H200, which prepares prompts ahead of the GPU)
+    t0 = time.perf_counter()
+    rows = tok(texts, truncation=True, max_length=512)["input_ids"]
+    tokenize_s = time.perf_counter() - t0
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]), reverse=True)
+    pad = tok.pad_token_id or 0
     start = model.config.decoder_start_token_id or 0
+
+    def padded(idx):
+        width = len(rows[idx[0]])
+        enc = torch.full((len(idx), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        for r, i in enumerate(idx):
+            enc[r, :len(rows[i])] = torch.tensor(rows[i])
+            mask[r, :len(rows[i])] = 1
+        return enc, mask
+
+    def batch(enc, mask):
+        enc, mask = enc.to(device), mask.to(device)
+        dec = torch.full((len(enc), 1), start, dtype=torch.long, device=device)
+        with torch.inference_mode():
+            logits = model(input_ids=enc, attention_mask=mask, decoder_input_ids=dec).logits[:, 0, :].float()
+        return torch.softmax(logits[:, ids], dim=-1).cpu()
+
     runs = {}
     for size in batches:
-        def batch(chunk):
-            enc = tok(chunk, return_tensors="pt", padding=True, truncation=True, max_length=512).to(device)
-            dec = torch.full((len(chunk), 1), start, dtype=torch.long, device=device)
-            with torch.inference_mode():
-                logits = model(**enc, decoder_input_ids=dec).logits[:, 0, :].float()
-            return torch.softmax(logits[:, ids], dim=-1).cpu()
-
-        batch(texts[:size])  # warm-up
+        prepared = [padded(order[b:b + size]) for b in range(0, len(order), size)]
+        batch(*prepared[0])  # warm-up
         sync(device)
         t0 = time.perf_counter()
-        for b in range(0, len(texts), size):
-            batch(texts[b:b + size])
+        for enc, mask in prepared:
+            batch(enc, mask)
         secs = time.perf_counter() - t0
-        runs[size] = {"seconds": secs, "pairs_per_s": len(texts) / secs}
+        runs[size] = {"seconds": secs, "pairs_per_s": len(texts) / secs,
+                      "padded_tokens": sum(e.numel() for e, _ in prepared)}
     best = max(runs, key=lambda k: runs[k]["pairs_per_s"])
     return {"pairs": len(texts), "dtype": str(dtype).replace("torch.", ""), "batches": runs, "best_batch": best,
-            "pairs_per_s": runs[best]["pairs_per_s"]}
+            "pairs_per_s": runs[best]["pairs_per_s"], "tokens": sum(map(len, rows)), "tokenize_s": tokenize_s}
 
 
 #: a child process timing what exam-grade does before its first batch (the end-to-end
