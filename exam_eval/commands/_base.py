@@ -10,7 +10,9 @@ ends trec_eval.
 
 from __future__ import annotations
 
+import functools
 import os
+import stat
 import sys
 import threading
 from typing import Callable, NoReturn
@@ -144,8 +146,77 @@ def run_guarded(prog: str, body: Callable[[], object]) -> NoReturn:
     sys.exit(code)
 
 
+#: a command's attribute: (input flag, output flag) pairs that may name one file, where
+#: the command reads the input whole before it writes (exam-genq --merge-with BANK -o BANK)
+IN_PLACE = "exam_eval_in_place"
+
+
+def _flag(param: click.Parameter) -> str:
+    if isinstance(param, click.Option):
+        return max(param.opts, key=len)
+    return param.human_readable_name.strip("[]. ")  # "[RUN ...]" is the argument RUN
+
+
+def check_outputs_are_not_inputs(ctx: click.Context) -> None:
+    """An output that is one of the files the command reads (``exam-qrels grades.jsonl -o
+    grades.jsonl``, a link to it, a hard link) would be replaced while, or before, it is
+    read: a usage error before any work, as two outputs naming one file are. Run when all
+    of a command's parameters are parsed (:func:`make_main` puts it before every callback)."""
+    outputs = ctx.meta.get("exam_eval.outputs") or {}
+    written = {}
+    for path, flag in outputs.items():
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            continue  # not there yet: no input can be it
+        if stat.S_ISREG(st.st_mode):
+            written[(st.st_dev, st.st_ino)] = flag
+    if not written:
+        return
+    allowed = getattr(ctx.command, IN_PLACE, ())
+    out_flags = set(outputs.values())
+    c: click.Context | None = ctx
+    while c is not None:
+        for param in c.command.params:
+            flag = _flag(param)
+            value = c.params.get(param.name)
+            if flag in out_flags or value is None:
+                continue
+            for v in value if isinstance(value, (tuple, list)) else (value,):
+                if not isinstance(v, (str, os.PathLike)) or str(v) in ("", "-"):
+                    continue
+                try:
+                    st = os.stat(v)
+                except (OSError, ValueError):
+                    continue
+                out = written.get((st.st_dev, st.st_ino))
+                if out is not None and (flag, out) not in allowed:
+                    raise UsageError(f"{out} names a file the command reads ({flag} {v}): writing it would "
+                                     "replace its input; write to another file")
+        c = c.parent
+
+
+def _guard_callbacks(cmd: click.Command) -> None:
+    """:func:`check_outputs_are_not_inputs` before the callback of ``cmd`` and of every
+    subcommand (a group's own callback runs before its subcommand is parsed, so the
+    subcommand's check is the one that sees everything)."""
+    if cmd.callback is not None and not getattr(cmd.callback, "_exam_eval_guarded", False):
+        body = cmd.callback
+
+        @functools.wraps(body)
+        def guarded(*args, **kwargs):
+            check_outputs_are_not_inputs(click.get_current_context())
+            return body(*args, **kwargs)
+
+        guarded._exam_eval_guarded = True  # type: ignore[attr-defined]
+        cmd.callback = guarded
+    for sub in getattr(cmd, "commands", {}).values():
+        _guard_callbacks(sub)
+
+
 def make_main(cli: click.Command, prog: str) -> Callable[..., None]:
     """Entry point wrapper: runs the click command with our exit-code contract."""
+    _guard_callbacks(cli)
 
     def invoke(argv: list[str] | None) -> object:
         try:

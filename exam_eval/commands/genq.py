@@ -13,7 +13,7 @@ import sys
 import click
 
 from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, make_main, output_option
+from ._base import CONTEXT_SETTINGS, IN_PLACE, make_main, output_option
 from ._chat import chat_options
 
 EXIT_PARTIAL = 3
@@ -330,6 +330,8 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     return 0
 
 
+# --merge-with BANK -o BANK --force: the bank is read whole, then the new one is written
+setattr(generate, IN_PLACE, {("--merge-with", "--output")})
 main = make_main(cli, PROG)
 
 if __name__ == "__main__":  # pragma: no cover
