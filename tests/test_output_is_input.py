@@ -66,7 +66,7 @@ def test_a_subcommand_output_over_its_input(tmp_path):
     lb = tmp_path / "lb.tsv"
     lb.write_text("run\tmap\na\t0.5\nb\t0.3\nc\t0.1\n")
     line = _refused(run("correlate", "leaderboard", lb, DEMO / "qrels.txt", "-o", lb), "exam-correlate")
-    assert line.startswith(f"exam-correlate: --output names a file the command reads (") and f" {lb})" in line
+    assert line.startswith("exam-correlate: --output names a file the command reads (") and f" {lb})" in line
     assert lb.read_text() == "run\tmap\na\t0.5\nb\t0.3\nc\t0.1\n"
 
 
