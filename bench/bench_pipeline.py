@@ -142,17 +142,11 @@ def plain_loop(model_dir: Path, requests, device: str, batches: list[int]) -> di
     rows = tok(texts, truncation=True, max_length=512)["input_ids"]
     tokenize_s = time.perf_counter() - t0
     order = sorted(range(len(rows)), key=lambda i: len(rows[i]), reverse=True)
-    pad = tok.pad_token_id or 0
     start = model.config.decoder_start_token_id or 0
 
     def padded(idx):
-        width = len(rows[idx[0]])
-        enc = torch.full((len(idx), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(idx), width), dtype=torch.long)
-        for r, i in enumerate(idx):
-            enc[r, :len(rows[i])] = torch.tensor(rows[i])
-            mask[r, :len(rows[i])] = 1
-        return enc, mask
+        enc = tok.pad({"input_ids": [rows[i] for i in idx]}, return_tensors="pt")
+        return enc["input_ids"], enc["attention_mask"]
 
     def batch(enc, mask):
         enc, mask = enc.to(device), mask.to(device)

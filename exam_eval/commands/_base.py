@@ -151,12 +151,6 @@ def run_guarded(prog: str, body: Callable[[], object]) -> NoReturn:
 IN_PLACE = "exam_eval_in_place"
 
 
-def _flag(param: click.Parameter) -> str:
-    if isinstance(param, click.Option):
-        return max(param.opts, key=len)
-    return param.human_readable_name.strip("[]. ")  # "[RUN ...]" is the argument RUN
-
-
 def check_outputs_are_not_inputs(ctx: click.Context) -> None:
     """An output that is one of the files the command reads (``exam-qrels grades.jsonl -o
     grades.jsonl``, a link to it, a hard link) would be replaced while, or before, it is
@@ -239,6 +233,12 @@ def make_main(cli: click.Command, prog: str) -> Callable[..., None]:
     return main
 
 
+def _flag(param: click.Parameter) -> str:
+    if isinstance(param, click.Option):
+        return max(param.opts, key=len)
+    return param.human_readable_name.strip("[]. ")  # "[RUN ...]" is the argument RUN
+
+
 def claim_output(ctx: click.Context, param: click.Parameter, value):
     """Callback for every output of a command (-o, --plot, --assignments, --cache, ...): two
     of them naming one file would overwrite each other, or append grades to the cache's
@@ -248,7 +248,7 @@ def claim_output(ctx: click.Context, param: click.Parameter, value):
         return value
     claimed = ctx.meta.setdefault("exam_eval.outputs", {})
     key = os.path.realpath(value)
-    flag = max(param.opts, key=len)
+    flag = _flag(param)
     if claimed.get(key, flag) != flag:
         raise UsageError(f"{claimed[key]} and {flag} name the same file: {value}")
     claimed[key] = flag
