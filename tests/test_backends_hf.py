@@ -209,3 +209,71 @@ def test_the_gpu_load_arguments_are_accepted_and_change_no_number(tiny_t5, tiny_
         b = mapped(input_ids=ids, decoder_input_ids=start).logits
     assert mapped.device.type == "cpu" and torch.allclose(a, b, atol=1e-6)
     assert plain.config._attn_implementation == "sdpa" and mapped.config._attn_implementation == NAME
+
+
+def test_padding_to_a_multiple_changes_no_grade(t5, tiny_t5):
+    """On a GPU a T5 batch is padded to a multiple of CUDA_PAD_MULTIPLE tokens: the extra
+    padding is masked and T5's positions are relative, so every probability stays the
+    same (with transformers' attention and with hf_attention's)."""
+    from exam_eval.backends.hf_attention import NAME, register
+
+    reqs = _reqs(RATE, n=6)
+    rows = t5.prompt_rows(reqs)
+    assert len({len(r) for r in rows}) > 1  # padding happens at all
+    want = t5.grade(reqs)
+    register()
+    ours = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", max_new_tokens=6, max_input_tokens=400,
+                       engine="torch")
+    ours.load()
+    from transformers import AutoModelForSeq2SeqLM
+    ours.model = AutoModelForSeq2SeqLM.from_pretrained(tiny_t5, attn_implementation=NAME).eval()
+    for backend in (t5, ours):
+        for multiple in (8, 64):
+            backend.pad_multiple = multiple
+            assert backend.batch_tensors(rows)["input_ids"].shape[1] % multiple == 0
+            got = backend.grade(reqs)
+            backend.pad_multiple = 1
+            assert [g.grade for g in got] == [w.grade for w in want]
+            for g, w in zip(got, want):
+                assert g.probs == pytest.approx(w.probs, abs=1e-6)
+
+
+def test_a_gpu_load_pads_seq2seq_batches_to_the_multiple(tiny_t5, tiny_llama, monkeypatch):
+    """What load() sets on a GPU (simulated: the device is named cuda, the model stays
+    here): a token budget, and T5's pad multiple; a left-padded causal model keeps 1."""
+    from exam_eval.backends import hf_causal, hf_common, hf_seq2seq
+
+    class Loaded:
+        """The model as loaded, whose move to the (absent) GPU is a no-op."""
+
+        def __init__(self, real):
+            self.real = real
+
+        def __getattr__(self, name):
+            return getattr(self.real, name)
+
+        def to(self, device):
+            return self
+
+        def eval(self):
+            return self
+
+    for module in (hf_seq2seq, hf_causal):
+        monkeypatch.setattr(module, "pick_device", lambda opt: "cuda:0")
+        monkeypatch.setattr(module, "model_kwargs", lambda device, source=None: {})
+        monkeypatch.setattr(module, "cuda_token_budget", lambda model, device: 65536)
+        monkeypatch.setattr(module, "pick_dtype", lambda opt, device: None)
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+    for auto in (AutoModelForSeq2SeqLM, AutoModelForCausalLM):
+        real = auto.from_pretrained
+        monkeypatch.setattr(auto, "from_pretrained", lambda *a, _real=real, **k: Loaded(_real(*a, **k)))
+    seq = get_backend("hf-seq2seq", model=str(tiny_t5), engine="torch")
+    seq.load()
+    assert (seq.device, seq.token_budget, seq.pad_multiple) == ("cuda:0", 65536, hf_common.CUDA_PAD_MULTIPLE)
+    causal = get_backend("hf-causal", model=str(tiny_llama))
+    causal.load()
+    assert (causal.token_budget, causal.pad_multiple) == (65536, 1)
+    here = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", engine="torch")
+    monkeypatch.setattr(hf_seq2seq, "pick_device", lambda opt: "cpu")
+    here.load()
+    assert (here.token_budget, here.pad_multiple) == (None, 1)

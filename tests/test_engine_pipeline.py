@@ -154,3 +154,23 @@ def test_chunks_start_small_and_grow_to_the_lookahead_in_whole_batches():
     # large batches: the full chunk is 16 batches, the first 2 of them
     big = [len(c) for c in engine.chunks(units(5000), 300)]
     assert big[0] == 600 and all(s % 300 == 0 for s in big[:-1]) and sum(big) == 5000
+
+
+def test_token_batches_count_the_width_the_back_end_pads_to():
+    """A back end that pads a batch to a multiple of 8 tokens: the budget holds the
+    rounded width, and no batch that fits would have taken one unit more."""
+    lengths = [(i * 37) % 200 + 10 for i in range(300)]
+    backend = Lengths(lengths)
+    backend.pad_multiple = 8
+    got = list(engine.batches(units(300), backend, 8, token_budget=1000))
+    assert sorted(u.request for b in got for u in b) == list(range(300))
+
+    def width(b):
+        return -(-max(lengths[u.request] for u in b) // 8) * 8
+
+    assert all(len(b) == 1 or width(b) * len(b) <= 1000 for b in got)
+    chunk_of = {i: n for n, c in enumerate(engine.chunks(list(range(300)), 8)) for i in c}
+    inner = [(b, nxt) for b, nxt in zip(got, got[1:]) if chunk_of[b[0].request] == chunk_of[nxt[0].request]]
+    assert inner and all(width(b + nxt[:1]) * (len(b) + 1) > 1000 for b, nxt in inner)
+    # unrounded, some batch would have been cut elsewhere
+    assert [len(b) for b in got] != [len(b) for b in engine.batches(units(300), Lengths(lengths), 8, token_budget=1000)]

@@ -86,3 +86,60 @@ def test_attention_kwargs_only_for_t5_on_a_gpu(tiny_t5, tmp_path):
     assert attention_kwargs(str(tiny_t5), "cpu") == {}
     assert attention_kwargs(None, "cuda") == {}
     assert attention_kwargs(str(tmp_path / "missing"), "cuda") == {}
+
+
+def test_the_mask_is_folded_once_a_pass_and_not_kept_after_it(tiny_t5, monkeypatch):
+    """Every layer of a stack gets the same bias and padding mask: they are folded into one
+    SDPA mask once a forward pass (not once a layer), the layers all get that one tensor,
+    and nothing of it is kept once the pass is over."""
+    import gc
+
+    from transformers import AutoModelForSeq2SeqLM
+
+    from exam_eval.backends import hf_attention
+
+    hf_attention.register()
+    model = AutoModelForSeq2SeqLM.from_pretrained(tiny_t5, attn_implementation=hf_attention.NAME).eval()
+    layers = model.config.num_layers
+    assert layers >= 2  # otherwise once a pass and once a layer cannot be told apart
+    folds = []
+    real_fold = hf_attention.fold
+
+    def counting(*args):
+        folds.append(real_fold(*args))
+        return folds[-1]
+
+    monkeypatch.setattr(hf_attention, "fold", counting)
+    ids = torch.tensor([[5, 6, 7, 8, 9, 10, 1], [5, 6, 7, 1, 0, 0, 0]])
+    mask = (ids != 0).long()
+    logits, seen = _masks_seen(model, monkeypatch, ids, mask)
+    encoder = [m for m in seen if m is not None and m.shape[-2:] == (7, 7)]
+    assert len(encoder) == layers and all(m is encoder[0] for m in encoder)
+    # one fold for the encoder, one for the decoder's cross-attention (its own padding
+    # mask), at most one for the decoder step's self-attention: not one per layer
+    assert 2 <= len(folds) <= 3 < 2 * layers + 1
+    del seen, encoder
+    folds.clear()
+    gc.collect()
+    assert hf_attention._folds.entries == []
+    # the numbers are transformers' own SDPA's
+    monkeypatch.setattr(hf_attention, "fold", real_fold)
+    sdpa = AutoModelForSeq2SeqLM.from_pretrained(tiny_t5, attn_implementation="sdpa").eval()
+    with torch.inference_mode():
+        want = sdpa(input_ids=ids, attention_mask=mask, decoder_input_ids=torch.zeros((2, 1), dtype=torch.long)).logits
+    assert torch.allclose(logits, want, atol=1e-6)
+
+
+def test_fold_matches_transformers_for_bool_and_float_masks():
+    from transformers.integrations.sdpa_attention import create_position_bias_mask
+
+    from exam_eval.backends.hf_attention import fold
+
+    bias = torch.randn(3, 3, 2).permute(2, 0, 1).unsqueeze(0)  # (1, heads, q, k), last stride = heads
+    assert bias.stride(-1) != 1
+    keep = torch.tensor([[True, True, False], [True, False, False]]).view(2, 1, 1, 3).expand(2, 1, 3, 3)
+    q = k = torch.zeros(2, 2, 3, 4)
+    for mask in (keep, torch.where(keep, 0.0, torch.finfo(torch.float32).min)):
+        got = fold(bias, mask, k.dtype)
+        assert got.stride(-1) == 1
+        assert torch.equal(got, create_position_bias_mask(bias, mask, False, q, k))

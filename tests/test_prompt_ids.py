@@ -215,6 +215,10 @@ def test_pad_sides():
     assert ids.tolist() == [[5, 6, 7], [0, 0, 8]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
     ids, mask = pad([np.array([5, 6, 7]), np.array([8])], 0, left=False)
     assert ids.tolist() == [[5, 6, 7], [8, 0, 0]] and mask.tolist() == [[1, 1, 1], [1, 0, 0]]
+    ids, mask = pad([np.array([5, 6, 7]), np.array([8])], 0, left=False, multiple=4)
+    assert ids.tolist() == [[5, 6, 7, 0], [8, 0, 0, 0]] and mask.tolist() == [[1, 1, 1, 0], [1, 0, 0, 0]]
+    ids, mask = pad([np.array([5, 6, 7, 9]), np.array([8])], 0, left=True, multiple=4)
+    assert ids.tolist() == [[5, 6, 7, 9], [0, 0, 0, 8]]
 
 
 def test_truncation_left_set_on_the_tokenizer_does_not_cut_the_ids(sentencepiece_t5):

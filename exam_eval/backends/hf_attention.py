@@ -21,7 +21,10 @@ which ``set_attn_implementation`` on a loaded model does not reach.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
+import weakref
 
 #: "sdpa" in the name makes transformers check that the model supports SDPA
 NAME = "sdpa_contiguous_bias"
@@ -30,14 +33,70 @@ MODEL_TYPES = frozenset({"t5"})
 
 
 def _attention(module, query, key, value, attention_mask, position_bias=None, **kwargs):
-    import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    if position_bias is not None and attention_mask is not None:
+        # the bias and the padding folded into one mask, as transformers folds them, but once
+        # a forward pass: every layer of a T5 stack gets the same two tensors
+        return sdpa_attention_forward(module, query, key, value, _folds.get(position_bias, attention_mask, key.dtype),
+                                      **kwargs)
     if position_bias is not None and position_bias.stride(-1) != 1:
-        # not .contiguous(): a (1, heads, 1, 1) decoder-step bias counts as contiguous
-        # whatever its strides, and the GPU check reads the stride itself
-        position_bias = position_bias.clone(memory_format=torch.contiguous_format)
+        position_bias = _contiguous(position_bias)
     return sdpa_attention_forward(module, query, key, value, attention_mask, position_bias=position_bias, **kwargs)
+
+
+def _contiguous(t):
+    import torch
+
+    # not .contiguous(): a (1, heads, 1, 1) decoder-step bias counts as contiguous whatever
+    # its strides, and the GPU check reads the stride itself
+    return t if t.stride(-1) == 1 else t.clone(memory_format=torch.contiguous_format)
+
+
+def fold(position_bias, attention_mask, dtype):
+    """SDPA's mask: the position bias where the padding mask lets a token be seen and the
+    dtype's minimum where not (a float mask is added), with a stride-1 last dimension:
+    transformers' ``create_position_bias_mask`` for a given mask."""
+    import torch
+
+    if attention_mask.dtype == torch.bool:
+        folded = torch.where(attention_mask, position_bias, torch.finfo(dtype).min)
+    else:
+        folded = position_bias + attention_mask
+    return _contiguous(folded)
+
+
+class _Folds(threading.local):
+    """The folded masks of the forward passes running in this thread, by the identity of
+    their (bias, mask) pair. A few at once: a decoder layer alternates self- and
+    cross-attention. An entry goes when its bias tensor is freed (the pass is over), so a
+    (batch, heads, length, length) mask is not kept alive between batches."""
+
+    SIZE = 4
+
+    def __init__(self):
+        self.entries: list[list] = []
+
+    def get(self, position_bias, attention_mask, dtype):
+        entries = self.entries
+        for bias, mask, folded in entries:
+            if folded is not None and bias() is position_bias and mask() is attention_mask:
+                return folded
+        entry: list = [None, weakref.ref(attention_mask), fold(position_bias, attention_mask, dtype)]
+        entry[0] = weakref.ref(position_bias, lambda _ref: _drop(entries, entry))
+        entries.append(entry)
+        while len(entries) > self.SIZE:
+            entries.pop(0)[2] = None
+        return entry[2]
+
+
+def _drop(entries: list, entry: list) -> None:
+    entry[2] = None
+    with contextlib.suppress(ValueError):
+        entries.remove(entry)
+
+
+_folds = _Folds()
 
 
 @functools.cache

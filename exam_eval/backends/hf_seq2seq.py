@@ -15,7 +15,7 @@ from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
 from .ct2_engine import EngineChoice
-from .hf_common import (HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
+from .hf_common import (CUDA_PAD_MULTIPLE, HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
                         pick_device, pick_dtype)
 
 DEFAULT_MODEL = "google/flan-t5-large"
@@ -50,6 +50,8 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         if self._batch_opt is None and self.device.startswith("cuda"):
             self.batch_size = 32  # the engine batches by tokens here; this is for other callers
             self.token_budget = cuda_token_budget(self.model, self.device)
+        if self.device.startswith("cuda"):
+            self.pad_multiple = CUDA_PAD_MULTIPLE
         self._torch = torch
 
     @property

@@ -33,6 +33,8 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
+from ..grading.types import padded_width
+
 #: stands in for the passage when a prompt is rendered to find its halves (a private-use
 #: character pair that no tokenizer vocabulary and no passage is expected to contain)
 SENTINEL = "\ue000passage\ue001"
@@ -286,9 +288,10 @@ class PromptEncoder:
             self._ready.clear()
 
 
-def pad(rows: Sequence[np.ndarray], pad_id: int, left: bool) -> tuple[np.ndarray, np.ndarray]:
-    """(ids, attention mask) as int64 matrices, padded on the tokenizer's side."""
-    width = max((len(r) for r in rows), default=0)
+def pad(rows: Sequence[np.ndarray], pad_id: int, left: bool, multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, attention mask) as int64 matrices, padded on the tokenizer's side to the
+    longest row rounded up to a multiple of ``multiple``."""
+    width = padded_width(max((len(r) for r in rows), default=0), multiple)
     ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)
     for i, r in enumerate(rows):

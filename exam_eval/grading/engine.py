@@ -40,7 +40,7 @@ from ..io.grades import Grade
 from .cache import NullCache, unit_key
 from .output import GradesAppender
 from .writer import GradeWriter
-from .types import GradeRequest, GradeResult
+from .types import GradeRequest, GradeResult, padded_width
 from .types import Grader as Backend  # the engine needs only this much of a back end
 
 
@@ -293,9 +293,11 @@ def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | 
     """The plan's batches. A back end with ``prepare`` (the local models) gets its prompts'
     token ids made a chunk at a time, here, in the prefetch thread; with a ``token_budget``
     (padded tokens per batch) each chunk is sorted by token count, longest first, and cut
-    where the next unit would overflow the budget. Otherwise: ``size`` units per batch, in
+    where the next unit would overflow the budget, counting the width the back end pads a
+    batch to (``pad_multiple``). Otherwise: ``size`` units per batch, in
     the plan's order."""
     prepare = getattr(backend, "prepare", None)
+    multiple = getattr(backend, "pad_multiple", 1)
     for chunk in chunks(units, size):
         lengths = prepare([u.request for u in chunk]) if prepare is not None else None
         if lengths is None or not token_budget:
@@ -306,7 +308,7 @@ def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | 
         batch: list[Unit] = []
         width = 0
         for i in order:
-            if batch and max(width, lengths[i]) * (len(batch) + 1) > token_budget:
+            if batch and padded_width(max(width, lengths[i]), multiple) * (len(batch) + 1) > token_budget:
                 yield batch
                 batch, width = [], 0
             batch.append(chunk[i])

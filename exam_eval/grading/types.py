@@ -61,3 +61,10 @@ class Grader(Protocol):
     def cache_identity(self) -> str: ...
 
     def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]: ...
+
+
+def padded_width(longest: int, multiple: int = 1) -> int:
+    """A batch's width in tokens: its longest prompt rounded up to a multiple of
+    ``multiple`` (a back end's ``pad_multiple``; the engine counts the same width against
+    a token budget)."""
+    return -(-longest // multiple) * multiple
