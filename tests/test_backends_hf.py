@@ -277,3 +277,67 @@ def test_a_gpu_load_pads_seq2seq_batches_to_the_multiple(tiny_t5, tiny_llama, mo
     monkeypatch.setattr(hf_seq2seq, "pick_device", lambda opt: "cpu")
     here.load()
     assert (here.token_budget, here.pad_multiple) == (None, 1)
+
+
+class _HostReads:
+    """Counts the tensor-to-Python reads made while active (``bool(t)``, ``t.item()``,
+    ``t.tolist()``, ``int(t)``, ``float(t)``): on a GPU each one waits for the device."""
+
+    NAMES = ("__bool__", "item", "tolist", "__int__", "__float__")
+
+    def __init__(self, monkeypatch):
+        self.count = 0
+        self.active = False
+        for name in self.NAMES:
+            real = getattr(torch.Tensor, name)
+
+            def spy(t, *a, _real=real, **k):
+                if self.active:
+                    self.count += 1
+                return _real(t, *a, **k)
+            monkeypatch.setattr(torch.Tensor, name, spy)
+
+
+def test_a_scoring_call_reads_nothing_back_from_the_device(t5, tiny_t5, monkeypatch):
+    """The model call of a padded seq2seq scoring batch makes no tensor-to-host read (on a
+    GPU, a wait that would stop the engine queueing the next batch); the probabilities
+    equal unbatched transformers calls with the tokenizer's own 2D masks, which do read
+    (transformers' mask builder asks whether anything is padded)."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    from exam_eval.backends.hf_attention import NAME, register
+
+    reads = _HostReads(monkeypatch)
+    register()
+    reqs = _reqs(RATE, n=6)
+    assert len({len(r) for r in t5.prompt_rows(reqs)}) > 1  # the batch is padded
+    models = {"sdpa": t5.model, NAME: AutoModelForSeq2SeqLM.from_pretrained(tiny_t5, attn_implementation=NAME).eval()}
+    ids = label_token_ids(t5.tokenizer, RATE.labels)
+    for attention, model in models.items():
+        class Counted:
+            def __init__(self, inner):
+                self.inner, self.config = inner, inner.config
+
+            def __call__(self, *a, **k):
+                reads.active = True
+                try:
+                    return self.inner(*a, **k)
+                finally:
+                    reads.active = False
+
+        t5.model = Counted(model)
+        try:
+            got = t5.grade(reqs)
+        finally:
+            t5.model = models["sdpa"]
+        assert reads.count == 0, attention
+        for req, res in zip(reqs, got):
+            enc = t5.tokenizer([t5.render(req), "x"], return_tensors="pt", padding=True)
+            with torch.inference_mode():
+                reads.active = True
+                logits = model(**enc, decoder_input_ids=torch.zeros((2, 1), dtype=torch.long)).logits[0, 0]
+                reads.active = False
+            p = torch.softmax(logits.float()[ids], -1).tolist()
+            assert [res.probs[label] for label in RATE.labels] == pytest.approx(p, abs=1e-5)
+        assert reads.count > 0  # the 2D masks' check is seen: the spy can fail the test
+        reads.count = 0

@@ -275,19 +275,29 @@ class HFGenerativeBase:
         return self.tokenizer(texts, add_special_tokens=self.special_tokens, truncation=n is not None,
                               max_length=n)["input_ids"]
 
-    def batch_tensors(self, rows) -> dict:
-        """input_ids and attention_mask, padded on the tokenizer's side, on the device."""
+    def batch_tensors(self, rows, key_mask: bool = False) -> dict:
+        """input_ids and attention_mask, padded on the tokenizer's side, on the device.
+
+        ``key_mask``: the mask as a (batch, 1, 1, width) boolean, or None where no row is
+        padded (the encoder of an encoder-decoder model: every query may see every
+        unpadded key). transformers takes a 4D mask as it is, where from a 2D one its mask
+        builder first asks whether anything is padded (``padding_mask.all()``): on a GPU
+        that is a wait for the device, once for the encoder and once for the decoder's
+        cross-attention, which would hold the host back from queueing the next batch while
+        this one runs. Here the answer is read from the host's own copy."""
         import torch
 
         from .prompt_ids import pad
 
         ids, mask = pad(rows, self.tokenizer.pad_token_id, self.tokenizer.padding_side == "left", self.pad_multiple)
-        ids, mask = torch.from_numpy(ids), torch.from_numpy(mask)
+        if key_mask:
+            mask = mask.astype(bool)[:, None, None, :] if not mask.all() else None
+        tensors = {"input_ids": torch.from_numpy(ids), "attention_mask": None if mask is None else torch.from_numpy(mask)}
         if self.on_cuda:
             # pinned host memory: the copy runs asynchronously, the next batch is prepared meanwhile
-            return {"input_ids": ids.pin_memory().to(self.device, non_blocking=True),
-                    "attention_mask": mask.pin_memory().to(self.device, non_blocking=True)}
-        return {"input_ids": ids, "attention_mask": mask}
+            tensors = {k: None if t is None else t.pin_memory().to(self.device, non_blocking=True)
+                       for k, t in tensors.items()}
+        return tensors
 
     @property
     def on_cuda(self) -> bool:

@@ -83,19 +83,22 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         # against a prompt whose instructions alone exceed the window
         return self.context_window
 
-    def _encode(self, requests: Sequence[GradeRequest]):
-        return self.batch_tensors(self.prompt_rows(requests))
+    def _encode(self, requests: Sequence[GradeRequest], key_mask: bool = False):
+        return self.batch_tensors(self.prompt_rows(requests), key_mask)
 
     def _score_async(self, requests, labels):
         torch = self._torch
         ids = self._labels(labels)
-        enc = self._encode(requests)
+        # nothing in the call waits for the device (batch_tensors: key_mask), so on a GPU
+        # the engine queues the next batch while this one runs
+        enc = self._encode(requests, key_mask=True)
         start = self.model.config.decoder_start_token_id
         if start is None:
             start = self.tokenizer.pad_token_id
         decoder = torch.full((enc["input_ids"].shape[0], 1), start, dtype=torch.long, device=self.device)
         with torch.inference_mode():
-            logits = self.model(**enc, decoder_input_ids=decoder).logits[:, 0, :].float()
+            # one decoder step: no key/value cache to keep
+            logits = self.model(**enc, decoder_input_ids=decoder, use_cache=False).logits[:, 0, :].float()
             # normalising over the label logits directly equals p(label) / sum p(labels), and
             # cannot underflow to all zeros when the model puts its mass on another token
             probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1)
