@@ -12,7 +12,11 @@
 #   $OUT/large/bench_pipeline.{txt,json}  flan-t5-large: reference, plain loop, exam-grade
 #                                         defaults (end to end, grading only), --dtype float32
 #                                         and the share of grades equal to float32's
-#   $OUT/base/bench_pipeline.{txt,json}   flan-t5-base, the same rows (a smaller pool)
+#   $OUT/batches.json                     bench/device_batches.py on the same model: exam-grade's
+#                                         engine batch by batch (device span and idle time,
+#                                         waits, shapes) in variants (2D mask, pad multiple,
+#                                         cuDNN off), the bare model call, and exam-grade end
+#                                         to end on the whole DL19 pool (43 x 400)
 #   $OUT/host/bench_pipeline.{txt,json}   host cost per pair on the device's CPU, model stubbed
 #   (run.log alone)                       bench/device_profile.py on $LARGE: the GPU's matmul
 #                                         rate, the bare model call with transformers' SDPA and
@@ -20,11 +24,14 @@
 #                                         device tool returns 8 files: its JSON stays in /tmp)
 #   $OUT/ct2_cuda.json                    one exam-grade --engine ctranslate2 attempt, where
 #                                         the CTranslate2 wheel was carried (.device/whl)
+#   $OUT/base/bench_pipeline.{txt,json}   flan-t5-base, the large rows (a smaller pool), last and
+#                                         only where BASE is set and time is left
 #
 # Rehearsal on a CPU (every variable below may be set; tiny sizes):
 #   DEVICE=cpu LARGE=flan-t5-small BASE=t5-1-layer QUERIES=1 PER_QUERY=2 BASE_PER_QUERY=2 \
 #   SAMPLE_PAIRS=2 PLAIN_PAIRS=8 PLAIN_BATCHES=4,8 HOST_QUERIES=2 HOST_PER_QUERY=5 \
-#   CT2_QUERIES=1 CT2_PER_QUERY=2 WHEELS=DIR_OF_A_CP311_WHEEL \
+#   CT2_QUERIES=1 CT2_PER_QUERY=2 WHEELS=DIR_OF_A_CP311_WHEEL BATCHES_PER_QUERY=3 BIG_QUERIES=2 \
+#   BIG_PER_QUERY=4 BATCHES_FLAGS="--bare-batch 4" \
 #   PYTHON=/tmp/devenv/bin/python OUT=/tmp/devout bash bench/device_run.sh
 set -uo pipefail
 
@@ -38,13 +45,16 @@ WHEELS=${WHEELS:-.device/whl}
 SITE=${SITE:-/tmp/site}
 BUDGET=${BUDGET:-540}               # seconds for the whole command (the tool's limit: 600)
 LARGE=${LARGE:-flan-t5-large}
-BASE=${BASE:-flan-t5-base}
+BASE=${BASE:-}                      # flan-t5-base: measured on the H200 already; last, if set
 QUERIES=${QUERIES:-30}
 PER_QUERY=${PER_QUERY:-40}          # flan-t5-large: 30 x 40 = 11,970 pairs
 BASE_PER_QUERY=${BASE_PER_QUERY:-20} # flan-t5-base: 30 x 20 = 6,000 pairs
 SAMPLE_PAIRS=${SAMPLE_PAIRS:-100}   # the reference loop's pairs (the issue's 100)
 PLAIN_PAIRS=${PLAIN_PAIRS:-6000}    # the plain loop's pairs (the issue's 6,000)
-PLAIN_BATCHES=${PLAIN_BATCHES:-}    # empty: bench_pipeline's default (GPU 32,128,512)
+PLAIN_BATCHES=${PLAIN_BATCHES:-128,512} # the H200's best was the largest; 32 took 22 s
+BATCHES_PER_QUERY=${BATCHES_PER_QUERY:-20} # device_batches.py's variants: 30 x 20 = 6,000 pairs
+BIG_QUERIES=${BIG_QUERIES:-43}
+BIG_PER_QUERY=${BIG_PER_QUERY:-400}  # exam-grade end to end on 31,250 pairs
 HOST_QUERIES=${HOST_QUERIES:-30}
 HOST_PER_QUERY=${HOST_PER_QUERY:-40}
 CT2_MODEL=${CT2_MODEL:-flan-t5-small}
@@ -52,15 +62,17 @@ CT2_QUERIES=${CT2_QUERIES:-6}
 CT2_PER_QUERY=${CT2_PER_QUERY:-10}   # 600 pairs
 # the longest each step may take (seconds), and what a later step is kept at least: a step
 # never runs past the budget's end less what the steps after it are kept
-LARGE_CAP=${LARGE_CAP:-300}
+LARGE_CAP=${LARGE_CAP:-210}
+BATCHES_CAP=${BATCHES_CAP:-200}
 BASE_CAP=${BASE_CAP:-200}
-HOST_CAP=${HOST_CAP:-60}
+HOST_CAP=${HOST_CAP:-45}
 PROFILE_CAP=${PROFILE_CAP:-75}
 CT2_CAP=${CT2_CAP:-60}
-KEEP_BASE=${KEEP_BASE:-90}
+KEEP_BATCHES=${KEEP_BATCHES:-150}
 KEEP_HOST=${KEEP_HOST:-30}
-KEEP_PROFILE=${KEEP_PROFILE:-40}
+KEEP_PROFILE=${KEEP_PROFILE:-0}      # the profile runs on what is left
 KEEP_CT2=${KEEP_CT2:-30}            # kept only where a wheel was carried
+LARGE_WORK=${LARGE_WORK:-/tmp/exam-large-work} # the large step's model, reused by device_batches.py
 MIN_STEP=${MIN_STEP:-20}            # a step with less time than this is skipped
 
 export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -129,8 +141,10 @@ main() {
   # on a CPU the --dtype float32 row runs only when asked (the rehearsal asks)
   [ "$DEVICE" = cpu ] && bench+=(--float32-row)
 
-  step "$LARGE" "$LARGE_CAP" $((KEEP_BASE + KEEP_HOST + KEEP_PROFILE + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --out "$OUT/large"
-  step "$BASE" "$BASE_CAP" $((KEEP_HOST + KEEP_PROFILE + keep_ct2)) "${bench[@]}" --models "$BASE" --per-query "$BASE_PER_QUERY" --no-host-cost --out "$OUT/base"
+  step "$LARGE" "$LARGE_CAP" $((KEEP_BATCHES + KEEP_HOST + KEEP_PROFILE + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --keep "$LARGE_WORK" --out "$OUT/large"
+  step "batches ($LARGE, exam-grade's engine)" "$BATCHES_CAP" $((KEEP_HOST + KEEP_PROFILE + keep_ct2)) "$PYTHON" bench/device_batches.py --device "$DEVICE" --data "$DATA" \
+    --model "$LARGE" --model-dir "$LARGE_WORK/$LARGE" --queries "$QUERIES" --per-query "$BATCHES_PER_QUERY" \
+    --big-queries "$BIG_QUERIES" --big-per-query "$BIG_PER_QUERY" --budget $((BATCHES_CAP - 15)) ${BATCHES_FLAGS:-} --json "$OUT/batches.json"
   step "host cost (device CPU)" "$HOST_CAP" $((KEEP_PROFILE + keep_ct2)) "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models --no-sim-device \
     --host-queries "$HOST_QUERIES" --host-per-query "$HOST_PER_QUERY" --out "$OUT/host"
   step "profile ($LARGE, the model alone)" "$PROFILE_CAP" "$keep_ct2" "$PYTHON" bench/device_profile.py --device "$DEVICE" \
@@ -141,9 +155,13 @@ main() {
   else
     echo "== ctranslate2: no wheel carried in $WHEELS (bench/device_stage.sh --ct2)"
   fi
+  if [ -n "$BASE" ]; then
+    step "$BASE" "$BASE_CAP" 0 "${bench[@]}" --models "$BASE" --per-query "$BASE_PER_QUERY" --no-host-cost --out "$OUT/base"
+  fi
   rm -f "$OUT"/*.part "$OUT"/*/*.part  # a save cut short by a step's limit; the file before it stands
 
   echo "== the figures"
+  [ -f "$OUT/batches.json" ] && { echo "-- batches"; "$PYTHON" bench/device_batches.py --summary "$OUT/batches.json"; }
   for d in large base host; do
     [ -f "$OUT/$d/bench_pipeline.txt" ] && { echo "-- $d"; cat "$OUT/$d/bench_pipeline.txt"; }
   done

@@ -123,12 +123,16 @@ def test_run_stops_a_step_at_its_limit_and_runs_the_rest(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, PYTHON=str(fake), DATA=str(tmp_path / "data"), WHEELS=str(tmp_path / "none"),
                OUT=str(out), LARGE="slow", BASE="fast", BUDGET="60", LARGE_CAP="2", MIN_STEP="1",
-               KEEP_BASE="1", KEEP_HOST="1", PATH=f"{tmp_path}:{os.environ['PATH']}")
+               KEEP_BATCHES="1", KEEP_HOST="1", PATH=f"{tmp_path}:{os.environ['PATH']}")
     r = subprocess.run(["bash", str(RUN_SCRIPT)], capture_output=True, text=True, env=env, timeout=50)
     assert r.returncode == 0, r.stdout + r.stderr
     log = (out / "run.log").read_text()
     assert "== slow: STOPPED at its limit (2s)" in log
     assert "== fast: done in" in log and "== host cost (device CPU): done in" in log
+    assert "== batches (slow, exam-grade's engine): done in" in log
+    # the steps in their order of need, the optional flan-t5-base last
+    order = [log.index(f"== {name}") for name in ("slow", "batches (slow", "host cost", "profile (slow", "fast")]
+    assert order == sorted(order)
     assert "== profile (slow, the model alone): done in" in log and "profile step" in log
     assert "no wheel carried" in log
     # the stopped step's file holds what it saved before; the others' their tables

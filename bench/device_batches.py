@@ -1,0 +1,314 @@
+#!/usr/bin/env python3
+"""exam-grade's own batches on a GPU (issue 22): where the time between its grading loop
+and the bare model call goes, and what each of the loop's choices is worth, in one run.
+
+On an H200 exam-grade graded flan-t5-large at 894 pairs/s where one bare model call (512
+unpadded prompts of 222 tokens, warm) ran at 1,509. This script runs exam-grade's engine
+(``engine.execute``, the loop exam-grade runs, with the back end loaded the way exam-grade
+loads it: token budget, pad multiple, attention) in a fresh process per variant, so that
+the device's one-time set-ups (CUDA libraries, cuDNN's attention graph for each new
+batch shape) count as they do in a real run, over the pool twice: cold, then with every
+batch shape seen. Per batch it records the units, the padded width, the host's time in
+``submit`` (the launch), the device waits inside it (``torch.cuda.set_sync_debug_mode``),
+and two CUDA events around the batch's work: the device's span for the batch, and its idle
+gap before it (waiting for the host). Variants, most needed first:
+
+- ``default``: the code as it is (also: the bare call, unpadded and padded, in that process);
+- ``mask2d``: the 2D attention mask (transformers asks the device whether anything is
+  padded: a wait before the encoder and another before the cross-attention);
+- ``pad1``: no rounding of a batch's width (one shape per prompt length);
+- ``nocudnn``: SDPA's cuDNN kernel off (no per-shape graph; the memory-efficient kernel);
+- ``pad32``: widths rounded to 32 (fewer shapes, more padding);
+
+then exam-grade itself (the command, end to end) on a larger pool (``--big-queries`` x
+``--big-per-query``). Everything goes to ``--json`` after each step.
+
+    python bench/device_batches.py --device cuda --model-dir DIR --json $OUT/batches.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import bench_grading as bg  # noqa: E402
+
+VARIANTS = ("default", "mask2d", "pad1", "nocudnn", "pad32")
+
+
+# -- the child: one variant in a fresh process ---------------------------------------------------------
+def apply_variant(backend, variant: str) -> None:
+    import torch
+
+    from exam_eval.backends import hf_seq2seq
+
+    if variant == "mask2d":
+        real = hf_seq2seq.Seq2SeqBackend._encode
+        backend._encode = lambda requests, key_mask=False: real(backend, requests, False)
+    elif variant == "pad1":
+        backend.pad_multiple = 1
+    elif variant == "pad32":
+        backend.pad_multiple = 32
+    elif variant == "nocudnn":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+    elif variant != "default":
+        raise SystemExit(f"device_batches: unknown variant {variant}")
+
+
+class Timeline:
+    """Wraps a back end's submit() and batch_tensors() to record each batch."""
+
+    def __init__(self, backend, device: str):
+        self.backend, self.cuda = backend, device.startswith("cuda")
+        self.batches: list[dict] = []
+        self._submit, self._tensors = backend.submit, backend.batch_tensors
+        backend.submit, backend.batch_tensors = self.submit, self.tensors
+
+    def tensors(self, rows, *a, **k):
+        out = self._tensors(rows, *a, **k)
+        self.batches[-1]["width"] = int(out["input_ids"].shape[1])
+        self.batches[-1]["tokens"] = int(sum(len(r) for r in rows))
+        return out
+
+    def submit(self, requests):
+        import warnings
+
+        import torch
+
+        rec = {"units": len(requests)}
+        self.batches.append(rec)
+        t0 = time.perf_counter()
+        if self.cuda:
+            rec["_start"] = torch.cuda.Event(enable_timing=True)
+            rec["_start"].record()
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            if self.cuda:
+                torch.cuda.set_sync_debug_mode("warn")
+            try:
+                collect = self._submit(requests)
+            finally:
+                if self.cuda:
+                    torch.cuda.set_sync_debug_mode(0)
+        rec["syncs"] = sum("synchroniz" in str(w.message) for w in seen)
+        if self.cuda:
+            rec["_end"] = torch.cuda.Event(enable_timing=True)
+            rec["_end"].record()
+        rec["submit_s"] = time.perf_counter() - t0
+        return collect
+
+    def summary(self, wall: float, pairs: int) -> dict:
+        """Per pass: the device's span and idle time, from the events (read once the pass is over)."""
+        seen_shapes: set = set()
+        prev = None
+        for rec in self.batches:
+            shape = (rec["units"], rec.get("width"))
+            rec["new_shape"] = shape not in seen_shapes
+            seen_shapes.add(shape)
+            if self.cuda:
+                rec["span_s"] = rec["_start"].elapsed_time(rec["_end"]) / 1000
+                rec["gap_before_s"] = prev["_end"].elapsed_time(rec["_start"]) / 1000 if prev else 0.0
+            prev = rec
+        out = {"pairs": pairs, "wall_s": wall, "pairs_per_s": pairs / wall, "batches": len(self.batches),
+               "shapes": len(seen_shapes), "syncs_in_submit": sum(r["syncs"] for r in self.batches),
+               "submit_s": sum(r["submit_s"] for r in self.batches),
+               "padded_tokens": sum(r["units"] * r.get("width", 0) for r in self.batches),
+               "tokens": sum(r.get("tokens", 0) for r in self.batches)}
+        if self.cuda and self.batches:
+            spans = [r["span_s"] for r in self.batches]
+            out["device_span_s"] = sum(spans)
+            out["device_idle_between_s"] = sum(r["gap_before_s"] for r in self.batches)
+            for kind, pick in (("new_shape", True), ("seen_shape", False)):
+                rs = [r for r in self.batches if r["new_shape"] is pick]
+                toks = sum(r["units"] * r.get("width", 0) for r in rs)
+                out[f"{kind}_batches"] = len(rs)
+                out[f"{kind}_us_per_padded_token"] = 1e6 * sum(r["span_s"] for r in rs) / toks if toks else None
+        out["per_batch"] = [{k: (round(v, 5) if isinstance(v, float) else v) for k, v in r.items()
+                             if not k.startswith("_")} for r in self.batches]
+        self.batches = []
+        return out
+
+
+def bare_calls(backend, device: str, batch: int, reps: int = 5) -> dict:
+    """The model alone, warm: ``batch`` prompts of 222 tokens unpadded, and the same width
+    with the rows' lengths spread over 180-222 (padding, so the folded mask of hf_attention)."""
+    import numpy as np
+    import torch
+
+    rng = np.random.default_rng(0)
+    out = {}
+    spread = [222] + list(rng.integers(180, 223, batch - 1))  # the same width: the longest row is 222
+    for label, lengths in (("unpadded", [222] * batch), ("padded", spread)):
+        rows = [rng.integers(3, 32000, n) for n in lengths]
+        enc = backend.batch_tensors(rows, key_mask=True)
+        dec = torch.zeros((batch, 1), dtype=torch.long, device=device)
+
+        def call(enc=enc, dec=dec):
+            with torch.inference_mode():
+                return backend.model(**enc, decoder_input_ids=dec, use_cache=False).logits[:, 0, :].float()
+        for _ in range(2):
+            call()
+        torch.cuda.synchronize() if device.startswith("cuda") else None
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            call()
+        torch.cuda.synchronize() if device.startswith("cuda") else None
+        s = (time.perf_counter() - t0) / reps
+        out[label] = {"batch": batch, "width": int(enc["input_ids"].shape[1]), "seconds_per_batch": s,
+                      "pairs_per_s": batch / s}
+    return out
+
+
+def child(args) -> dict:
+    from bench_pipeline import engine_run
+    from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
+
+    t0 = time.perf_counter()
+    backend = Seq2SeqBackend(model=str(args.model_dir), device=args.device)
+    backend.load()
+    res = {"variant": args.child, "load_s": time.perf_counter() - t0, "token_budget": backend.token_budget,
+           "pad_multiple": backend.pad_multiple}
+    apply_variant(backend, args.child)
+    res["pad_multiple_used"] = backend.pad_multiple
+    timeline = Timeline(backend, args.device)
+    for n in range(args.passes):
+        stats, pairs, secs = engine_run(backend, args.work, args.work / f"{args.child}-{n}.jsonl")
+        res[f"pass{n + 1}"] = timeline.summary(secs, pairs)
+        print(f"[{args.child}] pass {n + 1}: {pairs / secs:.0f} pairs/s", file=sys.stderr, flush=True)
+    if args.child == "default":
+        backend.submit, backend.batch_tensors = timeline._submit, timeline._tensors
+        res["bare"] = bare_calls(backend, args.device, args.bare_batch)
+    return res
+
+
+# -- the parent ------------------------------------------------------------------------------------
+def run_child(variant: str, args, cap: float) -> dict:
+    cmd = [sys.executable, __file__, "--child", variant, "--device", args.device, "--model-dir", str(args.model_dir),
+           "--work", str(args.work), "--passes", str(args.passes), "--bare-batch", str(args.bare_batch)]
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=cap,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    except subprocess.TimeoutExpired:
+        return {"variant": variant, "error": f"stopped at {cap:.0f}s"}
+    sys.stderr.write(proc.stderr[-2000:] if proc.returncode else "")
+    if proc.returncode != 0:
+        return {"variant": variant, "error": (proc.stderr.strip().splitlines() or ["?"])[-1][:300]}
+    return {**json.loads(proc.stdout.strip().splitlines()[-1]), "process_s": time.perf_counter() - t0}
+
+
+def line(r: dict) -> str:
+    if "variant" not in r:  # the end-to-end run on the larger pool
+        if "error" in r:
+            return f"big pool: {r['error']}"
+        return (f"big pool: {r['pairs']} pairs, {r['pairs_per_s_end_to_end']:.0f} pairs/s end to end "
+                f"({r['wall_s']:.1f}s), {r['pairs_per_s_grading']:.0f} grading only")
+    if "error" in r:
+        return f"{r['variant']:8s} {r['error']}"
+    parts = [f"{r['variant']:8s} pad {r['pad_multiple_used']:>2}"]
+    for p in ("pass1", "pass2"):
+        if p in r:
+            s = r[p]
+            idle = f", idle between {s['device_idle_between_s']:.2f}s" if "device_idle_between_s" in s else ""
+            parts.append(f"{p} {s['pairs_per_s']:.0f}/s ({s['batches']} batches, {s['shapes']} shapes, "
+                         f"{s['syncs_in_submit']} waits{idle})")
+    if "bare" in r:
+        parts.append("bare " + ", ".join(f"{k} {v['pairs_per_s']:.0f}/s" for k, v in r["bare"].items()))
+    return "; ".join(parts)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--data", type=Path, default=bg.DEFAULT_DATA)
+    ap.add_argument("--model", default="flan-t5-large", choices=sorted(bg.CONFIGS))
+    ap.add_argument("--model-dir", type=Path, default=None,
+                    help="a saved model with its tokenizer (bench_pipeline --keep's); built here if absent")
+    ap.add_argument("--queries", type=int, default=30)
+    ap.add_argument("--per-query", type=int, default=40)
+    ap.add_argument("--big-queries", type=int, default=43)
+    ap.add_argument("--big-per-query", type=int, default=400, help="0: no end-to-end run on the larger pool")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--bare-batch", type=int, default=512, help="prompts of the bare model call")
+    ap.add_argument("--variant-cap", type=float, default=60, help="seconds a variant's process may take")
+    ap.add_argument("--budget", type=float, default=240, help="seconds; a step that would start after it is skipped")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--json", default=None, help="where the figures go (required but with --summary)")
+    ap.add_argument("--summary", type=Path, default=None, metavar="JSON", help="print a saved run's lines and stop")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.summary:
+        for step in json.loads(args.summary.read_text())["steps"].values():
+            print(line(step))
+        return 0
+    if args.child:
+        print(json.dumps(child(args)))
+        return 0
+    if not args.json:
+        ap.error("--json is required")
+
+    import tempfile
+
+    start = time.perf_counter()
+    args.work = args.work or Path(tempfile.mkdtemp(prefix="exam-batches-"))
+    args.work.mkdir(parents=True, exist_ok=True)
+    res: dict = {"device": args.device, "model": args.model, "steps": {}}
+
+    def save():
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
+
+    pool = bg.build_pool(args.data, args.work, args.queries, args.per_query, args.seed)
+    (args.work / "pool.json").write_text(json.dumps({"chosen": pool["chosen"], "texts": pool["texts"]}))
+    if args.model_dir is None or not (args.model_dir / "config.json").is_file():
+        t0 = time.perf_counter()
+        args.model_dir = bg.build_model(args.model, bg.train_tokenizer(args.data), args.work / args.model)
+        res["build_s"] = time.perf_counter() - t0
+    res["model_dir"] = str(args.model_dir)
+    save()
+    for variant in [v for v in args.variants.split(",") if v]:
+        left = args.budget - (time.perf_counter() - start)
+        if left < 20:
+            res["steps"][variant] = {"variant": variant, "error": "skipped (budget)"}
+        else:
+            print(f"[batches] variant {variant} (at most {min(left, args.variant_cap):.0f}s)", file=sys.stderr, flush=True)
+            res["steps"][variant] = run_child(variant, args, min(left, args.variant_cap))
+        print(line(res["steps"][variant]), flush=True)
+        save()
+    if args.big_per_query:
+        left = args.budget - (time.perf_counter() - start)
+        if left < 30:
+            res["steps"]["big_pool"] = {"error": "skipped (budget)"}
+        else:
+            from bench_pipeline import exam_grade
+
+            big = args.work / "big"
+            big.mkdir(exist_ok=True)
+            bg.build_pool(args.data, big, args.big_queries, args.big_per_query, args.seed)
+            print(f"[batches] exam-grade end to end, {args.big_queries} x {args.big_per_query}", file=sys.stderr,
+                  flush=True)
+            try:
+                r = exam_grade(args.model, args.model_dir, big, args.device, [], "big")
+                res["steps"]["big_pool"] = r
+            except (SystemExit, Exception) as exc:  # a failure is a finding, recorded
+                res["steps"]["big_pool"] = {"error": str(exc)[:300]}
+            print(line(res["steps"]["big_pool"]), flush=True)
+        save()
+    res["total_s"] = time.perf_counter() - start
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
