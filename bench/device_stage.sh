@@ -52,6 +52,8 @@ chmod -R u+w "$STAGE/dl19"  # shared/ is read-only; a later staging must be able
 # the machine gets the files without .git: which commit they are, and whether edits were on top
 echo "$(git -C "$ROOT" rev-parse --short HEAD)$( [ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no)" ] && echo ' + uncommitted edits') (staged $(date -u +%FT%TZ))" >"$STAGE/COMMIT"
 
+# a wheel staged by an earlier --ct2 does not travel with a staging that did not ask for it
+[ "$CT2" = 1 ] || rm -rf "$STAGE/whl"
 if [ "$CT2" = 1 ]; then
   PY=${PYTHON:-python3}
   # the version the project is tested with here, where the project's .venv has it

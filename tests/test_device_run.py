@@ -61,6 +61,8 @@ def stage(tmp_path: Path, data: Path, *args: str) -> subprocess.CompletedProcess
 
 def test_stage_copies_only_what_bench_pipeline_reads(tmp_path):
     data = fake_dl19(tmp_path / "dl19")
+    (tmp_path / "stage" / "whl").mkdir(parents=True)  # an earlier --ct2 staging's wheel
+    (tmp_path / "stage" / "whl" / "old.whl").write_text("x")
     for _ in range(2):  # a second staging replaces the first, and adds no second exclude line
         r = stage(tmp_path, data)
         assert r.returncode == 0, r.stderr
