@@ -64,9 +64,10 @@ bench: install
 	$(PY) bench/bench_nuggetizer.py --json $(BENCH_OUT)/bench_nuggetizer.json
 
 # what bench/device_run.sh needs on the GPU machine, where only the checkout travels: the
-# DL19 inputs and CTranslate2's cp312 wheel into .device/ (DEVICE_STAGE_FLAGS= for the data
-# alone); no install: it runs before the device tool's call, with what is here
-DEVICE_STAGE_FLAGS ?= --ct2
+# DL19 inputs into .device/ (DEVICE_STAGE_FLAGS=--ct2 adds CTranslate2's cp312 wheel: on the
+# H200's CUDA 13 image it found no cuBLAS 12, so it is left out unless asked for); no
+# install: it runs before the device tool's call, with what is here
+DEVICE_STAGE_FLAGS ?=
 bench-device-stage:
 	bash bench/device_stage.sh $(DEVICE_STAGE_FLAGS)
 
