@@ -341,3 +341,20 @@ def test_a_scoring_call_reads_nothing_back_from_the_device(t5, tiny_t5, monkeypa
             assert [res.probs[label] for label in RATE.labels] == pytest.approx(p, abs=1e-5)
         assert reads.count > 0  # the 2D masks' check is seen: the spy can fail the test
         reads.count = 0
+
+
+def test_the_key_mask_is_4d_where_a_row_is_padded_and_none_where_none_is(t5):
+    import numpy as np
+
+    rows = [np.array([5, 6, 7]), np.array([8])]
+    two_d = t5.batch_tensors(rows)["attention_mask"]
+    four_d = t5.batch_tensors(rows, key_mask=True)["attention_mask"]
+    assert four_d.dtype == torch.bool and four_d.shape == (2, 1, 1, 3)
+    assert torch.equal(four_d[:, 0, 0, :], two_d.bool())
+    assert t5.batch_tensors([np.array([5, 6]), np.array([7, 8])], key_mask=True)["attention_mask"] is None
+    t5.pad_multiple = 4  # padding made by the rounding alone is padding too
+    try:
+        rounded = t5.batch_tensors([np.array([5, 6]), np.array([7, 8])], key_mask=True)["attention_mask"]
+    finally:
+        t5.pad_multiple = 1
+    assert rounded[:, 0, 0, :].tolist() == [[True, True, False, False]] * 2
