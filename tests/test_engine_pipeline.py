@@ -143,13 +143,14 @@ from tiny_models import tiny_t5  # noqa: E402,F401
 
 
 def test_chunks_start_small_and_grow_to_the_lookahead_in_whole_batches():
-    """The model waits for the first chunk's tokenizing only: an eighth of the full chunk,
-    then doubling; each chunk whole batches, every unit once, in the plan's order."""
+    """The model waits for the first chunk's tokenizing only: FIRST_CHUNK units, then
+    doubling up to the full chunk; each chunk whole batches, every unit once, in the plan's order."""
     us = units(3 * engine.LOOKAHEAD)
     got = list(engine.chunks(us, 8))
     assert [u.request for c in got for u in c] == list(range(len(us)))
     sizes = [len(c) for c in got]
-    assert sizes[0] == engine.LOOKAHEAD // 8 and sizes[:4] == [sizes[0] * 2 ** k for k in range(4)]
+    assert sizes[0] == engine.FIRST_CHUNK and sizes[:4] == [sizes[0] * 2 ** k for k in range(4)]
+    assert engine.FIRST_CHUNK < engine.LOOKAHEAD
     assert max(sizes) == engine.LOOKAHEAD and all(s % 8 == 0 for s in sizes[:-1])
     # large batches: the full chunk is 16 batches, the first 2 of them
     big = [len(c) for c in engine.chunks(units(5000), 300)]

@@ -109,11 +109,11 @@ def model_kwargs(device: str, source: str | None = None) -> dict:
 CUDA_MIN_TOKENS, CUDA_MAX_TOKENS = 4096, 131072
 #: on a GPU a seq2seq batch is padded to a multiple of this many tokens. Every new
 #: (batch, width) shape costs the device a one-time set-up (cuDNN builds an attention graph
-#: per shape, and a pool's widths are as many as its prompt lengths); rounding bounds the
-#: shapes: 56 -> 32 on the 31,250 pairs of DL19's pool, for 1.6% more padded tokens
-#: (8 is also the multiple tensor cores want). A right-padded T5 grades the same whatever the
-#: padding: relative positions, padding masked. Not for left-padded causal models, whose
-#: positions count from the left edge.
+#: per shape), and a pool has about as many widths as prompt lengths; rounding bounds the
+#: shapes: 54 -> 24 on the 31,250 pairs of DL19's pool, for 1.7% more padded tokens
+#: (bench/batch_shapes.py; 8 is also the multiple tensor cores want). A right-padded T5
+#: grades the same whatever the padding: relative positions, padding masked. Not for
+#: left-padded causal models, whose positions count from the left edge.
 CUDA_PAD_MULTIPLE = 8
 
 
