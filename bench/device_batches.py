@@ -148,7 +148,7 @@ def bare_calls(backend, device: str, batch: int, reps: int = 5) -> dict:
     out = {}
     spread = [222] + list(rng.integers(180, 223, batch - 1))  # the same width: the longest row is 222
     for label, lengths in (("unpadded", [222] * batch), ("padded", spread)):
-        rows = [rng.integers(3, 32000, n) for n in lengths]
+        rows = [rng.integers(3, backend.model.config.vocab_size, n) for n in lengths]
         enc = backend.batch_tensors(rows, key_mask=True)
         dec = torch.zeros((batch, 1), dtype=torch.long, device=device)
 

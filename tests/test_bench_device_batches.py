@@ -1,0 +1,59 @@
+"""bench/device_batches.py's measuring process, on a CPU with a tiny T5: every pair of the
+pool graded in each pass, each batch recorded with the width the variant pads to, and the
+variants really change what they name. (The device figures themselves need a GPU.)"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(Path(__file__).parent))
+from tiny_models import tiny_t5  # noqa: E402,F401
+
+DEMO = ROOT / "exam_eval" / "demo_data"
+
+
+def pool(work: Path) -> int:
+    """pool.json and bank.jsonl (what bench_pipeline.engine_run reads) from the demo data:
+    query 101, its first four passages of good.run; the number of pairs."""
+    bank = [line for line in (DEMO / "questions.jsonl").read_text().splitlines() if '"query_id": "101"' in line][:3]
+    (work / "bank.jsonl").write_text("".join(b + "\n" for b in bank))
+    docs = [line.split()[2] for line in (DEMO / "good.run").read_text().splitlines() if line.startswith("101 ")][:4]
+    texts = {}
+    for line in (DEMO / "passages.jsonl").read_text().splitlines():
+        obj = json.loads(line)
+        if obj["doc_id"] in docs:
+            texts[obj["doc_id"]] = obj["text"]
+    (work / "pool.json").write_text(json.dumps({"chosen": {"101": docs}, "texts": texts}))
+    return len(bank) * len(docs)
+
+
+@pytest.mark.parametrize("variant, multiple", [("default", 1), ("pad32", 32)])
+def test_a_variant_grades_the_pool_twice_and_records_each_batch(tmp_path, tiny_t5, variant, multiple):
+    import device_batches
+
+    pairs = pool(tmp_path)
+    args = argparse.Namespace(child=variant, device="cpu", model_dir=tiny_t5, work=tmp_path, passes=2, bare_batch=2)
+    res = device_batches.child(args)
+    assert res["pad_multiple_used"] == multiple
+    for name in ("pass1", "pass2"):
+        p = res[name]
+        assert p["pairs"] == pairs and sum(b["units"] for b in p["per_batch"]) == pairs
+        assert all(b["width"] % multiple == 0 and b["syncs"] == 0 for b in p["per_batch"])
+        assert p["padded_tokens"] >= p["tokens"] > 0
+        assert p["shapes"] == len({(b["units"], b["width"]) for b in p["per_batch"]})
+    assert ("bare" in res) == (variant == "default")
+    if variant == "default":
+        assert res["bare"]["unpadded"]["width"] == res["bare"]["padded"]["width"] == 222
+    # the lines device_run.sh prints from the JSON
+    line = device_batches.line(res)
+    assert line.startswith(variant) and "pass2" in line
