@@ -349,3 +349,47 @@ def test_nuggetizer_answer_with_a_lone_surrogate_is_asked_again(tmp_path):
               "--passages", DEMO / "passages.jsonl", DEMO / "topics.tsv", "--no-cache", "--retries", "1", "-o", out)
     assert res.escaped is None and res.code == 3, (res.escaped, res.stderr)
     assert "did not parse" in res.last_line
+
+
+def _bounded(cmd: list[str], stdin=None) -> subprocess.CompletedProcess:
+    """A command that, were the guard gone, would read without end: its memory capped and
+    its time limited, so a regression fails the test rather than the machine."""
+    import resource
+    import sys
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    module = "exam_eval.commands." + cmd[0].removeprefix("exam-")
+    return subprocess.run([sys.executable, "-c", f"import {module} as m; m.main()", *cmd[1:]], stdin=stdin,
+                          capture_output=True, text=True, timeout=120, preexec_fn=cap,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+ENDLESS = [d for d in ("/dev/zero", "/dev/urandom") if os.path.exists(d)]
+
+
+@pytest.mark.skipif(not ENDLESS, reason="no /dev/zero here")
+@pytest.mark.parametrize("where", ["labels", "run", "passages", "bank", "stdin"])
+def test_a_device_that_never_ends_is_refused_in_one_line(where, tmp_path):
+    """/dev/zero, /dev/urandom as an input: read line by line or whole they never end (the
+    memory fills up); they are refused before any reading, exit 2, no output file."""
+    out = tmp_path / "out.jsonl"
+    dev = ENDLESS[-1] if where == "bank" else ENDLESS[0]
+    grade = ["exam-grade", "--backend", "scripted", "--prompt", "question-selfrating", "-o", str(out)]
+    files = {"run": str(DEMO / "good.run"), "passages": str(DEMO / "passages.jsonl"),
+             "bank": str(DEMO / "questions.jsonl"), where: dev}
+    cmd = {"labels": ["exam-qrels", dev, str(DEMO / "good.run")],
+           "stdin": ["exam-cover", "-", str(DEMO / "good.run")]}.get(
+        where, grade + [files["run"], "--passages", files["passages"], "--bank", files["bank"]])
+    with open(dev, "rb") as stdin:
+        res = _bounded(cmd, stdin=stdin if where == "stdin" else subprocess.DEVNULL)
+    assert res.returncode == 2, (res.returncode, res.stderr[-500:])
+    shown = "<stdin>" if where == "stdin" else dev
+    assert res.stderr.strip().splitlines() == [f"{cmd[0]}: {shown}: is a device, not a file: reading it would not end"]
+    assert not out.exists()
+
+
+def test_the_null_device_is_an_empty_file_not_an_endless_one():
+    res = _bounded(["exam-qrels", os.devnull, str(DEMO / "good.run")])
+    assert res.returncode == 2 and "is a device" not in res.stderr and "empty" in res.stderr

@@ -59,6 +59,29 @@ def _read_reason(exc: BaseException) -> str:
     return f"cannot read: {reason}" + (" (truncated or corrupt gzip?)" if isinstance(exc, (EOFError, zlib.error)) else "")
 
 
+def _endless(fd: int) -> bool:
+    """Whether ``fd`` is a device whose reading may never end (/dev/zero, /dev/urandom, a
+    disk): a character or block device other than a terminal (typed input ends) and the
+    null device (empty)."""
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    if stat.S_ISBLK(st.st_mode):
+        return True
+    if not stat.S_ISCHR(st.st_mode) or os.isatty(fd):
+        return False
+    try:
+        return st.st_rdev != os.stat(os.devnull).st_rdev
+    except OSError:
+        return True
+
+
+def _refuse_endless(fd: int, name: str) -> None:
+    if _endless(fd):
+        raise InputError("is a device, not a file: reading it would not end", name)
+
+
 # A pipe named by path (`exam-qrels <(zcat grades.gz)`, /dev/fd/63) can be read once, but
 # readers sniff a format and then read again: the first open reads it whole, and every open
 # serves those bytes. Keyed by the pipe's inode as well, since /dev/fd/63 names the next
@@ -100,6 +123,8 @@ def open_binary(path: str | os.PathLike, *, raw: bytes | None = None) -> Iterato
         close = True
     elif str(path) == "-":
         stdin = sys.stdin.buffer
+        with contextlib.suppress(AttributeError, OSError, ValueError):  # a replaced stdin has no descriptor
+            _refuse_endless(stdin.fileno(), name)
         buffered = stdin if hasattr(stdin, "peek") else io.BufferedReader(stdin)
         close = False
     else:
@@ -115,6 +140,11 @@ def open_binary(path: str | os.PathLike, *, raw: bytes | None = None) -> Iterato
             raise InputError("permission denied", name) from None
         except OSError as exc:  # ELOOP, ENAMETOOLONG, EIO, ...
             raise InputError(f"cannot open: {exc.strerror or exc}", name) from None
+        try:
+            _refuse_endless(buffered.fileno(), name)
+        except InputError:
+            buffered.close()
+            raise
         close = True
     try:
         try:
@@ -197,11 +227,15 @@ def slurp(path: str | os.PathLike) -> Slurped | None:
     opened or read (the line reader then opens it again and names the reason)."""
     try:
         if str(path) == "-":
+            with contextlib.suppress(AttributeError, OSError, ValueError):
+                _refuse_endless(sys.stdin.buffer.fileno(), display_name(path))
             raw = sys.stdin.buffer.read()
         elif (piped := _pipe_bytes(path)) is not None:
             raw = piped
         else:
             with open(path, "rb") as fh:
+                if _endless(fh.fileno()):
+                    return None  # the line reader opens it again and says why
                 raw = fh.read()
     except OSError:
         if str(path) == "-":
