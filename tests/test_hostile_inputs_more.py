@@ -393,3 +393,17 @@ def test_a_device_that_never_ends_is_refused_in_one_line(where, tmp_path):
 def test_the_null_device_is_an_empty_file_not_an_endless_one():
     res = _bounded(["exam-qrels", os.devnull, str(DEMO / "good.run")])
     assert res.returncode == 2 and "is a device" not in res.stderr and "empty" in res.stderr
+
+
+@pytest.mark.parametrize("samples", ["10000000000", "100000000000000000000"])
+def test_bootstrap_samples_beyond_the_memory_are_a_usage_error(samples):
+    """--samples 10^10 used to end in numpy's MemoryError traceback (745 GiB of draws),
+    10^20 in "every method failed: Maximum allowed dimension exceeded"; both are now one
+    line that says how many samples fit, before any work."""
+    res = run("correlate", "interval", DEMO / "qrels.txt", DEMO / "qrels.txt", DEMO / "good.run", "--samples", samples)
+    line = _clean(res, "exam-correlate", 1)
+    assert "--samples" in line and "GiB" in line and "samples fit" in line
+    fits = int(line.rsplit("at most ", 1)[1].split()[0].replace(",", ""))
+    ok = run("correlate", "interval", DEMO / "qrels.txt", DEMO / "qrels.txt", DEMO / "good.run", "--samples",
+             str(min(fits, 2000)), "--methods", "bootstrap")
+    assert ok.code == 0 and "bootstrap" in ok.stdout

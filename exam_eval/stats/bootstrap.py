@@ -7,6 +7,7 @@ per-query values with replacement, and use the quantiles of delta* = mean* - mea
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,6 +24,21 @@ class Interval:
     @property
     def width(self) -> float:
         return self.upper - self.lower
+
+
+#: bytes per (sample, query) cell of the bootstrap's draws: multinomial's int64 counts and
+#: their float copy
+DRAW_BYTES = 16
+
+
+def affordable_samples(queries: int, share: float = 0.5) -> int | None:
+    """The most bootstrap samples of ``queries`` queries whose draws fit in ``share`` of the
+    machine's memory (None where the memory cannot be read)."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return int(memory * share) // (DRAW_BYTES * max(1, queries))
 
 
 def empirical_bootstrap(values: np.ndarray, alpha: float, samples: int, rng: np.random.Generator) -> Interval:

@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import InputError, UsageError
 from ..io.openers import display_name, iter_lines
 from ..io.trec import read_run, run_name
+from .bootstrap import DRAW_BYTES, affordable_samples
 from .crc import CoverageError, min_labelled_per_query
 from .intervals import compute_intervals, compute_per_query
 from .leaderboards import fmt
@@ -89,6 +90,12 @@ def interval_rows(human: str, llm: str, runs: Sequence[str], *, metric: str, rel
         if not chosen:
             raise UsageError("nothing left to compute: PPI needs unlabelled queries (use --labelled/--n-labelled)")
 
+    if not per_query and {"bootstrap", "crc"} & set(chosen):
+        fits = affordable_samples(len(labelled))
+        if fits is not None and samples > fits:
+            raise UsageError(f"--samples {samples:,}: the bootstrap draws of {len(labelled)} labelled queries "
+                             f"would take {samples * len(labelled) * DRAW_BYTES / 2**30:,.0f} GiB; "
+                             f"at most {fits:,} samples fit in half of this machine's memory")
     source.prepare(labelled, mapping)
     log(f"{len(queries)} queries with LLM labels, {len(labelled)} labelled with human judgments; "
         f"metric {source.name}, 1-alpha = {1 - alpha:g}, mapping {mapping}")
