@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import shutil
 
 import pytest
@@ -72,6 +73,16 @@ def test_topics_formats(tmp_path):
     jl = tmp_path / "t.jsonl"
     jl.write_text('{"query_id": "c1", "text": "Geology", "subtopics": ["Plates", {"facet_id": "T9", "text": "Rocks"}]}\n')
     assert read_topics(jl)["c1"].subtopics == [("f1", "Plates"), ("T9", "Rocks")]
+    # a null facet id is numbered like a string facet's (it used to become "None"), 7 is "7"
+    jl.write_text('{"query_id": "c1", "text": "G", "subtopics": [{"facet_id": null, "text": "A"}, '
+                  '{"facet_id": 7, "text": "B"}, {"text": "C"}]}\n')
+    assert read_topics(jl)["c1"].subtopics == [("f1", "A"), ("7", "B"), ("f3", "C")]
+    for sub, why in (('{"facet_id": [1], "text": "A"}', "'facet_id' must be a string or null"),
+                     ('{"facet_id": "T1", "text": 5}', "subtopic 1: 'text' must be a non-empty string"),
+                     ('{"facet_id": "T1", "text": " "}', "subtopic 1: 'text' must be a non-empty string")):
+        jl.write_text('{"query_id": "c1", "text": "G", "subtopics": [' + sub + ']}\n')
+        with pytest.raises(InputError, match=r"t.jsonl:1: " + re.escape(why)):
+            read_topics(jl)
     trec = tmp_path / "t.trec"
     trec.write_text("<top>\n<num> Number: 301\n<title> International Organized\nCrime\n<desc> Description:\nx\n</top>\n"
                     "<top><num> Number: 302 <title> Poliomyelitis <desc> y </top>\n")

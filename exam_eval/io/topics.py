@@ -79,7 +79,11 @@ def _read_jsonl(path, name) -> dict[str, Topic]:
             if isinstance(s, str):
                 subs.append((f"f{i}", s))
             elif isinstance(s, dict) and "text" in s:
-                subs.append((str(s.get("facet_id", f"f{i}")), str(s["text"])))
+                if not isinstance(s["text"], str) or not s["text"].strip():
+                    raise InputError(f"subtopic {i}: 'text' must be a non-empty string", name, lineno)
+                # a missing or null facet id is numbered like a string facet's (not "None")
+                facet = json_id(s.get("facet_id"), "facet_id", name, lineno, trec=False, nullable=True)
+                subs.append((f"f{i}" if facet is None else facet, s["text"]))
             else:
                 raise InputError("a subtopic must be a string or {\"facet_id\", \"text\"}", name, lineno)
         topics[qid] = Topic(qid, text.strip(), subs)
