@@ -475,7 +475,7 @@ def print_table(results: dict, host: dict | None, env: dict, sim: dict | None = 
     if sim:
         print("\nthe grading loop on a simulated GPU at an H100's plain-loop rate (bench/device_sim.py), one thread:")
         for label, r in sim.items():
-            print(f"  {label:<26} device busy {100 * r['device_busy_share']:5.1f}% of {r['seconds']:6.2f} s, "
+            print(f"  {label:<50} device busy {100 * r['device_busy_share']:5.1f}% of {r['seconds']:6.2f} s, "
                   f"{r['pairs_per_s']:7.0f} pairs/s of the device's {r['device_pairs_per_s']:7.0f}")
 
 
