@@ -358,3 +358,24 @@ def test_the_key_mask_is_4d_where_a_row_is_padded_and_none_where_none_is(t5):
     finally:
         t5.pad_multiple = 1
     assert rounded[:, 0, 0, :].tolist() == [[True, True, False, False]] * 2
+
+
+def test_eager_attention_keeps_the_2d_mask(tiny_t5):
+    """A boolean 4D mask means "may attend" to SDPA, but eager attention adds the mask to
+    the scores: a T5 on eager attention is handed the 2D mask, and grades as unbatched calls."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    eager = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", max_new_tokens=6, max_input_tokens=400,
+                        engine="torch")
+    eager.load()
+    assert eager.takes_key_mask  # transformers' default here is SDPA
+    eager.model = AutoModelForSeq2SeqLM.from_pretrained(tiny_t5, attn_implementation="eager").eval()
+    assert not eager.takes_key_mask
+    reqs = _reqs(RATE, n=6)
+    ids = label_token_ids(eager.tokenizer, RATE.labels)
+    for req, res in zip(reqs, eager.grade(reqs)):
+        enc = eager.tokenizer(eager.render(req), return_tensors="pt")
+        with torch.inference_mode():
+            logits = eager.model(**enc, decoder_input_ids=torch.zeros((1, 1), dtype=torch.long)).logits[0, 0]
+        p = torch.softmax(logits.float()[ids], -1).tolist()
+        assert [res.probs[label] for label in RATE.labels] == pytest.approx(p, abs=1e-5)

@@ -15,8 +15,8 @@ from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
 from .ct2_engine import EngineChoice
-from .hf_common import (CUDA_PAD_MULTIPLE, HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
-                        pick_device, pick_dtype)
+from .hf_common import (CUDA_PAD_MULTIPLE, HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids,
+                        load_failure, model_kwargs, pick_device, pick_dtype)
 
 DEFAULT_MODEL = "google/flan-t5-large"
 
@@ -83,6 +83,14 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         # against a prompt whose instructions alone exceed the window
         return self.context_window
 
+    @property
+    def takes_key_mask(self) -> bool:
+        """Whether the model reads a boolean 4D mask as "may attend": SDPA does (hf_attention's
+        too); eager attention would add it to the scores as numbers, so it keeps the 2D mask."""
+        from .hf_attention import NAME
+
+        return getattr(getattr(self.model, "config", None), "_attn_implementation", None) in ("sdpa", NAME)
+
     def _encode(self, requests: Sequence[GradeRequest], key_mask: bool = False):
         return self.batch_tensors(self.prompt_rows(requests), key_mask)
 
@@ -91,7 +99,7 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         ids = self._labels(labels)
         # nothing in the call waits for the device (batch_tensors: key_mask), so on a GPU
         # the engine queues the next batch while this one runs
-        enc = self._encode(requests, key_mask=True)
+        enc = self._encode(requests, key_mask=self.takes_key_mask)
         start = self.model.config.decoder_start_token_id
         if start is None:
             start = self.tokenizer.pad_token_id
