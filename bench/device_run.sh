@@ -68,6 +68,9 @@ BASE_CAP=${BASE_CAP:-200}
 HOST_CAP=${HOST_CAP:-45}
 PROFILE_CAP=${PROFILE_CAP:-75}
 CT2_CAP=${CT2_CAP:-60}
+# the profile: exam-grade's attention alone (the H200 compared the three), at three batch
+# sizes (is a larger token budget than 131,072 worth it?)
+PROFILE_FLAGS=${PROFILE_FLAGS:---attention sdpa_contiguous_bias --batches 256,512,1024}
 KEEP_BATCHES=${KEEP_BATCHES:-150}
 KEEP_HOST=${KEEP_HOST:-30}
 KEEP_PROFILE=${KEEP_PROFILE:-0}      # the profile runs on what is left
@@ -148,7 +151,7 @@ main() {
   step "host cost (device CPU)" "$HOST_CAP" $((KEEP_PROFILE + keep_ct2)) "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models --no-sim-device \
     --host-queries "$HOST_QUERIES" --host-per-query "$HOST_PER_QUERY" --out "$OUT/host"
   step "profile ($LARGE, the model alone)" "$PROFILE_CAP" "$keep_ct2" "$PYTHON" bench/device_profile.py --device "$DEVICE" \
-    --model "$LARGE" --no-compile ${PROFILE_FLAGS:-} --json /tmp/device_profile.json
+    --model "$LARGE" --no-compile $PROFILE_FLAGS --json /tmp/device_profile.json
   if [ "$have_ct2" = 1 ]; then
     step "ctranslate2 on $DEVICE" "$CT2_CAP" 0 "$PYTHON" bench/device_ct2.py --device "$DEVICE" --site "$SITE" \
       --data "$DATA" --model "$CT2_MODEL" --queries "$CT2_QUERIES" --per-query "$CT2_PER_QUERY" --json "$OUT/ct2_cuda.json"
