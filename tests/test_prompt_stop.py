@@ -301,3 +301,32 @@ def test_an_interrupt_inside_a_batch_write_comes_after_it_is_counted(tmp_path, m
     appender.close()
     assert appender.lines == 3 == len(out.read_text().splitlines())
     assert signal.getsignal(signal.SIGINT) is before  # the appender put back what it found
+
+
+def test_an_interrupt_inside_a_batch_keeps_the_answers_that_came(tmp_path):
+    """One batch of 8 requests, 4 at a time: the first 6 are answered, the last 2 hang.
+    An interrupt then writes the 6 answered pairs (they were paid for), and the rerun asks
+    the server for the other 54 only."""
+    out = tmp_path / "g.jsonl"
+    turn = {"n": 0}
+
+    def six_then_hang(req):
+        turn["n"] += 1
+        return Reply(text="4") if turn["n"] <= 6 else Reply(delay=1000)
+
+    with OpenAIStub(six_then_hang) as stub:
+        proc = _start(_endpoint_args(stub.url, out, "--concurrency", "4", "--batch-size", "8"))
+        _wait_for(lambda: len(stub.requests) >= 8, proc)
+        time.sleep(0.3)  # the six answers are read by now
+        took, err = _interrupt(proc, signal.SIGINT)
+    assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
+    _clean(err)
+    assert "interrupted; 6 grades written" in err
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 6 and all(r["grade"] == 4 and r["parse_ok"] for r in rows)
+    with OpenAIStub(lambda r: "4") as stub:
+        r = subprocess.run(CMD + _endpoint_args(stub.url, out), capture_output=True, text=True, env=ENV, timeout=120)
+        asked = len(stub.requests)
+    assert r.returncode == 0, r.stderr
+    keys = [(x["doc_id"], x["item_id"]) for x in map(json.loads, out.read_text().splitlines())]
+    assert len(keys) == len(set(keys)) == PAIRS and asked == PAIRS - 6

@@ -21,7 +21,9 @@ import os
 from typing import Sequence
 
 from ..errors import UsageError
+from ..grading.types import InterruptedBatch
 from .base import FAILED, GradeRequest, GradeResult, PromptBackend, scored_result
+from .http_client import InterruptedCalls
 
 
 DEFAULT_CONCURRENCY = 64
@@ -126,10 +128,15 @@ class EndpointBackend(PromptBackend):
             if logprobs:
                 kw.update(logprobs=True, top_logprobs=self.top_logprobs)
             batch = [requests[i] for i in idx]
-            if self.api == "chat":
-                got = self.client.chat([self.messages(r) for r in batch], **kw)
-            else:
-                got = self.client.complete([self.render(r) for r in batch], **kw)
+            try:
+                if self.api == "chat":
+                    got = self.client.chat([self.messages(r) for r in batch], **kw)
+                else:
+                    got = self.client.complete([self.render(r) for r in batch], **kw)
+            except InterruptedCalls as stop:
+                for i, reply in zip(idx, stop.results):
+                    replies[i] = reply
+                raise InterruptedCalls(replies) from None
             for i, reply in zip(idx, got):
                 replies[i] = reply
         for r in replies:
@@ -151,14 +158,27 @@ class EndpointBackend(PromptBackend):
         results: list[GradeResult | None] = [None] * len(requests)
         score = [i for i, r in enumerate(requests) if r.prompt.mode == "score"]
         gen = [i for i, r in enumerate(requests) if r.prompt.mode != "score"]
-        if score:
-            replies = self._call([requests[i] for i in score], self.max_new_tokens, self.logprobs)
-            for i, reply in zip(score, replies):
-                results[i] = self._scored(requests[i], reply)
-        if gen:  # the shared path: parse, answer keys, LLM verification
-            for i, res in zip(gen, PromptBackend.grade(self, [requests[i] for i in gen])):
-                results[i] = res
+        try:
+            if score:
+                try:
+                    replies = self._call([requests[i] for i in score], self.max_new_tokens, self.logprobs)
+                except InterruptedCalls as stop:
+                    self._score_into(results, requests, score, stop.results)  # the answers that came were paid for
+                    raise
+                self._score_into(results, requests, score, replies)
+            if gen:  # the shared path: parse, answer keys, LLM verification
+                for i, res in zip(gen, PromptBackend.grade(self, [requests[i] for i in gen])):
+                    results[i] = res
+        except KeyboardInterrupt:
+            # the engine writes what was answered; the rest (generated answers still to be
+            # parsed or verified included) is asked again by a rerun
+            raise InterruptedBatch([FAILED if r is None else r for r in results]) from None
         return results  # type: ignore[return-value]
+
+    def _score_into(self, results: list, requests: Sequence[GradeRequest], idx: list[int], replies: list) -> None:
+        for i, reply in zip(idx, replies):
+            if reply is not None:
+                results[i] = self._scored(requests[i], reply)
 
     def _scored(self, req: GradeRequest, reply) -> GradeResult:
         if reply.error is not None or reply.text is None:

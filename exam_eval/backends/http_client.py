@@ -50,7 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ChatResult", "OpenAIClient"]
+__all__ = ["ChatResult", "InterruptedCalls", "OpenAIClient"]
 
 # A server asking us to wait longer than this is treated as if it had asked for this long:
 # a misconfigured Retry-After must not stall a grading job for hours.
@@ -60,6 +60,15 @@ DOWN_AFTER = 5.0
 # errors that mean no server answered at all (as opposed to resets and timeouts of a
 # server that accepted the connection)
 _UNREACHABLE = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL)
+
+
+class InterruptedCalls(KeyboardInterrupt):
+    """An interrupt while requests were out: ``results`` holds, in input order, the results
+    that had come (None for the requests abandoned)."""
+
+    def __init__(self, results: list):
+        super().__init__()
+        self.results = results
 
 
 @dataclass
@@ -329,6 +338,9 @@ class OpenAIClient:
                     work(i)
             else:
                 _run_on_daemons(work, len(payloads), min(self.concurrency, len(payloads)), stop)
+        except KeyboardInterrupt:
+            stop.set()
+            raise InterruptedCalls(list(results)) from None
         finally:
             stop.set()  # an interrupt or a failing callback: the workers send nothing more
             if bar is not None:

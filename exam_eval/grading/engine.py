@@ -40,7 +40,7 @@ from ..io.grades import Grade
 from .cache import NullCache, unit_key
 from .output import GradesAppender
 from .writer import GradeWriter
-from .types import GradeRequest, GradeResult, padded_width
+from .types import GradeRequest, GradeResult, InterruptedBatch, padded_width
 from .types import Grader as Backend  # the engine needs only this much of a back end
 
 
@@ -262,7 +262,12 @@ def execute(
 
         if not getattr(backend, "overlaps", False):
             for batch in ahead:
-                finish(batch, backend.grade([u.request for u in batch]))
+                try:
+                    results = backend.grade([u.request for u in batch])
+                except InterruptedBatch as stop:
+                    finish(batch, stop.results)  # what the batch got before the interrupt (an endpoint's answers)
+                    raise KeyboardInterrupt from None
+                finish(batch, results)
         else:
             # the device computes batch k+1 while batch k is read back and handed to the writer
             running: tuple[list[Unit], Callable[[], list[GradeResult]]] | None = None

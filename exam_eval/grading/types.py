@@ -68,3 +68,14 @@ def padded_width(longest: int, multiple: int = 1) -> int:
     ``multiple`` (a back end's ``pad_multiple``; the engine counts the same width against
     a token budget)."""
     return -(-longest // multiple) * multiple
+
+
+class InterruptedBatch(KeyboardInterrupt):
+    """An interrupt inside a back end's ``grade``, carrying what the batch got before it:
+    ``results`` has one entry per request, FAILED where no answer came (the engine writes
+    the answered ones, and a rerun asks the rest again). Still a KeyboardInterrupt, so
+    code that does not look for it stops as it always did."""
+
+    def __init__(self, results: list):
+        super().__init__()
+        self.results = results
