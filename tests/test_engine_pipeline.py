@@ -175,3 +175,24 @@ def test_token_batches_count_the_width_the_back_end_pads_to():
     assert inner and all(width(b + nxt[:1]) * (len(b) + 1) > 1000 for b, nxt in inner)
     # unrounded, some batch would have been cut elsewhere
     assert [len(b) for b in got] != [len(b) for b in engine.batches(units(300), Lengths(lengths), 8, token_budget=1000)]
+
+
+def test_leaving_the_prefetch_does_not_wait_for_a_chunk_being_tokenized():
+    """An interrupt leaves the grading loop while the prefetch thread tokenizes a large
+    chunk (8,192 prompts can take seconds): the loop ends at once, the thread after it."""
+    import time
+
+    class Slow:
+        def prepare(self, requests):
+            if len(requests) > engine.FIRST_CHUNK:
+                time.sleep(5)
+            return [5] * len(requests)
+
+    with engine.Prefetch(engine.batches(units(3000), Slow(), 8)) as ahead:
+        batches = iter(ahead)
+        for _ in range(engine.FIRST_CHUNK // 8):  # the first chunk, all of it
+            next(batches)
+        time.sleep(0.2)  # the thread is inside the second chunk's prepare now
+        t0 = time.monotonic()
+    assert time.monotonic() - t0 < 2
+    assert ahead.stop.is_set() and ahead.thread.is_alive()  # it ends on its own, later

@@ -386,9 +386,14 @@ class Prefetch:
                 return
             yield item
 
+    #: seconds leaving the block waits for the thread: it may be inside one chunk's
+    #: tokenizing (up to LOOKAHEAD prompts, a second or more), which an interrupt must not
+    #: wait for; the thread, a daemon, puts nothing more and ends there
+    JOIN_WAIT = 0.5
+
     def __exit__(self, *exc) -> None:
         self.stop.set()
-        self.thread.join()
+        self.thread.join(self.JOIN_WAIT)
 
 
 def estimate_seconds(units: int, rate: float | None) -> float | None:
