@@ -177,22 +177,38 @@ def test_token_batches_count_the_width_the_back_end_pads_to():
     assert [len(b) for b in got] != [len(b) for b in engine.batches(units(300), Lengths(lengths), 8, token_budget=1000)]
 
 
-def test_leaving_the_prefetch_does_not_wait_for_a_chunk_being_tokenized():
-    """An interrupt leaves the grading loop while the prefetch thread tokenizes a large
-    chunk (8,192 prompts can take seconds): the loop ends at once, the thread after it."""
-    import time
+def test_a_chunk_is_tokenized_in_pieces_and_stops_between_them():
+    """An interrupt sets ``stop`` while the prefetch thread tokenizes a chunk (8,192
+    prompts can take seconds): the thread goes no further than the piece of PREPARE_PIECE
+    prompts it is in, so leaving the grading loop (which joins it) waits for that piece
+    only, and the thread is not left inside the tokenizer when the process ends."""
+    import threading
 
-    class Slow:
+    stop = threading.Event()
+    pieces = []
+
+    class Interrupted:
         def prepare(self, requests):
-            if len(requests) > engine.FIRST_CHUNK:
-                time.sleep(5)
+            pieces.append(len(requests))
+            stop.set()  # the signal comes during the chunk's first piece
             return [5] * len(requests)
 
-    with engine.Prefetch(engine.batches(units(3000), Slow(), 8)) as ahead:
-        batches = iter(ahead)
-        for _ in range(engine.FIRST_CHUNK // 8):  # the first chunk, all of it
-            next(batches)
-        time.sleep(0.2)  # the thread is inside the second chunk's prepare now
-        t0 = time.monotonic()
-    assert time.monotonic() - t0 < 2
-    assert ahead.stop.is_set() and ahead.thread.is_alive()  # it ends on its own, later
+    size = engine.PREPARE_PIECE  # batches this large: the first chunk is two of them
+    got = list(engine.batches(units(3 * size), Interrupted(), size, token_budget=10**9, stop=stop))
+    assert pieces == [engine.PREPARE_PIECE] and got == []
+    # without a stop: every piece, and every unit batched once
+    pieces.clear()
+    stop = threading.Event()
+
+    class Lengths5:
+        def prepare(self, requests):
+            pieces.append(len(requests))
+            return [5] * len(requests)
+
+    got = list(engine.batches(units(3 * size), Lengths5(), size, token_budget=10**9))
+    assert max(pieces) == engine.PREPARE_PIECE and sum(pieces) == 3 * size
+    assert sorted(u.request for b in got for u in b) == list(range(3 * size))
+    # the grading loop's Prefetch ends its thread on leaving, at the next piece at most
+    with engine.Prefetch(engine.batches(units(3 * size), Lengths5(), 8, stop=stop), stop) as ahead:
+        next(iter(ahead))
+    assert stop.is_set() and not ahead.thread.is_alive()

@@ -237,7 +237,8 @@ def execute(
     # a fixed --batch-size wins; otherwise a back end may batch by tokens (on a GPU)
     budget = None if batch_size else getattr(backend, "token_budget", None)
     start = time.monotonic()
-    with Prefetch(batches(plan.units_todo, backend, size, budget)) as ahead, \
+    stop = threading.Event()
+    with Prefetch(batches(plan.units_todo, backend, size, budget, stop), stop) as ahead, \
             GradeWriter(out, cache, backend.cache_identity, prompt.hash, to_grades) as writer:
         cached = [(u, plan.cached_results[u.key]) for u in plan.units_cached]
         stats.unparsed += sum(_unparsed(u, r) for u, r in cached)
@@ -298,9 +299,13 @@ LOOKAHEAD = 8192
 #: the first chunk's units (at least two batches), doubling up to LOOKAHEAD: the model
 #: waits for the first chunk's tokenizing only
 FIRST_CHUNK = 256
+#: a chunk's prompts are made this many at a time, with a look at ``stop`` in between, so
+#: that an interrupt waits for at most this many (a fraction of a second), not a chunk
+PREPARE_PIECE = 2048
 
 
-def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | None = None) -> Iterator[list[Unit]]:
+def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | None = None,
+            stop: threading.Event | None = None) -> Iterator[list[Unit]]:
     """The plan's batches. A back end with ``prepare`` (the local models) gets its prompts'
     token ids made a chunk at a time, here, in the prefetch thread; with a ``token_budget``
     (padded tokens per batch) each chunk is sorted by token count, longest first, and cut
@@ -310,7 +315,17 @@ def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | 
     prepare = getattr(backend, "prepare", None)
     multiple = getattr(backend, "pad_multiple", 1)
     for chunk in chunks(units, size):
-        lengths = prepare([u.request for u in chunk]) if prepare is not None else None
+        lengths = None
+        if prepare is not None:
+            lengths = []
+            for start in range(0, len(chunk), PREPARE_PIECE):
+                if stop is not None and stop.is_set():
+                    return
+                got = prepare([u.request for u in chunk[start:start + PREPARE_PIECE]])
+                if got is None:
+                    lengths = None
+                    break
+                lengths += got
         if lengths is None or not token_budget:
             for b in range(0, len(chunk), size):
                 yield chunk[b:b + size]
@@ -349,10 +364,11 @@ class Prefetch:
 
     _END = object()
 
-    def __init__(self, source: Iterator):
+    def __init__(self, source: Iterator, stop: threading.Event | None = None):
         self.source = source
         self.queue: queue.Queue = queue.Queue(maxsize=2)
-        self.stop = threading.Event()
+        #: set on leaving the block; ``source`` may watch it too (batches' ``stop``)
+        self.stop = stop or threading.Event()
         self.thread = threading.Thread(target=self._run, name="exam-eval-prefetch", daemon=True)
 
     def _put(self, item) -> bool:
@@ -386,14 +402,11 @@ class Prefetch:
                 return
             yield item
 
-    #: seconds leaving the block waits for the thread: it may be inside one chunk's
-    #: tokenizing (up to LOOKAHEAD prompts, a second or more), which an interrupt must not
-    #: wait for; the thread, a daemon, puts nothing more and ends there
-    JOIN_WAIT = 0.5
-
     def __exit__(self, *exc) -> None:
         self.stop.set()
-        self.thread.join(self.JOIN_WAIT)
+        # the thread ends at its next check (batches: every PREPARE_PIECE prompts); left
+        # running, it could still be inside the tokenizer's native code at the process's end
+        self.thread.join()
 
 
 def estimate_seconds(units: int, rate: float | None) -> float | None:
