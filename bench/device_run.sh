@@ -117,6 +117,24 @@ if torch.cuda.is_available():
           f"capability {p.major}.{p.minor}, bf16 {torch.cuda.is_bf16_supported()}")
 '
 
+# where exam-grade's start-up goes (8-10 s on the H200's machine, 3 s here): the imports
+# of a fresh interpreter, the largest by cumulative time (python -X importtime)
+IMPORTS='
+import subprocess, sys
+stmt = "import torch, transformers; from transformers import AutoModelForSeq2SeqLM, AutoTokenizer"
+err = subprocess.run([sys.executable, "-X", "importtime", "-c", stmt], capture_output=True, text=True).stderr
+rows = []
+for line in err.splitlines():
+    parts = line.removeprefix("import time:").split("|")
+    if not line.startswith("import time:") or len(parts) != 3 or not parts[0].strip().isdigit():
+        continue  # the header, or another line
+    name = parts[2].rstrip()
+    rows.append((int(parts[1]), int(parts[0]), name.strip(), len(name) - len(name.lstrip()) == 1))
+print(f"imports of {stmt!r}: {sum(r[0] for r in rows if r[3]) / 1e6:.2f} s; the largest:")
+for cum, own, name, _ in sorted(rows, reverse=True)[:14]:
+    print(f"  {cum / 1e6:6.2f} s with what it imports, {own / 1e6:6.2f} s its own  {name}")
+'
+
 main() {
   echo "== device_run $(date -u +%FT%TZ), device $DEVICE, budget ${BUDGET}s"
   # the commit staged (the machine gets the files without .git)
@@ -124,6 +142,7 @@ main() {
   command -v nvidia-smi >/dev/null && timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
   timeout 60 "$PYTHON" -c "$VERSIONS"
+  timeout 60 "$PYTHON" -c "$IMPORTS"
   [ -d "$DATA" ] || { echo "device_run: $DATA not found: run bench/device_stage.sh here and carry .device"; return 2; }
 
   # carried wheels (CTranslate2) into $SITE, which only the CTranslate2 step puts on
