@@ -11,17 +11,21 @@ batch shape) count as they do in a real run, over the pool twice: cold, then wit
 batch shape seen. Per batch it records the units, the padded width, the host's time in
 ``submit`` (the launch), the device waits inside it (``torch.cuda.set_sync_debug_mode``),
 and two CUDA events around the batch's work: the device's span for the batch, and its idle
-gap before it (waiting for the host). Variants, most needed first:
+gap before it (waiting for the host). Steps (``--steps``), most needed first:
 
 - ``default``: the code as it is (also: the bare call, unpadded and padded, in that process);
+- ``big``: exam-grade itself (the command, end to end) on a larger pool (``--big-queries``
+  x ``--big-per-query``), where its start-up weighs less;
 - ``mask2d``: the 2D attention mask (transformers asks the device whether anything is
   padded: a wait before the encoder and another before the cross-attention);
 - ``pad1``: no rounding of a batch's width (one shape per prompt length);
 - ``nocudnn``: SDPA's cuDNN kernel off (no per-shape graph; the memory-efficient kernel);
 - ``pad32``: widths rounded to 32 (fewer shapes, more padding);
+- ``recompile``: PyTorch's ``TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1`` (cuDNN attention's
+  variable-length path, meant to build no graph per new length).
 
-then exam-grade itself (the command, end to end) on a larger pool (``--big-queries`` x
-``--big-per-query``). Everything goes to ``--json`` after each step.
+Everything goes to ``--json`` after each step; a step that would start too late for
+``--budget`` is recorded as skipped.
 
     python bench/device_batches.py --device cuda --model-dir DIR --json $OUT/batches.json
 """
@@ -42,7 +46,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_grading as bg  # noqa: E402
 
-VARIANTS = ("default", "mask2d", "pad1", "nocudnn", "pad32")
+VARIANTS = ("default", "mask2d", "pad1", "nocudnn", "pad32", "recompile")
+#: the run's order, most needed first: the defaults, exam-grade end to end on the larger
+#: pool (the goals are read there), then the variants that each undo or try one thing
+STEPS = ("default", "big", "mask2d", "pad1", "nocudnn", "pad32", "recompile")
 
 
 # -- the child: one variant in a fresh process ---------------------------------------------------------
@@ -60,6 +67,8 @@ def apply_variant(backend, variant: str) -> None:
         backend.pad_multiple = 32
     elif variant == "nocudnn":
         torch.backends.cuda.enable_cudnn_sdp(False)
+    elif variant == "recompile":
+        pass  # TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1, set in the process's environment (run_child)
     elif variant != "default":
         raise SystemExit(f"device_batches: unknown variant {variant}")
 
@@ -196,14 +205,31 @@ def run_child(variant: str, args, cap: float) -> dict:
            "--work", str(args.work), "--passes", str(args.passes), "--bare-batch", str(args.bare_batch)]
     t0 = time.perf_counter()
     try:
+        # recompile: PyTorch's opt-in to cuDNN attention's variable-length path, which is
+        # meant to build no graph per new sequence length (read when torch loads)
+        extra = {"TORCH_CUDNN_SDPA_AVOID_RECOMPILE": "1"} if variant == "recompile" else {}
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=cap,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                              env=dict(os.environ, PYTHONPATH=str(ROOT), **extra))
     except subprocess.TimeoutExpired:
         return {"variant": variant, "error": f"stopped at {cap:.0f}s"}
     sys.stderr.write(proc.stderr[-2000:] if proc.returncode else "")
     if proc.returncode != 0:
         return {"variant": variant, "error": (proc.stderr.strip().splitlines() or ["?"])[-1][:300]}
     return {**json.loads(proc.stdout.strip().splitlines()[-1]), "process_s": time.perf_counter() - t0}
+
+
+def big_pool(args) -> dict:
+    """exam-grade itself, end to end, on the larger pool (where its start-up weighs less)."""
+    from bench_pipeline import exam_grade
+
+    big = args.work / "big"
+    big.mkdir(exist_ok=True)
+    bg.build_pool(args.data, big, args.big_queries, args.big_per_query, args.seed)
+    print(f"[batches] exam-grade end to end, {args.big_queries} x {args.big_per_query}", file=sys.stderr, flush=True)
+    try:
+        return exam_grade(args.model, args.model_dir, big, args.device, [], "big")
+    except (SystemExit, Exception) as exc:  # a failure is a finding, recorded
+        return {"error": str(exc)[:300]}
 
 
 def line(r: dict) -> str:
@@ -237,7 +263,8 @@ def main(argv=None) -> int:
     ap.add_argument("--per-query", type=int, default=40)
     ap.add_argument("--big-queries", type=int, default=43)
     ap.add_argument("--big-per-query", type=int, default=400, help="0: no end-to-end run on the larger pool")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--steps", default=",".join(STEPS),
+                    help="in order: variants of " + ", ".join(VARIANTS) + ", and big (the larger pool)")
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--bare-batch", type=int, default=512, help="prompts of the bare model call")
     ap.add_argument("--variant-cap", type=float, default=60, help="seconds a variant's process may take")
@@ -277,33 +304,19 @@ def main(argv=None) -> int:
         res["build_s"] = time.perf_counter() - t0
     res["model_dir"] = str(args.model_dir)
     save()
-    for variant in [v for v in args.variants.split(",") if v]:
+    for step in [v for v in args.steps.split(",") if v]:
         left = args.budget - (time.perf_counter() - start)
-        if left < 20:
-            res["steps"][variant] = {"variant": variant, "error": "skipped (budget)"}
+        if step == "big":
+            if args.big_per_query:
+                res["steps"]["big_pool"] = big_pool(args) if left >= 30 else {"error": "skipped (budget)"}
+                print(line(res["steps"]["big_pool"]), flush=True)
+        elif left < 20:
+            res["steps"][step] = {"variant": step, "error": "skipped (budget)"}
+            print(line(res["steps"][step]), flush=True)
         else:
-            print(f"[batches] variant {variant} (at most {min(left, args.variant_cap):.0f}s)", file=sys.stderr, flush=True)
-            res["steps"][variant] = run_child(variant, args, min(left, args.variant_cap))
-        print(line(res["steps"][variant]), flush=True)
-        save()
-    if args.big_per_query:
-        left = args.budget - (time.perf_counter() - start)
-        if left < 30:
-            res["steps"]["big_pool"] = {"error": "skipped (budget)"}
-        else:
-            from bench_pipeline import exam_grade
-
-            big = args.work / "big"
-            big.mkdir(exist_ok=True)
-            bg.build_pool(args.data, big, args.big_queries, args.big_per_query, args.seed)
-            print(f"[batches] exam-grade end to end, {args.big_queries} x {args.big_per_query}", file=sys.stderr,
-                  flush=True)
-            try:
-                r = exam_grade(args.model, args.model_dir, big, args.device, [], "big")
-                res["steps"]["big_pool"] = r
-            except (SystemExit, Exception) as exc:  # a failure is a finding, recorded
-                res["steps"]["big_pool"] = {"error": str(exc)[:300]}
-            print(line(res["steps"]["big_pool"]), flush=True)
+            print(f"[batches] variant {step} (at most {min(left, args.variant_cap):.0f}s)", file=sys.stderr, flush=True)
+            res["steps"][step] = run_child(step, args, min(left, args.variant_cap))
+            print(line(res["steps"][step]), flush=True)
         save()
     res["total_s"] = time.perf_counter() - start
     save()

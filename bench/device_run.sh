@@ -63,7 +63,7 @@ CT2_PER_QUERY=${CT2_PER_QUERY:-10}   # 600 pairs
 # the longest each step may take (seconds), and what a later step is kept at least: a step
 # never runs past the budget's end less what the steps after it are kept
 LARGE_CAP=${LARGE_CAP:-210}
-BATCHES_CAP=${BATCHES_CAP:-200}
+BATCHES_CAP=${BATCHES_CAP:-220}
 BASE_CAP=${BASE_CAP:-200}
 HOST_CAP=${HOST_CAP:-45}
 PROFILE_CAP=${PROFILE_CAP:-75}
