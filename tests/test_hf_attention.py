@@ -130,16 +130,22 @@ def test_the_mask_is_folded_once_a_pass_and_not_kept_after_it(tiny_t5, monkeypat
     assert torch.allclose(logits, want, atol=1e-6)
 
 
-def test_fold_matches_transformers_for_bool_and_float_masks():
-    from transformers.integrations.sdpa_attention import create_position_bias_mask
-
+def test_fold_keeps_the_bias_where_a_token_is_seen_and_a_stride_of_one():
+    """The folded mask, counted here: the bias where the padding mask lets a key be seen,
+    at most the dtype's minimum where not (a float mask is added), last stride 1."""
     from exam_eval.backends.hf_attention import fold
 
     bias = torch.randn(3, 3, 2).permute(2, 0, 1).unsqueeze(0)  # (1, heads, q, k), last stride = heads
     assert bias.stride(-1) != 1
-    keep = torch.tensor([[True, True, False], [True, False, False]]).view(2, 1, 1, 3).expand(2, 1, 3, 3)
+    keep = torch.tensor([[True, True, False], [True, False, False]]).view(2, 1, 1, 3)
     q = k = torch.zeros(2, 2, 3, 4)
-    for mask in (keep, torch.where(keep, 0.0, torch.finfo(torch.float32).min)):
-        got = fold(bias, mask, k.dtype)
-        assert got.stride(-1) == 1
-        assert torch.equal(got, create_position_bias_mask(bias, mask, False, q, k))
+    low = torch.finfo(torch.float32).min
+    for mask in (keep, torch.where(keep, 0.0, low)):
+        got = fold(bias, mask, q, k)
+        assert got.shape == (2, 2, 3, 3) and got.stride(-1) == 1
+        for b in range(2):
+            for j in range(3):
+                if keep[b, 0, 0, j]:
+                    assert torch.equal(got[b, :, :, j], bias[0, :, :, j])
+                else:
+                    assert (got[b, :, :, j] <= low).all()

@@ -361,9 +361,12 @@ def _bounded(cmd: list[str], stdin=None) -> subprocess.CompletedProcess:
         resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 
     module = "exam_eval.commands." + cmd[0].removeprefix("exam-")
+    # one thread for the numeric libraries: their per-thread buffers are address space,
+    # which on a many-core machine would count against the cap before any input is read
+    threads = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS")}
     return subprocess.run([sys.executable, "-c", f"import {module} as m; m.main()", *cmd[1:]], stdin=stdin,
                           capture_output=True, text=True, timeout=120, preexec_fn=cap,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                          env=dict(os.environ, PYTHONPATH=str(ROOT), MALLOC_ARENA_MAX="2", **threads))
 
 
 ENDLESS = [d for d in ("/dev/zero", "/dev/urandom") if os.path.exists(d)]

@@ -23,7 +23,6 @@ from typing import Sequence
 from ..errors import UsageError
 from ..grading.types import InterruptedBatch
 from .base import FAILED, GradeRequest, GradeResult, PromptBackend, scored_result
-from .http_client import InterruptedCalls
 
 
 DEFAULT_CONCURRENCY = 64
@@ -133,10 +132,10 @@ class EndpointBackend(PromptBackend):
                     got = self.client.chat([self.messages(r) for r in batch], **kw)
                 else:
                     got = self.client.complete([self.render(r) for r in batch], **kw)
-            except InterruptedCalls as stop:
+            except InterruptedBatch as stop:
                 for i, reply in zip(idx, stop.results):
                     replies[i] = reply
-                raise InterruptedCalls(replies) from None
+                raise InterruptedBatch(replies) from None
             for i, reply in zip(idx, got):
                 replies[i] = reply
         for r in replies:
@@ -162,7 +161,7 @@ class EndpointBackend(PromptBackend):
             if score:
                 try:
                     replies = self._call([requests[i] for i in score], self.max_new_tokens, self.logprobs)
-                except InterruptedCalls as stop:
+                except InterruptedBatch as stop:
                     self._score_into(results, requests, score, stop.results)  # the answers that came were paid for
                     raise
                 self._score_into(results, requests, score, replies)

@@ -38,7 +38,7 @@ def _attention(module, query, key, value, attention_mask, position_bias=None, **
     if position_bias is not None and attention_mask is not None:
         # the bias and the padding folded into one mask, as transformers folds them, but once
         # a forward pass: every layer of a T5 stack gets the same two tensors
-        return sdpa_attention_forward(module, query, key, value, _folds.get(position_bias, attention_mask, key.dtype),
+        return sdpa_attention_forward(module, query, key, value, _folds.get(position_bias, attention_mask, query, key),
                                       **kwargs)
     if position_bias is not None and position_bias.stride(-1) != 1:
         position_bias = _contiguous(position_bias)
@@ -53,17 +53,13 @@ def _contiguous(t):
     return t if t.stride(-1) == 1 else t.clone(memory_format=torch.contiguous_format)
 
 
-def fold(position_bias, attention_mask, dtype):
-    """SDPA's mask: the position bias where the padding mask lets a token be seen and the
-    dtype's minimum where not (a float mask is added), with a stride-1 last dimension:
-    transformers' ``create_position_bias_mask`` for a given mask."""
-    import torch
+def fold(position_bias, attention_mask, query, key):
+    """SDPA's mask: transformers' own fold of the bias and a padding mask
+    (``create_position_bias_mask``: the bias where a token may be seen, the dtype's minimum
+    where not), with a stride-1 last dimension."""
+    from transformers.integrations.sdpa_attention import create_position_bias_mask
 
-    if attention_mask.dtype == torch.bool:
-        folded = torch.where(attention_mask, position_bias, torch.finfo(dtype).min)
-    else:
-        folded = position_bias + attention_mask
-    return _contiguous(folded)
+    return _contiguous(create_position_bias_mask(position_bias, attention_mask, False, query, key))
 
 
 class _Folds(threading.local):
@@ -77,12 +73,12 @@ class _Folds(threading.local):
     def __init__(self):
         self.entries: list[list] = []
 
-    def get(self, position_bias, attention_mask, dtype):
+    def get(self, position_bias, attention_mask, query, key):
         entries = self.entries
         for bias, mask, folded in entries:
             if folded is not None and bias() is position_bias and mask() is attention_mask:
                 return folded
-        entry: list = [None, weakref.ref(attention_mask), fold(position_bias, attention_mask, dtype)]
+        entry: list = [None, weakref.ref(attention_mask), fold(position_bias, attention_mask, query, key)]
         entry[0] = weakref.ref(position_bias, lambda _ref: _drop(entries, entry))
         entries.append(entry)
         while len(entries) > self.SIZE:

@@ -50,7 +50,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ChatResult", "InterruptedCalls", "OpenAIClient"]
+from ..grading.types import InterruptedBatch
+
+__all__ = ["ChatResult", "OpenAIClient"]
 
 # A server asking us to wait longer than this is treated as if it had asked for this long:
 # a misconfigured Retry-After must not stall a grading job for hours.
@@ -60,15 +62,6 @@ DOWN_AFTER = 5.0
 # errors that mean no server answered at all (as opposed to resets and timeouts of a
 # server that accepted the connection)
 _UNREACHABLE = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL)
-
-
-class InterruptedCalls(KeyboardInterrupt):
-    """An interrupt while requests were out: ``results`` holds, in input order, the results
-    that had come (None for the requests abandoned)."""
-
-    def __init__(self, results: list):
-        super().__init__()
-        self.results = results
 
 
 @dataclass
@@ -338,9 +331,8 @@ class OpenAIClient:
                     work(i)
             else:
                 _run_on_daemons(work, len(payloads), min(self.concurrency, len(payloads)), stop)
-        except KeyboardInterrupt:
-            stop.set()
-            raise InterruptedCalls(list(results)) from None
+        except KeyboardInterrupt:  # the results that came travel with it (None: abandoned)
+            raise InterruptedBatch(list(results)) from None
         finally:
             stop.set()  # an interrupt or a failing callback: the workers send nothing more
             if bar is not None:

@@ -265,8 +265,8 @@ def execute(
             for batch in ahead:
                 try:
                     results = backend.grade([u.request for u in batch])
-                except InterruptedBatch as stop:
-                    finish(batch, stop.results)  # what the batch got before the interrupt (an endpoint's answers)
+                except InterruptedBatch as cut:
+                    finish(batch, cut.results)  # what the batch got before the interrupt (an endpoint's answers)
                     raise KeyboardInterrupt from None
                 finish(batch, results)
         else:

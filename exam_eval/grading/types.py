@@ -71,10 +71,11 @@ def padded_width(longest: int, multiple: int = 1) -> int:
 
 
 class InterruptedBatch(KeyboardInterrupt):
-    """An interrupt inside a back end's ``grade``, carrying what the batch got before it:
-    ``results`` has one entry per request, FAILED where no answer came (the engine writes
-    the answered ones, and a rerun asks the rest again). Still a KeyboardInterrupt, so
-    code that does not look for it stops as it always did."""
+    """An interrupt while a batch of requests was out, carrying what the batch got before
+    it: ``results`` has one entry per request, in order; where no answer came, None (the
+    HTTP client's) or FAILED (a back end's ``grade``: the engine writes the answered ones,
+    and a rerun asks the rest again). Still a KeyboardInterrupt, so code that does not
+    look for it stops as it always did."""
 
     def __init__(self, results: list):
         super().__init__()
