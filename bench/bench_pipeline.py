@@ -311,6 +311,10 @@ def exam_grade(name: str, model_dir: Path, work: Path, device: str, extra: list[
                root: Path = ROOT) -> dict:
     cache = work / f"cache-{name}-{tag}.sqlite"
     out = work / f"{name}-{tag}.jsonl"
+    # a kept work folder (--keep) holds the last run's grades and cache: a rerun would find
+    # every pair done and time nothing but its start
+    for old in (out, cache):
+        old.unlink(missing_ok=True)
     # --depth: every passage of the pool (exam-grade's default pools a run's top 20 alone, which
     # graded 6,000 of the 11,970 pairs of a GPU run at --per-query 40)
     depth = max(collections.Counter(line.split()[0] for line in open(work / "pool.run", encoding="utf-8")).values())

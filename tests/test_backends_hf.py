@@ -91,6 +91,26 @@ def test_causal_scoring_left_padded_batch_equals_unpadded(llama):
         assert [res.probs[lab] for lab in RATE.labels] == pytest.approx((p / p.sum()).tolist(), abs=1e-4)
 
 
+def test_causal_scoring_keeps_no_key_value_cache(llama, monkeypatch):
+    """A scoring call is one forward pass: a key/value cache of every layer over the whole
+    batch would be built for nothing (on a GPU, at the token budget, tens of GB for a 7B
+    model). The output the model returns holds none, and the grades equal the unbatched
+    calls' of the test above."""
+    outputs = []
+    forward = llama.model.forward
+
+    def spy(*a, **kw):
+        out = forward(*a, **kw)
+        outputs.append(out)
+        return out
+
+    monkeypatch.setattr(llama.model, "forward", spy)
+    got = llama.grade(_reqs(RATE))
+    assert outputs and all(getattr(o, "past_key_values", None) is None for o in outputs)
+    monkeypatch.undo()
+    assert got == llama.grade(_reqs(RATE))
+
+
 def test_causal_uses_the_chat_template(llama):
     req = _reqs(RATE, 1)[0]
     text = llama._full_text(req, req.context)
@@ -261,18 +281,22 @@ def test_a_gpu_load_pads_seq2seq_batches_to_the_multiple(tiny_t5, tiny_llama, mo
     for module in (hf_seq2seq, hf_causal):
         monkeypatch.setattr(module, "pick_device", lambda opt: "cuda:0")
         monkeypatch.setattr(module, "model_kwargs", lambda device, source=None: {})
-        monkeypatch.setattr(module, "cuda_token_budget", lambda model, device: 65536)
+        monkeypatch.setattr(module, "cuda_token_budget",
+                            lambda model, device, generate=False, beams=1: 16384 * beams if generate else 65536)
         monkeypatch.setattr(module, "pick_dtype", lambda opt, device: None)
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
     for auto in (AutoModelForSeq2SeqLM, AutoModelForCausalLM):
         real = auto.from_pretrained
         monkeypatch.setattr(auto, "from_pretrained", lambda *a, _real=real, **k: Loaded(_real(*a, **k)))
-    seq = get_backend("hf-seq2seq", model=str(tiny_t5), engine="torch")
+    seq = get_backend("hf-seq2seq", model=str(tiny_t5), engine="torch", num_beams=2)
     seq.load()
     assert (seq.device, seq.token_budget, seq.pad_multiple) == ("cuda:0", 65536, hf_common.CUDA_PAD_MULTIPLE)
+    # a prompt that generates gets the budget that counts generate()'s cache (of 2 beams)
+    assert (seq.token_budget_for(RATE), seq.token_budget_for(EXTRACT)) == (65536, 32768)
     causal = get_backend("hf-causal", model=str(tiny_llama))
     causal.load()
     assert (causal.token_budget, causal.pad_multiple) == (65536, 1)
+    assert (causal.token_budget_for(RATE), causal.token_budget_for(EXTRACT)) == (65536, 16384)
     here = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", engine="torch")
     monkeypatch.setattr(hf_seq2seq, "pick_device", lambda opt: "cpu")
     here.load()

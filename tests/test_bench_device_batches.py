@@ -57,3 +57,21 @@ def test_a_variant_grades_the_pool_twice_and_records_each_batch(tmp_path, tiny_t
     # the lines device_run.sh prints from the JSON
     line = device_batches.line(res)
     assert line.startswith(variant) and "pass2" in line
+
+
+def test_exam_grade_rows_grade_every_pair_again_in_a_kept_work_folder(tmp_path, tiny_t5):
+    """bench_pipeline --keep (device_run.sh's large step, whose folder device_batches.py
+    reuses) keeps the last run's grades and cache: a second run must time grading, not a
+    start that finds every pair done."""
+    import bench_pipeline
+
+    bank = [line for line in (DEMO / "questions.jsonl").read_text().splitlines() if '"query_id": "101"' in line][:2]
+    (tmp_path / "bank.jsonl").write_text("".join(b + "\n" for b in bank))
+    run = [line for line in (DEMO / "good.run").read_text().splitlines() if line.startswith("101 ")][:3]
+    (tmp_path / "pool.run").write_text("".join(r + "\n" for r in run))
+    docs = {r.split()[2] for r in run}
+    (tmp_path / "passages.jsonl").write_text("".join(
+        line + "\n" for line in (DEMO / "passages.jsonl").read_text().splitlines() if json.loads(line)["doc_id"] in docs))
+    for _ in range(2):
+        r = bench_pipeline.exam_grade("tiny", tiny_t5, tmp_path, "cpu", [], "again")
+        assert r["pairs"] == r["graded"] == 6 and r["from_cache"] == 0

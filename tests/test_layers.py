@@ -44,7 +44,7 @@ GRADING_LAYERS: list[tuple[str, ...]] = [
     ("exam_eval.grading.prompts",),
     ("exam_eval.grading.pool", "exam_eval.grading.report_units", "exam_eval.grading.cache",
      "exam_eval.grading.output"),
-    ("exam_eval.grading.writer",),
+    ("exam_eval.grading.writer", "exam_eval.grading.fitting"),
     ("exam_eval.grading.engine", "exam_eval.grading.asking"),
     ("exam_eval.grading.session", "exam_eval.grading.inputs", "exam_eval.grading.listwise"),
 ]

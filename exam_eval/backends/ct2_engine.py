@@ -212,6 +212,13 @@ class CT2Engine(RecheckMixin):
                 raise UsageError(cuda_library_message(exc)) from None
             raise
 
+    def out_of_memory(self, exc: Exception) -> bool:
+        # CTranslate2's CUDA errors are RuntimeErrors: "CUDA failed with error out of memory"
+        return self._ct2_device == "cuda" and isinstance(exc, RuntimeError) and "out of memory" in str(exc)
+
+    def release_memory(self) -> None:
+        """CTranslate2 keeps its own allocator's cache; nothing of torch's to empty."""
+
     @property
     def engine(self) -> str:
         return f"ctranslate2/{self.compute_type}{self.recheck_suffix}"

@@ -61,6 +61,7 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         if self._batch_opt is None and self.device.startswith("cuda"):
             self.batch_size = 16  # the engine batches by tokens here; this is for other callers
             self.token_budget = cuda_token_budget(self.model, self.device)
+            self.generate_budget = cuda_token_budget(self.model, self.device, generate=True, beams=self.num_beams)
         self._torch = torch
         # the output layer at the last position only: the others' logits are never read
         # (a [batch, length, vocabulary] tensor; about 15% of a scoring call on SmolLM2-135M)
@@ -141,7 +142,10 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         ids = self._labels(labels, requests[0])
         enc = self._encode(requests)
         with torch.inference_mode():
-            logits = self.model(**enc, **self._last_only).logits[:, -1, :].float()
+            # use_cache=False: one forward pass reads one position; a cache would keep every
+            # layer's keys and values of the whole batch alive through the call (on a GPU, at
+            # the token budget, more memory than a 7B model's weights)
+            logits = self.model(**enc, **self._last_only, use_cache=False).logits[:, -1, :].float()
             # normalising over the label logits directly equals p(label) / sum p(labels), and
             # cannot underflow to all zeros when the model puts its mass on another token
             probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1)

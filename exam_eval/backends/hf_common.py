@@ -117,11 +117,18 @@ CUDA_MIN_TOKENS, CUDA_MAX_TOKENS = 4096, 131072
 CUDA_PAD_MULTIPLE = 8
 
 
-def cuda_token_budget(model, device: str) -> int:
+def cuda_token_budget(model, device: str, generate: bool = False, beams: int = 1) -> int:
     """How many padded prompt tokens a batch may hold on a GPU: half the free memory over
     what one token keeps alive in one layer of a forward pass without gradients (its
     hidden state a few times over, the feed-forward block's inner activations, attention
-    scores of each head over a 512-token row), within CUDA_MIN_TOKENS..CUDA_MAX_TOKENS."""
+    scores of each head over a 512-token row), within CUDA_MIN_TOKENS..CUDA_MAX_TOKENS.
+
+    ``generate``: generate() also keeps every layer's keys and values until the batch is
+    done (:func:`kv_bytes_per_token`), for the prompt and for as many generated tokens
+    again (max_new_tokens is at most a prompt's length for the published prompts), for
+    each of ``beams`` beams. A 7B model at the scoring budget would need more for that
+    cache than for its weights. Too large an estimate still ends well: the engine grades
+    a batch that runs out of memory in halves (grading.fitting)."""
     import torch
 
     cfg = model.config
@@ -129,8 +136,26 @@ def cuda_token_budget(model, device: str) -> int:
     ff = getattr(cfg, "d_ff", None) or getattr(cfg, "intermediate_size", None) or 4 * d
     heads = getattr(cfg, "num_heads", None) or getattr(cfg, "num_attention_heads", None) or 16
     per_token = model.dtype.itemsize * (8 * d + 3 * ff + heads * 512)
+    if generate:
+        per_token += 2 * max(1, beams) * kv_bytes_per_token(model)
     free, _total = torch.cuda.mem_get_info(torch.device(device))
     return max(CUDA_MIN_TOKENS, min(CUDA_MAX_TOKENS, int(free * 0.5 / per_token)))
+
+
+def kv_bytes_per_token(model) -> int:
+    """What generate()'s cache keeps for each position of each sequence: the keys and
+    values of every decoder layer (for an encoder-decoder, its cross-attention's over the
+    prompt, and its self-attention's over the generated tokens), over the key/value heads
+    (fewer than the query heads with grouped-query attention), in the model's dtype."""
+    cfg = model.config
+    layers = (getattr(cfg, "num_decoder_layers", None) or getattr(cfg, "num_hidden_layers", None)
+              or getattr(cfg, "num_layers", None) or 24)
+    heads = (getattr(cfg, "num_key_value_heads", None) or getattr(cfg, "num_heads", None)
+             or getattr(cfg, "num_attention_heads", None) or 16)
+    query_heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "num_heads", None) or heads
+    d = getattr(cfg, "d_model", None) or getattr(cfg, "hidden_size", None) or 1024
+    head_dim = getattr(cfg, "head_dim", None) or getattr(cfg, "d_kv", None) or d // query_heads
+    return 2 * layers * heads * head_dim * model.dtype.itemsize
 
 
 def load_failure(model: str, exc: Exception) -> InputError:
@@ -225,6 +250,8 @@ class HFGenerativeBase:
         self.tokenizer = None
         #: padded tokens per batch when the engine batches by tokens (set on a GPU without --batch-size)
         self.token_budget: int | None = None
+        #: the same where a prompt generates (generate() keeps a cache of every layer's keys and values)
+        self.generate_budget: int | None = None
         #: a batch's width is rounded up to a multiple of this (CUDA_PAD_MULTIPLE where set)
         self.pad_multiple = 1
         self._label_ids: dict[tuple[str, ...], list[int] | None] = {}
@@ -329,6 +356,26 @@ class HFGenerativeBase:
             return [dict(zip(labels, row)) for row in host.tolist()]
 
         return collect
+
+    def out_of_memory(self, exc: Exception) -> bool:
+        """Whether ``exc`` is the device running out of memory (the engine then grades the
+        batch in halves: grading.fitting)."""
+        torch = getattr(self, "_torch", None)
+        oom = getattr(torch, "OutOfMemoryError", None) or getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+        return oom is not None and isinstance(exc, oom)
+
+    def release_memory(self) -> None:
+        """Hand the blocks the failed batch left cached back to the device, so the halves
+        find room (fragmentation may be what failed)."""
+        if self.on_cuda:
+            self._torch.cuda.empty_cache()
+
+    def token_budget_for(self, prompt) -> int | None:
+        """The padded prompt tokens a batch of ``prompt``'s requests may hold (None: batch
+        by count): ``token_budget`` where it is scored, ``generate_budget`` where generated."""
+        if self.token_budget is None or self.uses_scoring(prompt):
+            return self.token_budget
+        return self.generate_budget or self.token_budget
 
     def label_index(self, ids: list[int]):
         """The label ids as a tensor on the device, made once (a list would be copied to

@@ -50,6 +50,7 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         if self._batch_opt is None and self.device.startswith("cuda"):
             self.batch_size = 32  # the engine batches by tokens here; this is for other callers
             self.token_budget = cuda_token_budget(self.model, self.device)
+            self.generate_budget = cuda_token_budget(self.model, self.device, generate=True, beams=self.num_beams)
         if self.device.startswith("cuda"):
             self.pad_multiple = CUDA_PAD_MULTIPLE
         self._torch = torch

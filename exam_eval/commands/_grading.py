@@ -75,7 +75,7 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
         log(f"interrupted; {exc.written} grades written; {hint}")
         sys.exit(EXIT_INTERRUPTED)
     log(stats.summary())
-    for note in (*notes, session.grader.run_note()):
+    for note in (*notes, stats.device_memory, session.grader.run_note()):
         if note:
             log(note)
     if stats.failed:

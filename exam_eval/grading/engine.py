@@ -27,6 +27,7 @@ deduplication still works inside each shard.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import queue
 import threading
@@ -38,6 +39,7 @@ from ..errors import InputError, UsageError
 from ..io.banks import BankItem
 from ..io.grades import Grade
 from .cache import NullCache, unit_key
+from .fitting import Batch, BatchLimit, submit_fitting
 from .output import GradesAppender
 from .writer import GradeWriter
 from .types import GradeRequest, GradeResult, InterruptedBatch, padded_width
@@ -75,6 +77,7 @@ class Stats:
     unparsed: int = 0  # pairs written with parse_ok false
     units_to_grade: int = 0
     seconds: float = 0.0
+    device_memory: str | None = None  # batches split where the device ran out of memory (fitting)
 
     def summary(self) -> str:
         return (f"{self.pairs} pairs: {self.graded} graded, {self.from_cache} from cache, "
@@ -235,10 +238,10 @@ def execute(
 
     size = max(1, batch_size or backend.batch_size)
     # a fixed --batch-size wins; otherwise a back end may batch by tokens (on a GPU)
-    budget = None if batch_size else getattr(backend, "token_budget", None)
+    limit = BatchLimit(size, None if batch_size else _token_budget(backend, prompt))
     start = time.monotonic()
     stop = threading.Event()
-    with Prefetch(batches(plan.units_todo, backend, size, budget, stop), stop) as ahead, \
+    with Prefetch(batches(plan.units_todo, backend, size, stop=stop, limit=limit), stop) as ahead, \
             GradeWriter(out, cache, backend.cache_identity, prompt.hash, to_grades) as writer:
         cached = [(u, plan.cached_results[u.key]) for u in plan.units_cached]
         stats.unparsed += sum(_unparsed(u, r) for u, r in cached)
@@ -261,32 +264,46 @@ def execute(
             if on_batch is not None:
                 on_batch(sum(len(u.pairs) for u in batch))
 
-        if not getattr(backend, "overlaps", False):
+        if getattr(backend, "overlaps", False):
+            # the device computes batch k+1 while batch k is read back and handed to the writer
+            submit, ahead_by = backend.submit, 1
+        else:
+            def submit(requests):
+                results = backend.grade(requests)
+                return lambda: results
+
+            ahead_by = 0
+        # (units, read) of the batches started and not yet read back, in order; a batch that
+        # ran the device out of memory is started as several (fitting.submit_fitting)
+        running: collections.deque = collections.deque()
+        try:
             for batch in ahead:
                 try:
-                    results = backend.grade([u.request for u in batch])
+                    submit_fitting(backend, submit, batch, limit, running)
                 except InterruptedBatch as cut:
-                    finish(batch, cut.results)  # what the batch got before the interrupt (an endpoint's answers)
+                    # what the batch got before the interrupt (an endpoint's answers)
+                    running.append((cut.units, lambda got=cut.results: got))
                     raise KeyboardInterrupt from None
-                finish(batch, results)
-        else:
-            # the device computes batch k+1 while batch k is read back and handed to the writer
-            running: tuple[list[Unit], Callable[[], list[GradeResult]]] | None = None
-            try:
-                for batch in ahead:
-                    started = backend.submit([u.request for u in batch])
-                    previous, running = running, (batch, started)
-                    if previous is not None:
-                        finish(previous[0], previous[1]())
-            finally:
-                # an interrupt or an error while the next batch starts keeps the one already computed
-                if running is not None:
-                    last, running = running, None
-                    finish(last[0], last[1]())
+                while len(running) > ahead_by:
+                    units, read = running.popleft()
+                    finish(units, read())
+        finally:
+            # an interrupt or an error while a batch starts keeps those already computed
+            while running:
+                units, read = running.popleft()
+                finish(units, read())
+    stats.device_memory = limit.note()
     stats.seconds = time.monotonic() - start
     if stats.graded:
         cache.record_throughput(backend.cache_identity, stats.graded, stats.seconds)
     return stats
+
+
+def _token_budget(backend: Backend, prompt) -> int | None:
+    """Padded prompt tokens per batch where the back end batches by tokens (on a GPU):
+    fewer where ``prompt`` generates, whose cache grows with every token."""
+    pick = getattr(backend, "token_budget_for", None)
+    return pick(prompt) if pick is not None else getattr(backend, "token_budget", None)
 
 
 #: units whose prompts are prepared at once (the prefetch thread's unit of work); large,
@@ -305,13 +322,16 @@ PREPARE_PIECE = 2048
 
 
 def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | None = None,
-            stop: threading.Event | None = None) -> Iterator[list[Unit]]:
+            stop: threading.Event | None = None, limit: BatchLimit | None = None) -> Iterator[Batch]:
     """The plan's batches. A back end with ``prepare`` (the local models) gets its prompts'
     token ids made a chunk at a time, here, in the prefetch thread; with a ``token_budget``
     (padded tokens per batch) each chunk is sorted by token count, longest first, and cut
     where the next unit would overflow the budget, counting the width the back end pads a
     batch to (``pad_multiple``). Otherwise: ``size`` units per batch, in
-    the plan's order."""
+    the plan's order. ``limit`` (:class:`fitting.BatchLimit`, in place of ``size`` and
+    ``token_budget``) is read at every cut, so a limit lowered meanwhile (the device ran
+    out of memory) cuts the batches still to come."""
+    limit = limit or BatchLimit(size, token_budget)
     prepare = getattr(backend, "prepare", None)
     multiple = getattr(backend, "pad_multiple", 1)
     for chunk in chunks(units, size):
@@ -326,21 +346,24 @@ def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | 
                     lengths = None
                     break
                 lengths += got
-        if lengths is None or not token_budget:
-            for b in range(0, len(chunk), size):
-                yield chunk[b:b + size]
+        if lengths is None or not limit.tokens:
+            b = 0
+            while b < len(chunk):
+                n = max(1, limit.units)
+                yield Batch(chunk[b:b + n], None if lengths is None else lengths[b:b + n], multiple)
+                b += n
             continue
         order = sorted(range(len(chunk)), key=lambda i: -lengths[i])
-        batch: list[Unit] = []
+        batch: list[int] = []
         width = 0
         for i in order:
-            if batch and padded_width(max(width, lengths[i]), multiple) * (len(batch) + 1) > token_budget:
-                yield batch
+            if batch and padded_width(max(width, lengths[i]), multiple) * (len(batch) + 1) > limit.tokens:
+                yield Batch([chunk[j] for j in batch], [lengths[j] for j in batch], multiple)
                 batch, width = [], 0
-            batch.append(chunk[i])
+            batch.append(i)
             width = max(width, lengths[i])
         if batch:
-            yield batch
+            yield Batch([chunk[j] for j in batch], [lengths[j] for j in batch], multiple)
 
 
 def chunks(units: list[Unit], size: int) -> Iterator[list[Unit]]:

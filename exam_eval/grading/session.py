@@ -27,6 +27,7 @@ from typing import Callable
 from ..errors import InputError
 from . import engine
 from .cache import CacheError, GradeCache, NullCache
+from .fitting import DeviceMemoryError
 from .output import GradesAppender, OutputLock, existing_keys, repair
 
 
@@ -164,6 +165,11 @@ class GradingSession:
         except KeyboardInterrupt:
             sink.close()
             raise Interrupted(sink.lines) from None
+        except DeviceMemoryError as exc:
+            if self.output in (None, "-") or not sink.lines:
+                raise
+            raise DeviceMemoryError(f"{exc}; the {sink.lines} grades written to {self.output} are kept, and the "
+                                    "same command resumes after them") from None
         except CacheError as exc:  # the output was written before the cache: say it is whole
             if self.output in (None, "-"):
                 raise CacheError(f"{exc.reason}; {sink.lines} grades went to standard output", exc.path) from None

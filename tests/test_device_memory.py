@@ -1,0 +1,328 @@
+"""A batch that runs the device out of memory is graded in halves, and later batches are
+cut to half the size that failed (grading.fitting): the grades are those of a run that
+never ran out, and one prompt too large alone is one line, the grades before it kept.
+
+No GPU here: the torch back ends run on the CPU, made to act as on a GPU (overlapped,
+batched by tokens), with a model call that raises torch's OutOfMemoryError above a
+number of tokens, as CUDA's allocator does."""
+
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from exam_eval.backends.scripted import ScriptedBackend
+from exam_eval.grading import engine
+from exam_eval.grading.cache import NullCache
+from exam_eval.grading.fitting import Batch, BatchLimit, DeviceMemoryError, submit_fitting
+from exam_eval.grading.output import GradesAppender, existing_keys
+from exam_eval.grading.prompts import get_prompt
+from test_grade_writer import _world
+
+PROMPT = get_prompt("question-selfrating")
+# passages of 1 to 24 extra words: prompts of many lengths, so batches by tokens differ in width
+WORLD = _world(n_queries=4, n_docs=25, n_items=3)
+PAIRS = 4 * 25 * 3
+
+
+def _grade(backend, out, batch_size=None):
+    units, npairs = engine.build_units(docs=WORLD[0], texts=WORLD[1], items=WORLD[2], queries={}, prompt=PROMPT,
+                                       identity=backend.cache_identity)
+    plan = engine.plan_work(units, npairs, existing_keys(str(out)), NullCache(), backend.model_id, PROMPT)
+    sink = GradesAppender(str(out))
+    try:
+        return engine.execute(plan, backend, PROMPT, sink, batch_size=batch_size)
+    finally:
+        sink.close()
+
+
+def _rows(path):
+    return {(r["query_id"], r["doc_id"], r["item_id"]): (r["grade"], r["probs"], r["parse_ok"])
+            for r in map(json.loads, path.read_text().splitlines())}
+
+
+class Cramped(ScriptedBackend):
+    """ScriptedBackend's grades, from a device that holds at most ``room`` prompts a batch:
+    a larger batch raises ``MemoryFull`` at its start, as a GPU's allocator does."""
+
+    class MemoryFull(RuntimeError):
+        pass
+
+    def __init__(self, room: int, overlaps: bool):
+        super().__init__(score=True)
+        self.room, self.overlaps = room, overlaps
+        self.sizes: list[int] = []  # the batches that ran
+        self.failures = self.released = 0
+
+    def out_of_memory(self, exc):
+        return isinstance(exc, self.MemoryFull)
+
+    def release_memory(self):
+        self.released += 1
+
+    def submit(self, requests):  # grade() too goes through here
+        if len(requests) > self.room:
+            self.failures += 1
+            raise self.MemoryFull("out of memory")
+        self.sizes.append(len(requests))
+        return super().submit(requests)
+
+
+@pytest.mark.parametrize("overlaps", [True, False])
+def test_batches_too_large_are_halved_and_grade_as_a_run_that_fits(tmp_path, overlaps):
+    whole = ScriptedBackend(score=True)
+    _grade(whole, tmp_path / "whole.jsonl", batch_size=64)
+
+    cramped = Cramped(room=20, overlaps=overlaps)
+    stats = _grade(cramped, tmp_path / "cramped.jsonl", batch_size=64)
+    assert _rows(tmp_path / "cramped.jsonl") == _rows(tmp_path / "whole.jsonl")
+    assert stats.graded == PAIRS and sum(cramped.sizes) == PAIRS and max(cramped.sizes) <= 20
+    # 64 failed, then 32, then batches of 16 fit: two failures, not one per batch
+    assert cramped.failures == cramped.released == 2
+    assert len(cramped.sizes) >= PAIRS // 16
+    assert "ran out of memory at a batch of 32 prompts" in stats.device_memory
+    assert "at most 16 prompts" in stats.device_memory
+
+
+def test_a_run_that_fits_says_nothing(tmp_path):
+    stats = _grade(Cramped(room=64, overlaps=True), tmp_path / "g.jsonl", batch_size=64)
+    assert stats.device_memory is None
+
+
+def test_one_prompt_too_large_is_one_error_and_keeps_what_was_written(tmp_path):
+    out = tmp_path / "g.jsonl"
+
+    class OneTooLarge(Cramped):
+        def submit(self, requests):
+            if any(r.context.startswith("passage 24 of query 2") for r in requests):
+                self.failures += 1
+                raise self.MemoryFull("out of memory")
+            return super().submit(requests)
+
+    backend = OneTooLarge(room=10**9, overlaps=True)
+    with pytest.raises(DeviceMemoryError) as err:
+        _grade(backend, out, batch_size=8)
+    assert err.value.exit_code == 1
+    assert "ran out of memory on one prompt, alone in its batch (out of memory)" in str(err.value)
+    written = _rows(out)
+    # the batches before it, and the pieces of its own batch that ran, are on disk
+    assert 0 < len(written) < PAIRS and len(written) == sum(backend.sizes)
+    # a rerun on a device with room grades exactly the rest
+    rest = ScriptedBackend(score=True)
+    stats = _grade(rest, out, batch_size=8)
+    assert stats.in_output == len(written) and stats.graded == PAIRS - len(written)
+    _grade(ScriptedBackend(score=True), tmp_path / "whole.jsonl", batch_size=8)
+    assert _rows(out) == _rows(tmp_path / "whole.jsonl")
+
+
+def test_an_error_that_is_not_memory_is_not_split(tmp_path):
+    class Broken(Cramped):
+        def submit(self, requests):
+            raise ValueError("not a memory problem")
+
+    backend = Broken(room=1, overlaps=True)
+    with pytest.raises(ValueError):
+        _grade(backend, tmp_path / "g.jsonl", batch_size=8)
+    assert backend.released == 0
+
+
+def test_a_limit_lowered_meanwhile_cuts_the_batches_still_to_come():
+    """The prefetch thread cuts batches ahead; it reads the limit at every cut."""
+
+    class Lengths:
+        pad_multiple = 8
+
+        def prepare(self, requests):
+            return [40] * len(requests)
+
+    units = [SimpleNamespace(request=i) for i in range(200)]
+    limit = BatchLimit(units=8, tokens=40 * 20)
+    cut = engine.batches(units, Lengths(), 8, limit=limit)
+    first = next(cut)
+    assert len(first) == 20 and first.tokens == 800 and first.width == 40
+    limit.lower(first)
+    rest = list(cut)
+    assert all(b.tokens <= 400 for b in rest) and max(len(b) for b in rest) == 10
+    assert sum(map(len, rest)) == 180
+
+
+def test_a_batch_cut_before_the_limit_fell_is_split_before_it_runs():
+    started = []
+
+    def submit(requests):
+        started.append(len(requests))
+        return lambda: requests
+
+    limit = BatchLimit(units=8, tokens=100)
+    batch = Batch([SimpleNamespace(request=i) for i in range(8)], [30, 30, 20, 20, 10, 10, 10, 10], multiple=1)
+    running: list = []
+    submit_fitting(ScriptedBackend(), submit, batch, limit, running)
+    # 240 padded tokens: halves of 4 x 30 = 120 (halved again) and 4 x 20 = 80
+    assert started == [2, 2, 4]
+    assert [u.request for units, _ in running for u in units] == list(range(8))
+    assert limit.splits == 0  # nothing failed
+
+
+def test_ctranslate2_on_cuda_names_its_out_of_memory_error():
+    from exam_eval.backends.ct2_engine import CT2Engine
+
+    on = SimpleNamespace(_ct2_device="cuda")
+    assert CT2Engine.out_of_memory(on, RuntimeError("CUDA failed with error out of memory"))
+    assert not CT2Engine.out_of_memory(on, RuntimeError("CUDA failed with error an illegal memory access"))
+    assert not CT2Engine.out_of_memory(SimpleNamespace(_ct2_device="cpu"), RuntimeError("out of memory"))
+
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from exam_eval.backends import get_backend  # noqa: E402
+from tiny_models import tiny_llama, tiny_t5  # noqa: E402,F401
+
+
+def _as_on_a_gpu(backend, room_tokens, budget, room_after=None):
+    """``backend`` (loaded on the CPU) overlapped and batched by ``budget`` tokens as on a
+    GPU, its model raising OutOfMemoryError for a batch over ``room_tokens`` (over 0 once
+    ``room_after`` calls have run: another process took the memory)."""
+    backend.__class__ = type("OnGPU", (type(backend),), {"overlaps": True})
+    backend.token_budget = budget
+    forward = backend.model.forward
+    calls = {"ran": [], "failed": 0}
+
+    def cramped(*a, **kw):
+        ids = kw.get("input_ids", a[0] if a else None)
+        if ids.numel() > (0 if room_after is not None and len(calls["ran"]) >= room_after else room_tokens):
+            calls["failed"] += 1
+            raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate {ids.numel()} tokens")
+        calls["ran"].append(tuple(ids.shape))
+        return forward(*a, **kw)
+
+    backend.model.forward = cramped
+    return calls
+
+
+@pytest.mark.parametrize("name,fixture", [("hf-seq2seq", "tiny_t5"), ("hf-causal", "tiny_llama")])
+def test_torch_back_ends_recover_from_out_of_memory_with_the_same_grades(tmp_path, request, name, fixture):
+    model = str(request.getfixturevalue(fixture))
+    whole = get_backend(name, model=model, device="cpu", engine="torch")
+    whole.load()
+    _grade(whole, tmp_path / "whole.jsonl", batch_size=7)
+
+    units = engine.build_units(docs=WORLD[0], texts=WORLD[1], items=WORLD[2], queries={}, prompt=PROMPT,
+                               identity=whole.cache_identity)[0]
+    widest = max(whole.prepare([u.request for u in units.values()]))
+    backend = get_backend(name, model=model, device="cpu", engine="torch")
+    backend.load()
+    room = 6 * widest
+    calls = _as_on_a_gpu(backend, room_tokens=room, budget=40 * widest)
+    stats = _grade(backend, tmp_path / "cramped.jsonl")
+    assert stats.graded == PAIRS
+    assert all(b * w <= room for b, w in calls["ran"])
+    # the first batch (40 of the widest) failed, then 20, then 10; after that none
+    assert calls["failed"] == 3 and len(calls["ran"]) > 3 * PAIRS // 40
+    assert "ran out of memory at a batch of" in stats.device_memory
+    got, base = _rows(tmp_path / "cramped.jsonl"), _rows(tmp_path / "whole.jsonl")
+    assert got.keys() == base.keys()
+    for key, (grade, probs, ok) in base.items():
+        assert got[key][0] == grade and got[key][2] == ok
+        assert got[key][1] == pytest.approx(probs, abs=1e-5)  # other batches, other padding
+
+
+def test_one_prompt_over_the_device_memory_is_one_line(tmp_path, tiny_t5, monkeypatch):
+    """Through exam-grade: exit 1, one line naming the prompt's tokens and the grades kept,
+    no traceback; the same command on a device with room resumes after them."""
+    from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
+    from inproc import run
+
+    load = Seq2SeqBackend.load
+
+    def load_cramped(self):
+        load(self)
+        _as_on_a_gpu(self, room_tokens=4096, budget=4096, room_after=2)
+
+    monkeypatch.setattr(Seq2SeqBackend, "load", load_cramped)
+    run_file, bank, passages = tmp_path / "r.run", tmp_path / "bank.jsonl", tmp_path / "p.jsonl"
+    run_file.write_text("".join(f"q0 Q0 d{d} {d + 1} {9 - d} r\n" for d in range(3)))
+    bank.write_text(json.dumps({"query_id": "q0", "kind": "question", "text": "what is it?"}) + "\n")
+    texts = ["a long passage " + "and more words " * 60, "a shorter passage, " * 3, "a short passage"]
+    passages.write_text("".join(json.dumps({"doc_id": f"d{d}", "text": t}) + "\n" for d, t in enumerate(texts)))
+    out = tmp_path / "g.jsonl"
+    # one prompt a batch, longest first: the device's memory is gone at the third
+    args = [str(run_file), "--passages", str(passages), "--bank", str(bank), "--prompt", PROMPT.id, "--backend",
+            "hf-seq2seq", "--model", str(tiny_t5), "--engine", "torch", "--device", "cpu", "--no-cache",
+            "--max-input-tokens", "400", "--batch-size", "1", "-o", str(out)]
+    r = run("exam-grade", *args)
+    assert r.escaped is None and r.code == 1
+    assert sum("memory" in line for line in r.stderr.splitlines()) == 1
+    assert r.last_line.startswith("exam-grade: the device ran out of memory on one prompt of ")
+    assert "tokens, alone in its batch (CUDA out of memory." in r.last_line
+    assert r.last_line.endswith(f"the 2 grades written to {out} are kept, and the same command resumes after them")
+    assert re.match(r"exam-grade: the device ran out of memory on one prompt of \d+ tokens, alone", r.last_line)
+    assert sorted(json.loads(line)["doc_id"] for line in out.read_text().splitlines()) == ["d0", "d1"]
+    monkeypatch.undo()
+    r = run("exam-grade", *args)
+    assert r.code == 0 and "1 graded" in r.stderr and "2 already in output" in r.stderr
+    assert sorted(json.loads(line)["doc_id"] for line in out.read_text().splitlines()) == ["d0", "d1", "d2"]
+
+
+def _tensor_bytes(obj, seen=None) -> int:
+    """Bytes of the distinct tensor storages reachable from ``obj`` (a generate() cache,
+    whatever its class in this transformers version)."""
+    found: dict[int, int] = {}
+    stack, seen = [obj], set()
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if isinstance(o, torch.Tensor):
+            found[o.untyped_storage().data_ptr()] = o.untyped_storage().nbytes()
+        elif isinstance(o, dict):
+            stack.extend(o.values())
+        elif isinstance(o, (list, tuple, set)):
+            stack.extend(o)
+        elif hasattr(o, "__dict__") and not isinstance(o, type):
+            stack.append(vars(o))
+    return sum(found.values())
+
+
+@pytest.mark.parametrize("beams", [1, 2])
+@pytest.mark.parametrize("arch", ["t5", "llama-gqa"])
+def test_the_generation_budget_counts_the_cache_generate_keeps(arch, beams, monkeypatch):
+    """kv_bytes_per_token against the cache a real generate() keeps: an encoder-decoder with
+    fewer decoder layers than encoder layers, a causal model with one key/value head for
+    four query heads; and the budget's cache within half the free memory."""
+    from transformers import LlamaConfig, LlamaForCausalLM, T5Config, T5ForConditionalGeneration
+
+    from exam_eval.backends.hf_common import cuda_token_budget, kv_bytes_per_token
+
+    torch.manual_seed(0)
+    if arch == "t5":
+        model = T5ForConditionalGeneration(T5Config(vocab_size=50, d_model=16, d_ff=32, d_kv=8, num_layers=3,
+                                                    num_decoder_layers=2, num_heads=4, decoder_start_token_id=0,
+                                                    pad_token_id=0, eos_token_id=1))
+    else:
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+                                             num_attention_heads=4, num_key_value_heads=1, pad_token_id=0,
+                                             eos_token_id=1, bos_token_id=2))
+    model.eval()
+    rows, width, new = 3, 20, 5
+    ids = torch.randint(3, 50, (rows, width))
+    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=new, min_new_tokens=new,
+                         num_beams=beams, do_sample=False, return_dict_in_generate=True)
+    cache = getattr(out, "past_key_values", None) or out.cache
+    # every prompt position and every generated one (a causal model's last one excepted; a
+    # T5 decoder's start token included), for each row and beam
+    kept = _tensor_bytes(cache)
+    positions = width + new - (arch != "t5")
+    assert kept == kv_bytes_per_token(model) * rows * beams * positions
+
+    free = 2**30  # both budgets under CUDA_MAX_TOKENS for these tiny models
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (free, free))
+    budget = cuda_token_budget(model, "cuda:0", generate=True, beams=beams)
+    scoring = cuda_token_budget(model, "cuda:0")
+    # the budget's prompts, and as many generated tokens again, in every beam
+    assert budget * 2 * beams * kv_bytes_per_token(model) <= free / 2
+    assert budget < scoring
