@@ -240,6 +240,7 @@ def engine_run(backend, work: Path, out: Path):
                                        queries={q: "" for q in pool["chosen"]}, prompt=prompt,
                                        identity=backend.cache_identity)
     plan = engine.plan_work(units, npairs, set(), NullCache(), backend.model_id, prompt)
+    out.unlink(missing_ok=True)  # this run's grades alone (they are compared across runs)
     sink = GradesAppender(str(out))
     t0 = time.perf_counter()
     stats = engine.execute(plan, backend, prompt, sink)

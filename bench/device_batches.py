@@ -22,7 +22,11 @@ gap before it (waiting for the host). Steps (``--steps``), most needed first:
 - ``nocudnn``: SDPA's cuDNN kernel off (no per-shape graph; the memory-efficient kernel);
 - ``pad32``: widths rounded to 32 (fewer shapes, more padding);
 - ``recompile``: PyTorch's ``TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1`` (cuDNN attention's
-  variable-length path, meant to build no graph per new length).
+  variable-length path, meant to build no graph per new length);
+- ``oom``: the process's GPU memory capped (``torch.cuda.set_per_process_memory_fraction``)
+  so that a quarter of a full-budget batch fits above the weights: real CUDA out-of-memory
+  errors, which the engine must survive by grading batches in halves (grading.fitting),
+  with the grades of ``default`` (the share equal is recorded).
 
 Everything goes to ``--json`` after each step; a step that would start too late for
 ``--budget`` is recorded as skipped.
@@ -46,10 +50,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import bench_grading as bg  # noqa: E402
 
-VARIANTS = ("default", "mask2d", "pad1", "nocudnn", "pad32", "recompile")
+VARIANTS = ("default", "mask2d", "oom", "pad1", "nocudnn", "pad32", "recompile")
 #: the run's order, most needed first: the defaults, exam-grade end to end on the larger
 #: pool (the goals are read there), then the variants that each undo or try one thing
-STEPS = ("default", "big", "mask2d", "pad1", "nocudnn", "pad32", "recompile")
+STEPS = ("default", "big", "mask2d", "oom", "pad1", "nocudnn", "pad32", "recompile")
 
 
 # -- the child: one variant in a fresh process ---------------------------------------------------------
@@ -69,6 +73,8 @@ def apply_variant(backend, variant: str) -> None:
         torch.backends.cuda.enable_cudnn_sdp(False)
     elif variant == "recompile":
         pass  # TORCH_CUDNN_SDPA_AVOID_RECOMPILE=1, set in the process's environment (run_child)
+    elif variant == "oom":
+        pass  # the memory is capped in child(), once the model is loaded
     elif variant != "default":
         raise SystemExit(f"device_batches: unknown variant {variant}")
 
@@ -89,12 +95,22 @@ class Timeline:
         return out
 
     def submit(self, requests):
+        rec = {"units": len(requests)}
+        self.batches.append(rec)
+        try:
+            return self._timed_submit(requests, rec)
+        except Exception:
+            self.batches.pop()  # a batch that did not start (out of memory: the engine splits it)
+            self.failed_starts += 1
+            raise
+
+    failed_starts = 0
+
+    def _timed_submit(self, requests, rec):
         import warnings
 
         import torch
 
-        rec = {"units": len(requests)}
-        self.batches.append(rec)
         t0 = time.perf_counter()
         if self.cuda:
             rec["_start"] = torch.cuda.Event(enable_timing=True)
@@ -177,6 +193,28 @@ def bare_calls(backend, device: str, batch: int, reps: int = 5) -> dict:
     return out
 
 
+def cap_memory(backend, device: str) -> dict:
+    """Cap this process's GPU memory at the weights plus a quarter of what a batch of the
+    whole token budget takes (measured on a warm batch of 64 prompts of 222 tokens)."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return {"skipped": "no CUDA: nothing to cap"}
+    bare_calls(backend, device, 64, reps=1)  # warm: the kernels' own workspaces are allocated
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    bare_calls(backend, device, 64, reps=1)
+    torch.cuda.synchronize()
+    per_token = (torch.cuda.max_memory_allocated() - base) / (64 * 222)
+    total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+    cap = base + per_token * backend.token_budget / 4
+    torch.cuda.empty_cache()
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), torch.device(device))
+    return {"weights_and_kept_bytes": base, "bytes_per_token": per_token, "cap_bytes": cap,
+            "fraction": cap / total, "tokens_that_fit": int(per_token and (cap - base) / per_token)}
+
+
 def child(args) -> dict:
     from bench_pipeline import engine_run
     from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
@@ -188,10 +226,14 @@ def child(args) -> dict:
            "pad_multiple": backend.pad_multiple}
     apply_variant(backend, args.child)
     res["pad_multiple_used"] = backend.pad_multiple
+    if args.child == "oom":
+        res["memory_cap"] = cap_memory(backend, args.device)
     timeline = Timeline(backend, args.device)
     for n in range(args.passes):
         stats, pairs, secs = engine_run(backend, args.work, args.work / f"{args.child}-{n}.jsonl")
         res[f"pass{n + 1}"] = timeline.summary(secs, pairs)
+        res[f"pass{n + 1}"]["failed_starts"], timeline.failed_starts = timeline.failed_starts, 0
+        res[f"pass{n + 1}"]["device_memory"] = stats.device_memory
         print(f"[{args.child}] pass {n + 1}: {pairs / secs:.0f} pairs/s", file=sys.stderr, flush=True)
     if args.child == "default":
         backend.submit, backend.batch_tensors = timeline._submit, timeline._tensors
@@ -232,6 +274,19 @@ def big_pool(args) -> dict:
         return {"error": str(exc)[:300]}
 
 
+def agreement(a: Path, b: Path) -> dict | None:
+    """How many pairs got the same grade in two passes' outputs (None: one is missing)."""
+    if not (a.is_file() and b.is_file()):
+        return None
+
+    def grades(path):
+        return {(g["query_id"], g["doc_id"], g["item_id"]): g["grade"] for g in map(json.loads, path.open())}
+
+    ga, gb = grades(a), grades(b)
+    return {"pairs": len(ga), "same_pairs": ga.keys() == gb.keys(),
+            "equal": sum(ga[k] == gb.get(k) for k in ga)}
+
+
 def line(r: dict) -> str:
     if "variant" not in r:  # the end-to-end run on the larger pool
         if "error" in r:
@@ -249,6 +304,15 @@ def line(r: dict) -> str:
                          f"{s['syncs_in_submit']} waits{idle})")
     if "bare" in r:
         parts.append("bare " + ", ".join(f"{k} {v['pairs_per_s']:.0f}/s" for k, v in r["bare"].items()))
+    if "memory_cap" in r:
+        cap = r["memory_cap"]
+        parts.append(cap["skipped"] if "skipped" in cap else
+                     f"capped at {cap['cap_bytes'] / 2**30:.1f} GiB ({cap['tokens_that_fit']} tokens above the weights)")
+        p1 = r.get("pass1", {})
+        parts.append(f"{p1.get('failed_starts', 0)} starts out of memory: {p1.get('device_memory') or 'no split'}")
+        same = r.get("grades_equal_default")
+        if same:
+            parts.append(f"grades equal to default's {same['equal']}/{same['pairs']}")
     return "; ".join(parts)
 
 
@@ -316,6 +380,9 @@ def main(argv=None) -> int:
         else:
             print(f"[batches] variant {step} (at most {min(left, args.variant_cap):.0f}s)", file=sys.stderr, flush=True)
             res["steps"][step] = run_child(step, args, min(left, args.variant_cap))
+            if step == "oom":
+                res["steps"][step]["grades_equal_default"] = agreement(args.work / "default-0.jsonl",
+                                                                       args.work / "oom-0.jsonl")
             print(line(res["steps"][step]), flush=True)
         save()
     res["total_s"] = time.perf_counter() - start

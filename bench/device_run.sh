@@ -14,9 +14,10 @@
 #                                         and the share of grades equal to float32's
 #   $OUT/batches.json                     bench/device_batches.py on the same model: exam-grade's
 #                                         engine batch by batch (device span and idle time,
-#                                         waits, shapes) in variants (2D mask, pad multiple,
-#                                         cuDNN off), the bare model call, and exam-grade end
-#                                         to end on the whole DL19 pool (43 x 400)
+#                                         waits, shapes) in variants (2D mask, memory capped
+#                                         so that batches run out of it, pad multiple, cuDNN
+#                                         off), the bare model call, and exam-grade end to end
+#                                         on the whole DL19 pool (43 x 400)
 #   $OUT/host/bench_pipeline.{txt,json}   host cost per pair on the device's CPU, model stubbed
 #   (run.log alone)                       bench/device_profile.py on $LARGE: the GPU's matmul
 #                                         rate, the bare model call with transformers' SDPA and

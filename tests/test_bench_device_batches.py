@@ -75,3 +75,47 @@ def test_exam_grade_rows_grade_every_pair_again_in_a_kept_work_folder(tmp_path, 
     for _ in range(2):
         r = bench_pipeline.exam_grade("tiny", tiny_t5, tmp_path, "cpu", [], "again")
         assert r["pairs"] == r["graded"] == 6 and r["from_cache"] == 0
+
+
+def test_the_oom_variant_on_a_cpu_caps_nothing_and_says_so(tmp_path, tiny_t5):
+    import device_batches
+
+    pairs = pool(tmp_path)
+    args = argparse.Namespace(child="oom", device="cpu", model_dir=tiny_t5, work=tmp_path, passes=1, bare_batch=2)
+    res = device_batches.child(args)
+    assert res["memory_cap"] == {"skipped": "no CUDA: nothing to cap"}
+    assert res["pass1"]["pairs"] == pairs and res["pass1"]["failed_starts"] == 0
+    assert res["pass1"]["device_memory"] is None
+    assert "no CUDA: nothing to cap; 0 starts out of memory: no split" in device_batches.line(res)
+
+
+def test_a_start_that_runs_out_of_memory_is_counted_not_timed(tmp_path, tiny_t5):
+    """The timeline drops a batch whose start failed (the engine grades it in halves) and
+    counts it; the halves are recorded as batches."""
+    import device_batches
+    import torch
+    from bench_pipeline import engine_run
+
+    from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
+
+    pairs = pool(tmp_path)
+    backend = Seq2SeqBackend(model=str(tiny_t5), device="cpu", engine="torch")
+    backend.load()
+    real = backend.submit
+
+    def cramped(requests):
+        if len(requests) > 4:
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return real(requests)
+
+    backend.submit = cramped
+    backend.__class__ = type("Overlapping", (Seq2SeqBackend,), {"overlaps": True})
+    timeline = device_batches.Timeline(backend, "cpu")
+    stats, n, secs = engine_run(backend, tmp_path, tmp_path / "g.jsonl")
+    summary = timeline.summary(secs, n)
+    assert n == pairs == 12 and stats.graded == pairs
+    # batches of 8 (the CPU's batch size): the first fails and runs as 4 + 4, the last 4 fit
+    assert timeline.failed_starts == 1
+    assert sum(b["units"] for b in summary["per_batch"]) == pairs and max(b["units"] for b in summary["per_batch"]) <= 4
+    widest = max(b["width"] for b in summary["per_batch"])
+    assert f"ran out of memory at a batch of {8 * widest} padded prompt tokens" in stats.device_memory

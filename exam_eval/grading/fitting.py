@@ -91,7 +91,7 @@ class BatchLimit:
             size, now = f"{self.failed:,} prompts", f"at most {self.units:,} prompts"
         return (f"the device ran out of memory at a batch of {size}: {self.splits} batch"
                 f"{'es were' if self.splits > 1 else ' was'} graded in halves and later batches held {now} "
-                "(no grade changes; --batch-size sets a size)")
+                "(--batch-size N sets a fixed size)")
 
 
 def out_of_memory(backend, exc: BaseException) -> bool:
