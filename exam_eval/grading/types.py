@@ -77,6 +77,9 @@ class InterruptedBatch(KeyboardInterrupt):
     and a rerun asks the rest again). Still a KeyboardInterrupt, so code that does not
     look for it stops as it always did."""
 
+    #: the units ``results`` belong to, set by the engine (grading.fitting) on its way out
+    units: list | None = None
+
     def __init__(self, results: list):
         super().__init__()
         self.results = results
