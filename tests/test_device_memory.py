@@ -16,10 +16,9 @@ import pytest
 
 from exam_eval.backends.scripted import ScriptedBackend
 from exam_eval.grading import engine
-from exam_eval.grading.cache import NullCache
 from exam_eval.grading.fitting import Batch, BatchLimit, DeviceMemoryError, submit_fitting
-from exam_eval.grading.output import GradesAppender, existing_keys
 from exam_eval.grading.prompts import get_prompt
+from test_engine_overlap import _grade as grade_world, _rows
 from test_grade_writer import _world
 
 PROMPT = get_prompt("question-selfrating")
@@ -29,19 +28,8 @@ PAIRS = 4 * 25 * 3
 
 
 def _grade(backend, out, batch_size=None):
-    units, npairs = engine.build_units(docs=WORLD[0], texts=WORLD[1], items=WORLD[2], queries={}, prompt=PROMPT,
-                                       identity=backend.cache_identity)
-    plan = engine.plan_work(units, npairs, existing_keys(str(out)), NullCache(), backend.model_id, PROMPT)
-    sink = GradesAppender(str(out))
-    try:
-        return engine.execute(plan, backend, PROMPT, sink, batch_size=batch_size)
-    finally:
-        sink.close()
-
-
-def _rows(path):
-    return {(r["query_id"], r["doc_id"], r["item_id"]): (r["grade"], r["probs"], r["parse_ok"])
-            for r in map(json.loads, path.read_text().splitlines())}
+    """Grade WORLD (by the back end's token budget unless ``batch_size``)."""
+    return grade_world(backend, out, batch_size, WORLD)
 
 
 class Cramped(ScriptedBackend):

@@ -24,8 +24,8 @@ WORLD = _world(n_queries=3, n_docs=5, n_items=3)
 PAIRS = 3 * 5 * 3
 
 
-def _grade(backend, out, batch_size=BATCH):
-    units, npairs = engine.build_units(docs=WORLD[0], texts=WORLD[1], items=WORLD[2], queries={}, prompt=PROMPT,
+def _grade(backend, out, batch_size=BATCH, world=WORLD):
+    units, npairs = engine.build_units(docs=world[0], texts=world[1], items=world[2], queries={}, prompt=PROMPT,
                                        identity=backend.cache_identity)
     plan = engine.plan_work(units, npairs, existing_keys(str(out)), NullCache(), backend.model_id, PROMPT)
     sink = GradesAppender(str(out))
