@@ -212,7 +212,7 @@ def cap_memory(backend, device: str) -> dict:
     torch.cuda.empty_cache()
     torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), torch.device(device))
     return {"weights_and_kept_bytes": base, "bytes_per_token": per_token, "cap_bytes": cap,
-            "fraction": cap / total, "tokens_that_fit": int(per_token and (cap - base) / per_token)}
+            "fraction": cap / total, "tokens_that_fit": int((cap - base) / per_token) if per_token else 0}
 
 
 def child(args) -> dict:

@@ -360,9 +360,8 @@ class HFGenerativeBase:
     def out_of_memory(self, exc: Exception) -> bool:
         """Whether ``exc`` is the device running out of memory (the engine then grades the
         batch in halves: grading.fitting)."""
-        torch = getattr(self, "_torch", None)
-        oom = getattr(torch, "OutOfMemoryError", None) or getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
-        return oom is not None and isinstance(exc, oom)
+        torch = getattr(self, "_torch", None)  # set by load(); nothing ran before it
+        return torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError)
 
     def release_memory(self) -> None:
         """Hand the blocks the failed batch left cached back to the device, so the halves

@@ -34,21 +34,20 @@ class Batch(list):
         self.multiple = multiple
 
     @property
-    def tokens(self) -> int | None:
-        """Padded tokens the batch holds, or None where not counted."""
-        if not self.lengths:
-            return None
-        return padded_width(max(self.lengths), self.multiple) * len(self)
+    def width(self) -> int | None:
+        """The padded width, or None where not counted."""
+        return padded_width(max(self.lengths), self.multiple) if self.lengths else None
 
     @property
-    def width(self) -> int | None:
-        return None if not self.lengths else padded_width(max(self.lengths), self.multiple)
+    def tokens(self) -> int | None:
+        """Padded tokens the batch holds, or None where not counted."""
+        width = self.width
+        return None if width is None else width * len(self)
 
     def halves(self) -> tuple[Batch, Batch]:
-        mid = len(self) // 2
-        cut = (lambda a, b: None) if self.lengths is None else (lambda a, b: self.lengths[a:b])
-        return (Batch(self[:mid], cut(0, mid), self.multiple),
-                Batch(self[mid:], cut(mid, len(self)), self.multiple))
+        mid, lengths = len(self) // 2, self.lengths
+        return (Batch(self[:mid], lengths and lengths[:mid], self.multiple),
+                Batch(self[mid:], lengths and lengths[mid:], self.multiple))
 
 
 class BatchLimit:
@@ -94,9 +93,9 @@ class BatchLimit:
                 "(--batch-size N sets a fixed size)")
 
 
-def out_of_memory(backend, exc: BaseException) -> bool:
+def out_of_memory(backend, exc: Exception) -> bool:
     check = getattr(backend, "out_of_memory", None)
-    return bool(check is not None and isinstance(exc, Exception) and check(exc))
+    return bool(check is not None and check(exc))
 
 
 def submit_fitting(backend, submit: Callable, batch: Batch, limit: BatchLimit, into: list) -> None:
@@ -108,7 +107,6 @@ def submit_fitting(backend, submit: Callable, batch: Batch, limit: BatchLimit, i
         for half in batch.halves():
             submit_fitting(backend, submit, half, limit, into)
         return
-    reason = None
     try:
         into.append((batch, submit([u.request for u in batch])))
         return
