@@ -91,6 +91,26 @@ def test_causal_scoring_left_padded_batch_equals_unpadded(llama):
         assert [res.probs[lab] for lab in RATE.labels] == pytest.approx((p / p.sum()).tolist(), abs=1e-4)
 
 
+def test_causal_scoring_with_absolute_positions_is_independent_of_the_batch(tmp_path):
+    """GPT-2 reads the position it is given. Left-padded, a short prompt would start at
+    the batch's first column's position unless the call numbers each row's own tokens:
+    its grade would then depend on which longer prompts share its batch."""
+    from tiny_models import make_tiny_gpt2
+
+    b = get_backend("hf-causal", model=str(make_tiny_gpt2(tmp_path / "gpt2")), device="cpu", engine="torch")
+    b.load()
+    reqs = _reqs(SUN)
+    texts = [b._full_text(r, b.fit_context(r)) for r in reqs]
+    lengths = [len(b.tokenizer(t, add_special_tokens=True)["input_ids"]) for t in texts]
+    assert len(set(lengths)) == 3  # a batch of three widths: two rows are padded
+    ids = label_token_ids(b.tokenizer, SUN.labels, prefix=texts[0])
+    got = b.grade(reqs)
+    for text, res in zip(texts, got):
+        enc = b.tokenizer(text, return_tensors="pt", add_special_tokens=True)
+        p = torch.softmax(b.model(**enc).logits[0, -1].float(), -1)[ids]
+        assert [res.probs[lab] for lab in SUN.labels] == pytest.approx((p / p.sum()).tolist(), abs=1e-5)
+
+
 def test_causal_scoring_keeps_no_key_value_cache(llama, monkeypatch):
     """A scoring call is one forward pass: a key/value cache of every layer over the whole
     batch would be built for nothing (on a GPU, at the token budget, tens of GB for a 7B

@@ -88,6 +88,22 @@ def make_tiny_llama(path: str | Path, extra_text: list[str] | None = None, chat:
     return path
 
 
+def make_tiny_gpt2(path: str | Path, extra_text: list[str] | None = None) -> Path:
+    """A decoder-only model with learned absolute positions (no chat template): the
+    position of a token is what the model is told, not what it can infer."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    path = Path(path)
+    tok = _tokenizer(extra_text, eos=False, bos=True, chat=False)
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(tok), n_embd=32, n_layer=2, n_head=2, n_positions=512,
+                        bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    GPT2LMHeadModel(config).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
 @pytest.fixture(scope="session")
 def tiny_t5(tmp_path_factory) -> Path:
     return make_tiny_t5(tmp_path_factory.mktemp("tiny-t5"))

@@ -65,8 +65,9 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         self._torch = torch
         # the output layer at the last position only: the others' logits are never read
         # (a [batch, length, vocabulary] tensor; about 15% of a scoring call on SmolLM2-135M)
-        self._last_only = ({"logits_to_keep": 1}
-                           if "logits_to_keep" in inspect.signature(self.model.forward).parameters else {})
+        forward = inspect.signature(self.model.forward).parameters
+        self._last_only = {"logits_to_keep": 1} if "logits_to_keep" in forward else {}
+        self._positions = "position_ids" in forward
 
     @property
     def model_config(self):
@@ -140,7 +141,7 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     def _score_async(self, requests, labels):
         torch = self._torch
         ids = self._labels(labels, requests[0])
-        enc = self._encode(requests)
+        enc = self.batch_tensors(self.prompt_rows(requests), positions=self._positions)
         with torch.inference_mode():
             # use_cache=False: one forward pass reads one position; a cache would keep every
             # layer's keys and values of the whole batch alive through the call (on a GPU, at

@@ -302,8 +302,14 @@ class HFGenerativeBase:
         return self.tokenizer(texts, add_special_tokens=self.special_tokens, truncation=n is not None,
                               max_length=n)["input_ids"]
 
-    def batch_tensors(self, rows, key_mask: bool = False) -> dict:
+    def batch_tensors(self, rows, key_mask: bool = False, positions: bool = False) -> dict:
         """input_ids and attention_mask, padded on the tokenizer's side, on the device.
+
+        ``positions``: add position_ids that count each row's own tokens from 0 (a
+        left-padded decoder-only model's forward numbers positions from the batch's first
+        column: rotary models cannot tell, as they read only differences, but a model with
+        absolute positions, GPT-2 or GPT-Neo, would grade a row differently in a wider
+        batch). ``generate()`` computes its own from the mask.
 
         ``key_mask``: the mask as a (batch, 1, 1, width) boolean, or None where no row is
         padded (the encoder of an encoder-decoder model: every query may see every
@@ -312,14 +318,17 @@ class HFGenerativeBase:
         that is a wait for the device, once for the encoder and once for the decoder's
         cross-attention, which would hold the host back from queueing the next batch while
         this one runs. Here the answer is read from the host's own copy."""
+        import numpy as np
         import torch
 
         from .prompt_ids import pad
 
         ids, mask = pad(rows, self.tokenizer.pad_token_id, self.tokenizer.padding_side == "left", self.pad_multiple)
+        extra = {"position_ids": torch.from_numpy(np.maximum(mask.cumsum(1) - 1, 0))} if positions else {}
         if key_mask:
             mask = mask.astype(bool)[:, None, None, :] if not mask.all() else None
-        tensors = {"input_ids": torch.from_numpy(ids), "attention_mask": None if mask is None else torch.from_numpy(mask)}
+        tensors = {"input_ids": torch.from_numpy(ids), "attention_mask": None if mask is None else torch.from_numpy(mask),
+                   **extra}
         if self.on_cuda:
             # pinned host memory: the copy runs asynchronously, the next batch is prepared meanwhile
             tensors = {k: None if t is None else t.pin_memory().to(self.device, non_blocking=True)
