@@ -3,6 +3,7 @@ the papers' text, placeholder safety, the registry and custom prompt files."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -292,11 +293,11 @@ def test_scale_labels_modes_of_the_published_prompts():
 def test_hash_is_stable_and_content_addressed():
     p = get_prompt("sun")
     assert re.fullmatch(r"[0-9a-f]{16}", p.hash)
-    clone = Prompt(**{**p.__dict__, "id": "sun-clone", "description": "another name"})
+    clone = dataclasses.replace(p, id="sun-clone", description="another name")
     assert clone.hash == p.hash  # the id and description do not change a grade
-    changed = Prompt(**{**p.__dict__, "id": "sun-changed", "template": p.template + " "})
+    changed = dataclasses.replace(p, id="sun-changed", template=p.template + " ")
     assert changed.hash != p.hash
-    relabelled = Prompt(**{**p.__dict__, "id": "sun-lc", "labels": ("no", "yes")})
+    relabelled = dataclasses.replace(p, id="sun-lc", labels=("no", "yes"))
     assert relabelled.hash != p.hash
     assert len({get_prompt(i).hash for i in PUBLISHED}) == len(PUBLISHED)
 
