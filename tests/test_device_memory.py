@@ -16,7 +16,7 @@ import pytest
 
 from exam_eval.backends.scripted import ScriptedBackend
 from exam_eval.grading import engine
-from exam_eval.grading.fitting import Batch, BatchLimit, DeviceMemoryError, submit_fitting
+from exam_eval.grading.fitting import Batch, BatchLimit, DeviceMemoryError, TooLarge, call_fitting, submit_fitting
 from exam_eval.grading.prompts import get_prompt
 from test_engine_overlap import _grade as grade_world, _rows
 from test_grade_writer import _world
@@ -161,6 +161,64 @@ def test_ctranslate2_on_cuda_names_its_out_of_memory_error():
     assert CT2Engine.out_of_memory(on, RuntimeError("CUDA failed with error out of memory"))
     assert not CT2Engine.out_of_memory(on, RuntimeError("CUDA failed with error an illegal memory access"))
     assert not CT2Engine.out_of_memory(SimpleNamespace(_ct2_device="cpu"), RuntimeError("out of memory"))
+
+
+class Shelf:
+    """A device for calls that generate: a call of more than ``room`` items, or one that
+    holds ``huge``, runs it out of memory."""
+
+    class MemoryFull(RuntimeError):
+        pass
+
+    def __init__(self, room: int, huge=None):
+        self.room, self.huge = room, huge
+        self.calls: list[list] = []
+        self.released = 0
+
+    def out_of_memory(self, exc):
+        return isinstance(exc, self.MemoryFull)
+
+    def release_memory(self):
+        self.released += 1
+
+    def __call__(self, items):
+        self.calls.append(list(items))
+        if len(items) > self.room or self.huge in items:
+            raise self.MemoryFull("out of memory: tried to allocate 2.00 GiB")
+        return [f"answer {i}" for i in items]
+
+
+def test_calls_that_generate_are_made_in_halves_and_later_ones_are_cut():
+    shelf, limit = Shelf(room=3), BatchLimit(8)
+    got = call_fitting(shelf, shelf, list(range(20)), limit)
+    assert got == [f"answer {i}" for i in range(20)]
+    # 8 failed, then its halves of 4; the rest ran at 2 a call
+    assert [len(c) for c in shelf.calls[:3]] == [8, 4, 2]
+    assert limit.units == 2 and all(len(c) <= 2 for c in shelf.calls[3:])
+    assert shelf.released == limit.splits == 2
+    assert limit.note("-O batch_size=N") == ("the device ran out of memory at a batch of 4 prompts: 2 batches were run "
+                                             "in halves and later batches held at most 2 prompts (-O batch_size=N sets "
+                                             "a fixed size)")
+
+
+def test_an_item_too_large_alone_gets_its_reason_and_the_others_their_answers():
+    shelf = Shelf(room=8, huge=5)
+    got = call_fitting(shelf, shelf, list(range(8)), BatchLimit(8))
+    assert [g for i, g in enumerate(got) if i != 5] == [f"answer {i}" for i in range(8) if i != 5]
+    assert isinstance(got[5], TooLarge) and got[5].reason == "out of memory: tried to allocate 2.00 GiB"
+    assert [5] in shelf.calls
+
+
+def test_a_failure_that_is_not_memory_is_raised_unsplit():
+    shelf = Shelf(room=8)
+
+    def broken(items):
+        shelf.calls.append(items)
+        raise ValueError("bad prompt")
+
+    with pytest.raises(ValueError):
+        call_fitting(shelf, broken, list(range(8)), BatchLimit(8))
+    assert len(shelf.calls) == 1 and shelf.released == 0
 
 
 torch = pytest.importorskip("torch")
@@ -314,3 +372,71 @@ def test_the_generation_budget_counts_the_cache_generate_keeps(arch, beams, monk
     # the budget's prompts, and as many generated tokens again, in every beam
     assert budget * 2 * beams * kv_bytes_per_token(model) <= free / 2
     assert budget < scoring
+
+
+def _cramped_generate(backend, room: int):
+    """``backend``'s model generating for at most ``room`` prompts a call, as a GPU whose
+    memory holds that many caches; the sizes of the calls that ran are returned."""
+    generate = backend.model.generate
+    ran: list[int] = []
+
+    def cramped(*a, **kw):
+        n = kw["input_ids"].shape[0]
+        if n > room:
+            raise torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate the caches of {n} prompts")
+        ran.append(n)
+        return generate(*a, **kw)
+
+    backend.model.generate = cramped
+    return ran
+
+
+def test_a_local_chat_model_answers_in_batches_and_halves_them_out_of_memory(tiny_llama):
+    """The AutoNuggetizer's steps hand a chat model up to 256 conversations at once: a
+    local model answers them a batch at a time (its batch size), and a batch that runs
+    the device out of memory in halves, with the answers of a run that never did."""
+    from exam_eval.backends.chat import get_chat_model
+
+    convs = [[{"role": "system", "content": "You are a grader."},
+              {"role": "user", "content": f"Question {i}: what is the capital of France? " + "yes " * i}]
+             for i in range(7)]
+    whole = get_chat_model("hf-causal", model=str(tiny_llama), max_tokens=5, backend_options={"device": "cpu"})
+    want = whole.chat(convs[:1]) + whole.chat(convs[1:4]) + whole.chat(convs[4:])  # batches of 1 and 3
+    assert all(r.error is None for r in want)
+
+    chat = get_chat_model("hf-causal", model=str(tiny_llama), max_tokens=5,
+                          backend_options={"device": "cpu", "batch_size": 4})
+    chat.chat(convs[:1])  # loads the model
+    ran = _cramped_generate(chat.backend, room=2)
+    got = chat.chat(convs)
+    assert [r.text for r in got] == [r.text for r in want] and all(r.error is None for r in got)
+    assert max(ran) == 2 and sum(ran) == 7
+    assert "ran out of memory at a batch of 4 prompts" in chat.memory_note and "-O batch_size=N" in chat.memory_note
+
+    plain = get_chat_model("hf-causal", model=str(tiny_llama), max_tokens=5,
+                           backend_options={"device": "cpu", "batch_size": 3})
+    plain.chat(convs[:1])
+    sizes = _cramped_generate(plain.backend, room=99)
+    plain.chat(convs)
+    assert sizes == [3, 3, 1] and plain.memory_note is None
+
+
+def test_question_generation_halves_a_batch_and_fails_only_a_prompt_too_large_alone(tiny_llama):
+    from exam_eval.genq.generators import HFGenerator
+
+    prompts = [f"Write questions about topic {i}." for i in range(5)]
+    keys = [(str(i), None) for i in range(5)]
+    want = HFGenerator(name="hf-causal", model=str(tiny_llama), max_tokens=6, device="cpu", batch_size=1)
+    expected = want.generate(prompts, keys)
+    gen = HFGenerator(name="hf-causal", model=str(tiny_llama), max_tokens=6, device="cpu", batch_size=4)
+    gen.generate(prompts[:1], keys[:1])
+    ran = _cramped_generate(gen.backend, room=1)
+    got = gen.generate(prompts, keys)
+    assert [r.text for r in got] == [r.text for r in expected] and max(ran) == 1
+    assert "at most 1 prompts" in gen.memory_note and "--batch-size N" in gen.memory_note
+
+    _cramped_generate(gen.backend, room=0)  # now not even one prompt fits
+    failed = gen.generate(prompts[:2], keys[:2])
+    assert [r.text for r in failed] == [None, None]
+    assert all(r.error.startswith("the device ran out of memory on this prompt alone (CUDA out of memory")
+               for r in failed)

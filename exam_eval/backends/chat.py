@@ -29,6 +29,34 @@ from .http_client import ChatResult, OpenAIClient
 NUGGETIZER_MAX_TOKENS = 2048
 
 
+def generate_fitting(backend, requests: Sequence, max_tokens: int, limit, advance=None) -> list[ChatResult]:
+    """A local back end's generated texts as ChatResults, at most ``limit.units`` prompts a
+    call (a :class:`~exam_eval.grading.fitting.BatchLimit`): a call that runs the device
+    out of memory is made in halves and later calls are cut to half its size; a prompt
+    that does not fit alone, and every prompt of a call that fails otherwise, fails with
+    its reason (a rerun asks again), never the run. ``advance(n)`` after each call."""
+    from ..grading.fitting import TooLarge, call_fitting
+
+    out: list[ChatResult] = []
+    start = 0
+    while start < len(requests):
+        chunk = list(requests[start:start + max(1, limit.units)])
+        try:
+            texts = call_fitting(backend, lambda rs: backend._generate(rs, max_tokens), chunk, limit)
+            err = "the model returned no text"
+        except Exception as exc:  # noqa: BLE001 - a failing call fails its prompts, not the run
+            texts, err = [None] * len(chunk), f"{type(exc).__name__}: {exc}"
+        for t in texts:
+            if isinstance(t, TooLarge):
+                out.append(ChatResult(None, f"the device ran out of memory on this prompt alone ({t.reason})", None, 1))
+            else:
+                out.append(ChatResult(t, None if t is not None else err, None, 1))
+        if advance is not None:
+            advance(len(chunk))
+        start += len(chunk)
+    return out
+
+
 class EndpointChat:
     """Any OpenAI-compatible ``/chat/completions`` endpoint."""
 
@@ -73,6 +101,12 @@ class HFChat:
         self.model_id = model
         self.max_tokens = max_tokens
         self._loaded = False
+        self.limit = None  # prompts a call (grading.fitting.BatchLimit), from the loaded back end's batch size
+
+    @property
+    def memory_note(self) -> str | None:
+        """What the run should say at its end if the device ran out of memory."""
+        return None if self.limit is None else self.limit.note("-O batch_size=N")
 
     @property
     def cache_identity(self) -> str:
@@ -82,9 +116,12 @@ class HFChat:
         from ..grading.prompts.base import Prompt
         from .base import GradeRequest
 
+        from ..grading.fitting import BatchLimit
+
         if not self._loaded:
             self.backend.load()
             self._loaded = True
+            self.limit = BatchLimit(max(1, int(self.backend.batch_size)))
         requests = []
         for conv in conversations:
             system = next((m["content"] for m in conv if m["role"] == "system"), None)
@@ -92,12 +129,9 @@ class HFChat:
             passthrough = Prompt(id="chat-passthrough", source="exam_eval", target="direct", mode="generate",
                                  labels=(), scale=(0, 1), template="{query}", system=system)
             requests.append(GradeRequest(passthrough, user, None, ""))
-        try:
-            texts = self.backend._generate(requests, self.max_tokens)
-            err = "the model returned no text"
-        except Exception as exc:  # noqa: BLE001 - a failing batch (OOM, ...) fails its calls, not the run
-            texts, err = [None] * len(requests), f"{type(exc).__name__}: {exc}"
-        return [ChatResult(t, None if t is not None else err, None, 1) for t in texts]
+        # the caller hands over hundreds of conversations at once: one generate() over all
+        # of them would hold every one's key/value cache together
+        return generate_fitting(self.backend, requests, self.max_tokens, self.limit)
 
     def close(self) -> None:
         self.backend.close()

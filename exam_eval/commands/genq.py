@@ -176,6 +176,8 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     write_merged(base, outcome.items, output)
     _log(f"{len(outcome.items)} {kind}s for {outcome.units_done} of {len(units)} {what} "
          f"({outcome.calls} calls)" + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else ""))
+    if getattr(gen, "memory_note", None):
+        _log(gen.memory_note)
     if outcome.failures:
         _log(f"{len(outcome.failures)} {what} failed and have no items:")
         for f in outcome.failures:
@@ -310,6 +312,8 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     result = nuggetize_topics(queries, doc_ids, texts, chat, cache_path=cache_file(cache_path, no_cache),
                               retries=retries, window=window, max_nuggets=max_nuggets, log=_log)
     bank = result.bank()
+    if getattr(chat, "memory_note", None):
+        _log(chat.memory_note)
     if not bank and not result.failed:
         if not result.topics:
             raise InputError("no topic has documents with text", qrels or passages or ", ".join(runs or reports))

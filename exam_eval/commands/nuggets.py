@@ -427,6 +427,8 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
                      backend_options, script)
     result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
                         window=window, retries=retries, output=output, log=_log, bank_name=bank, topics_name=topics)
+    if getattr(chat, "memory_note", None):
+        _log(chat.memory_note)
     if assignments:
         from ..measures.assignment_scores import write_listwise_assignments
 

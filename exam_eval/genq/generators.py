@@ -127,29 +127,26 @@ class HFGenerator:
         self.max_tokens = max_tokens
         self.model = model
         self._loaded = False
+        self.limit = None  # prompts a call (grading.fitting.BatchLimit), from the loaded back end's batch size
+
+    @property
+    def memory_note(self) -> str | None:
+        """What the run should say at its end if the device ran out of memory."""
+        return None if self.limit is None else self.limit.note()
 
     def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
         from ..backends import GradeRequest
+        from ..backends.chat import generate_fitting
+        from ..grading.fitting import BatchLimit
         from ..grading.prompts.base import Prompt
         from ..progress import progress_bar
 
         if not self._loaded:
             self.backend.load()
             self._loaded = True
+            self.limit = BatchLimit(max(1, int(getattr(self.backend, "batch_size", 8))))
         passthrough = Prompt(id="genq-passthrough", source="exam-genq", target="direct", mode="generate",
                              labels=(), scale=(0, 1), template="{query}")
         requests = [GradeRequest(passthrough, p, None, "") for p in prompts]
-        out: list[ChatResult] = []
-        batch = max(1, int(getattr(self.backend, "batch_size", 8)))
         with progress_bar(len(requests), "generating", "prompts") as bar:
-            for start in range(0, len(requests), batch):
-                chunk = requests[start:start + batch]
-                try:
-                    texts = self.backend._generate(chunk, self.max_tokens)
-                    err = "the model returned no text"
-                except Exception as exc:  # noqa: BLE001 - a failing batch (OOM, ...) fails its units, not the run
-                    texts = [None] * len(chunk)
-                    err = f"{type(exc).__name__}: {exc}"
-                out.extend(ChatResult(t, None if t is not None else err, None, 1) for t in texts)
-                bar.advance(len(chunk))
-        return out
+            return generate_fitting(self.backend, requests, self.max_tokens, self.limit, advance=bar.advance)

@@ -80,8 +80,9 @@ class BatchLimit:
             self.failed = len(batch) if self.failed is None else min(self.failed, len(batch))
             self.units = max(1, min(self.units, len(batch) // 2))
 
-    def note(self) -> str | None:
-        """What the run should say at its end (None: no batch ran out of memory)."""
+    def note(self, fixed: str = "--batch-size N") -> str | None:
+        """What the run should say at its end (None: no batch ran out of memory);
+        ``fixed``: the option that sets a fixed batch size."""
         if not self.splits:
             return None
         if self.by_tokens:
@@ -89,8 +90,8 @@ class BatchLimit:
         else:
             size, now = f"{self.failed:,} prompts", f"at most {self.units:,} prompts"
         return (f"the device ran out of memory at a batch of {size}: {self.splits} batch"
-                f"{'es were' if self.splits > 1 else ' was'} graded in halves and later batches held {now} "
-                "(--batch-size N sets a fixed size)")
+                f"{'es were' if self.splits > 1 else ' was'} run in halves and later batches held {now} "
+                f"({fixed} sets a fixed size)")
 
 
 def out_of_memory(backend, exc: Exception) -> bool:
@@ -130,6 +131,53 @@ def submit_fitting(backend, submit: Callable, batch: Batch, limit: BatchLimit, i
     limit.lower(batch)
     for half in batch.halves():
         submit_fitting(backend, submit, half, limit, into)
+
+
+class TooLarge:
+    """What :func:`call_fitting` returns for an item that ran the device out of memory
+    alone (``reason``: the device's message)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def __repr__(self) -> str:
+        return f"TooLarge({self.reason!r})"
+
+
+def call_fitting(backend, call: Callable[[list], list], items: Sequence, limit: BatchLimit) -> list:
+    """``call``'s results for ``items``, in order, at most ``limit.units`` items a call:
+    the engine's splitting for callers that make their own calls (local generation of
+    questions and of chat answers). A call that runs the device out of memory is made in
+    halves, each split again if it must, and ``limit`` falls to half its size for the
+    calls after it. An item that runs out of memory alone gets a :class:`TooLarge` in
+    its place; the others are answered. Any other error is raised."""
+    out: list = []
+    start = 0
+    while start < len(items):  # the limit may fall during a call: each piece is cut anew
+        piece = list(items[start:start + max(1, limit.units)])
+        out.extend(_call_in_halves(backend, call, piece, limit))
+        start += len(piece)
+    return out
+
+
+def _call_in_halves(backend, call: Callable[[list], list], items: list, limit: BatchLimit) -> list:
+    # over the limit (the other half of a split made before the limit fell again): split unasked
+    if len(items) <= max(1, limit.units):
+        try:
+            return list(call(items))
+        except Exception as exc:
+            if not out_of_memory(backend, exc):
+                raise
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        # past the handler: the exception, and the tensors its frames held, are gone
+        release = getattr(backend, "release_memory", None)
+        if release is not None:
+            release()
+        if len(items) == 1:
+            return [TooLarge(reason)]
+        limit.lower(Batch(items))
+    mid = len(items) // 2
+    return _call_in_halves(backend, call, items[:mid], limit) + _call_in_halves(backend, call, items[mid:], limit)
 
 
 class DeviceMemoryError(UsageError):
