@@ -99,6 +99,16 @@ def out_of_memory(backend, exc: Exception) -> bool:
     return bool(check is not None and check(exc))
 
 
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _release(backend) -> None:
+    release = getattr(backend, "release_memory", None)
+    if release is not None:
+        release()
+
+
 def submit_fitting(backend, submit: Callable, batch: Batch, limit: BatchLimit, into: list) -> None:
     """Start ``batch`` (``submit(requests)`` returns the call that reads its results) and
     append ``(units, read)`` to ``into``: one entry, or several where the batch was split,
@@ -117,11 +127,8 @@ def submit_fitting(backend, submit: Callable, batch: Batch, limit: BatchLimit, i
     except Exception as exc:
         if not out_of_memory(backend, exc):
             raise
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    # past the handler: the exception, and the tensors its frames held, are gone
-    release = getattr(backend, "release_memory", None)
-    if release is not None:
-        release()
+        reason = _first_line(exc)
+    _release(backend)  # past the handler: the exception, and the tensors its frames held, are gone
     if len(batch) == 1:
         width = batch.width
         raise DeviceMemoryError(
@@ -168,11 +175,8 @@ def _call_in_halves(backend, call: Callable[[list], list], items: list, limit: B
         except Exception as exc:
             if not out_of_memory(backend, exc):
                 raise
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        # past the handler: the exception, and the tensors its frames held, are gone
-        release = getattr(backend, "release_memory", None)
-        if release is not None:
-            release()
+            reason = _first_line(exc)
+        _release(backend)  # past the handler, as in submit_fitting
         if len(items) == 1:
             return [TooLarge(reason)]
         limit.lower(Batch(items))
