@@ -440,3 +440,28 @@ def test_question_generation_halves_a_batch_and_fails_only_a_prompt_too_large_al
     assert [r.text for r in failed] == [None, None]
     assert all(r.error.startswith("the device ran out of memory on this prompt alone (CUDA out of memory")
                for r in failed)
+
+
+def test_exam_genq_says_at_its_end_that_batches_were_halved(tmp_path, tiny_llama, monkeypatch):
+    """Through exam-genq: the questions of every query are asked for, in smaller calls
+    than --batch-size once the device ran out of memory, and the run's last lines say so."""
+    from exam_eval.backends.hf_causal import CausalBackend
+    from inproc import run
+
+    load = CausalBackend.load
+
+    def load_cramped(self):
+        load(self)
+        _cramped_generate(self, room=2)
+
+    monkeypatch.setattr(CausalBackend, "load", load_cramped)
+    monkeypatch.setenv("EXAM_EVAL_PROGRESS", "0")
+    topics = tmp_path / "t.tsv"
+    topics.write_text("".join(f"{q}\thow do birds fly, part {q}\n" for q in range(5)))
+    r = run("exam-genq", "--backend", "hf-causal", "--model", str(tiny_llama), "--device", "cpu", "--batch-size", "4",
+            "--max-tokens", "4", "--retries", "0", str(topics), "-o", str(tmp_path / "bank.jsonl"))
+    assert r.escaped is None and r.code in (0, 3)  # a random model rarely writes a list
+    assert "failed: the device ran out of memory" not in r.stderr and "OutOfMemoryError" not in r.stderr
+    note = [line for line in r.stderr.splitlines() if "ran out of memory" in line]
+    assert note == ["exam-genq: the device ran out of memory at a batch of 4 prompts: 1 batch was run in halves and "
+                    "later batches held at most 2 prompts (--batch-size N sets a fixed size)"]
