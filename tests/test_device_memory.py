@@ -442,20 +442,27 @@ def test_question_generation_halves_a_batch_and_fails_only_a_prompt_too_large_al
                for r in failed)
 
 
-def test_exam_genq_says_at_its_end_that_batches_were_halved(tmp_path, tiny_llama, monkeypatch):
-    """Through exam-genq: the questions of every query are asked for, in smaller calls
-    than --batch-size once the device ran out of memory, and the run's last lines say so."""
+def _cramp_hf_causal(monkeypatch, room: int) -> None:
+    """Every hf-causal model loaded from now on generates for at most ``room`` prompts a
+    call (a command run in this process, without progress bars)."""
     from exam_eval.backends.hf_causal import CausalBackend
-    from inproc import run
 
     load = CausalBackend.load
 
     def load_cramped(self):
         load(self)
-        _cramped_generate(self, room=2)
+        _cramped_generate(self, room=room)
 
     monkeypatch.setattr(CausalBackend, "load", load_cramped)
     monkeypatch.setenv("EXAM_EVAL_PROGRESS", "0")
+
+
+def test_exam_genq_says_at_its_end_that_batches_were_halved(tmp_path, tiny_llama, monkeypatch):
+    """Through exam-genq: the questions of every query are asked for, in smaller calls
+    than --batch-size once the device ran out of memory, and the run's last lines say so."""
+    from inproc import run
+
+    _cramp_hf_causal(monkeypatch, room=2)
     topics = tmp_path / "t.tsv"
     topics.write_text("".join(f"{q}\thow do birds fly, part {q}\n" for q in range(5)))
     r = run("exam-genq", "--backend", "hf-causal", "--model", str(tiny_llama), "--device", "cpu", "--batch-size", "4",
@@ -465,3 +472,46 @@ def test_exam_genq_says_at_its_end_that_batches_were_halved(tmp_path, tiny_llama
     note = [line for line in r.stderr.splitlines() if "ran out of memory" in line]
     assert note == ["exam-genq: the device ran out of memory at a batch of 4 prompts: 1 batch was run in halves and "
                     "later batches held at most 2 prompts (--batch-size N sets a fixed size)"]
+
+
+def test_exam_nuggets_assign_answers_every_report_and_names_its_option(tmp_path, tiny_llama, monkeypatch):
+    """The AutoNuggetizer's listwise assignment on a local chat model: one conversation a
+    report, answered in halves once the device ran out of memory, none failed."""
+    from inproc import run
+
+    _cramp_hf_causal(monkeypatch, room=1)
+    reports = tmp_path / "r.jsonl"
+    reports.write_text("".join(json.dumps({"metadata": {"run_id": f"run{i}", "topic_id": "q1", "team_id": "t"},
+                                           "responses": [{"text": f"Bees make honey, {i}.", "citations": []}]}) + "\n"
+                               for i in range(3)))
+    bank = tmp_path / "b.jsonl"
+    bank.write_text("".join(json.dumps({"query_id": "q1", "item_id": f"q1/{i}", "kind": "nugget", "text": t}) + "\n"
+                            for i, t in enumerate(["Bees make honey.", "Honey is sweet."])))
+    topics = tmp_path / "t.tsv"
+    topics.write_text("q1\thow do bees make honey\n")
+    r = run("exam-nuggets", "assign", "--reports", reports, "--bank", bank, "--topics", topics, "--backend", "hf-causal",
+            "--model", str(tiny_llama), "-O", "device=cpu", "-O", "batch_size=2", "--max-tokens", "4", "--retries", "0",
+            "--no-cache", "-o", tmp_path / "a.jsonl")
+    assert r.escaped is None and r.code == 0, r.stderr
+    assert [line for line in r.stderr.splitlines() if "ran out of memory" in line] == [
+        "exam-nuggets: the device ran out of memory at a batch of 2 prompts: 1 batch was run in halves and later "
+        "batches held at most 1 prompts (-O batch_size=N sets a fixed size)"]
+
+
+def test_exam_genq_nuggetize_on_a_local_chat_model_says_batches_were_halved(tmp_path, tiny_llama, monkeypatch):
+    from inproc import run
+
+    _cramp_hf_causal(monkeypatch, room=1)
+    topics, qrels, corpus = tmp_path / "t.tsv", tmp_path / "q.qrels", tmp_path / "c.jsonl"
+    topics.write_text("".join(f"q{q}\thow do bees make honey, part {q}\n" for q in range(3)))
+    qrels.write_text("".join(f"q{q} 0 q{q}-d{d} 2\n" for q in range(3) for d in range(2)))
+    corpus.write_text("".join(json.dumps({"doc_id": f"q{q}-d{d}", "text": f"Bees make honey {q} {d}."}) + "\n"
+                              for q in range(3) for d in range(2)))
+    r = run("exam-genq", "nuggetize", topics, "--qrels", qrels, "--passages", corpus, "--backend", "hf-causal",
+            "--model", str(tiny_llama), "-O", "device=cpu", "-O", "batch_size=2", "--max-tokens", "4",
+            "--retries", "0", "--no-cache", "-o", tmp_path / "bank.jsonl")
+    assert r.escaped is None and r.code in (0, 3), r.stderr  # a random model's nuggets rarely parse
+    assert "topics failed" not in r.stderr
+    assert [line for line in r.stderr.splitlines() if "ran out of memory" in line] == [
+        "exam-genq: the device ran out of memory at a batch of 2 prompts: 1 batch was run in halves and later "
+        "batches held at most 1 prompts (-O batch_size=N sets a fixed size)"]
