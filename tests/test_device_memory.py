@@ -421,6 +421,33 @@ def test_a_local_chat_model_answers_in_batches_and_halves_them_out_of_memory(tin
     assert sizes == [3, 3, 1] and plain.memory_note is None
 
 
+def test_a_local_chat_model_is_asked_and_cached_a_few_batches_at_a_time(tmp_path, tiny_llama):
+    """The Asker commits each chunk's answers before it sends the next: for a local model
+    a chunk is a few batches (an interrupt loses those), not 256 conversations."""
+    from exam_eval.backends.chat import CHUNK_BATCHES, get_chat_model
+    from exam_eval.grading.asking import Ask, Asker
+
+    chat = get_chat_model("hf-causal", model=str(tiny_llama), max_tokens=3,
+                          backend_options={"device": "cpu", "batch_size": 2})
+    assert chat.chunk_size == 2 * CHUNK_BATCHES
+    sent: list[int] = []
+    chat_once = chat.chat
+
+    def spy(convs, temperature=0.0):
+        sent.append(len(convs))
+        return chat_once(convs, temperature)
+
+    chat.chat = spy
+    done: list[int] = []
+    n = 2 * CHUNK_BATCHES + 3
+    asks = [Ask(f"k{i}", [{"role": "user", "content": f"question {i}"}]) for i in range(n)]
+    answers = Asker(chat, lambda text: text or None, retries=0, on_chunk=done.append).ask(asks)
+    assert sent == done == [2 * CHUNK_BATCHES, 3] and len(answers) == n
+    _cramped_generate(chat.backend, room=1)
+    chat.chat([a.messages for a in asks[:2]])
+    assert chat.chunk_size == CHUNK_BATCHES  # the batch fell to 1
+
+
 def test_question_generation_halves_a_batch_and_fails_only_a_prompt_too_large_alone(tiny_llama):
     from exam_eval.genq.generators import HFGenerator
 

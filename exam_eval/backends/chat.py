@@ -27,6 +27,8 @@ from .http_client import ChatResult, OpenAIClient
 
 # The nuggetizer sends max_completion_tokens=2048 on every call (core/llm.py).
 NUGGETIZER_MAX_TOKENS = 2048
+# a local chat model's conversations are sent (and cached) this many batches at a time
+CHUNK_BATCHES = 4
 
 
 def generate_fitting(backend, requests: Sequence, max_tokens: int, limit, advance=None) -> list[ChatResult]:
@@ -107,6 +109,14 @@ class HFChat:
     def memory_note(self) -> str | None:
         """What the run should say at its end if the device ran out of memory."""
         return None if self.limit is None else self.limit.note("-O batch_size=N")
+
+    @property
+    def chunk_size(self) -> int:
+        """Conversations to send at once, and commit to the cache before the next
+        (grading.asking): a few batches, so that an interrupt loses little of a slow
+        local model's work and the re-asks of a chunk still fill a batch."""
+        units = self.limit.units if self.limit is not None else self.backend.batch_size
+        return CHUNK_BATCHES * max(1, int(units))
 
     @property
     def cache_identity(self) -> str:

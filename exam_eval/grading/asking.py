@@ -10,6 +10,8 @@ parsed, keyed by the caller (model, prompt and every text the prompt shows); an 
 that never parsed and a call that failed are not cached, so a rerun asks again. Work is
 done in chunks and each chunk's answers are committed before the next is sent: an
 interrupt loses at most the chunk in flight, and the rerun takes the rest from the cache.
+A chunk is CHUNK conversations, or what the chat model asks for (``chunk_size``: a local
+model answers a few batches at a time, where 256 conversations can be hours of work).
 """
 
 from __future__ import annotations
@@ -86,8 +88,9 @@ class Asker:
         todo = [a for a in unique if a.key not in out]
         if self.on_chunk is not None and len(asks) > len(todo):
             self.on_chunk(len(asks) - len(todo))  # answered already (cached, or the same prompt twice)
-        for start in range(0, len(todo), CHUNK):
-            chunk = todo[start:start + CHUNK]
+        size = max(1, int(getattr(self.chat, "chunk_size", None) or CHUNK))
+        for start in range(0, len(todo), size):
+            chunk = todo[start:start + size]
             got = self._ask_chunk(chunk)
             out.update(got)
             self.cache.put_many([(k, GradeResult(a.text, None, None, True)) for k, a in got.items() if a.parsed],
