@@ -123,10 +123,9 @@ class HFChat:
         return f"chat:{self.backend.cache_identity}:max_tokens={self.max_tokens}"
 
     def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
+        from ..grading.fitting import BatchLimit
         from ..grading.prompts.base import Prompt
         from .base import GradeRequest
-
-        from ..grading.fitting import BatchLimit
 
         if not self._loaded:
             self.backend.load()
