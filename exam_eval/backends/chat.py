@@ -37,14 +37,14 @@ def generate_fitting(backend, requests: Sequence, max_tokens: int, limit, advanc
     out of memory is made in halves and later calls are cut to half its size; a prompt
     that does not fit alone, and every prompt of a call that fails otherwise, fails with
     its reason (a rerun asks again), never the run. ``advance(n)`` after each call."""
-    from ..grading.fitting import TooLarge, call_fitting
+    from ..grading.fitting import TooLarge, call_in_halves
 
     out: list[ChatResult] = []
     start = 0
     while start < len(requests):
         chunk = list(requests[start:start + max(1, limit.units)])
         try:
-            texts = call_fitting(backend, lambda rs: backend._generate(rs, max_tokens), chunk, limit)
+            texts = call_in_halves(backend, lambda rs: backend._generate(rs, max_tokens), chunk, limit)
             err = "the model returned no text"
         except Exception as exc:  # noqa: BLE001 - a failing call fails its prompts, not the run
             texts, err = [None] * len(chunk), f"{type(exc).__name__}: {exc}"

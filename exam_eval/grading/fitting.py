@@ -162,12 +162,13 @@ def call_fitting(backend, call: Callable[[list], list], items: Sequence, limit: 
     start = 0
     while start < len(items):  # the limit may fall during a call: each piece is cut anew
         piece = list(items[start:start + max(1, limit.units)])
-        out.extend(_call_in_halves(backend, call, piece, limit))
+        out.extend(call_in_halves(backend, call, piece, limit))
         start += len(piece)
     return out
 
 
-def _call_in_halves(backend, call: Callable[[list], list], items: list, limit: BatchLimit) -> list:
+def call_in_halves(backend, call: Callable[[list], list], items: list, limit: BatchLimit) -> list:
+    """:func:`call_fitting` for one piece of at most ``limit.units`` items."""
     # over the limit (the other half of a split made before the limit fell again): split unasked
     if len(items) <= max(1, limit.units):
         try:
@@ -181,7 +182,7 @@ def _call_in_halves(backend, call: Callable[[list], list], items: list, limit: B
             return [TooLarge(reason)]
         limit.lower(Batch(items))
     mid = len(items) // 2
-    return _call_in_halves(backend, call, items[:mid], limit) + _call_in_halves(backend, call, items[mid:], limit)
+    return call_in_halves(backend, call, items[:mid], limit) + call_in_halves(backend, call, items[mid:], limit)
 
 
 class DeviceMemoryError(UsageError):
