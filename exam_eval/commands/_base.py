@@ -157,6 +157,13 @@ def check_outputs_are_not_inputs(ctx: click.Context) -> None:
     read: a usage error before any work, as two outputs naming one file are. Run when all
     of a command's parameters are parsed (:func:`make_main` puts it before every callback)."""
     outputs = ctx.meta.get("exam_eval.outputs") or {}
+    refuse_inputs_as_outputs(ctx, outputs, allowed=getattr(ctx.command, IN_PLACE, ()))
+
+
+def refuse_inputs_as_outputs(ctx: click.Context, outputs: dict[str, str], allowed=()) -> None:
+    """Usage error where a file of ``outputs`` (path -> the flag writing it) is a file the
+    command reads; also for outputs known only once the inputs are read (the run files that
+    exam-grade --responses-run-out DIR names after the responses' run ids)."""
     written = {}
     for path, flag in outputs.items():
         try:
@@ -167,8 +174,7 @@ def check_outputs_are_not_inputs(ctx: click.Context) -> None:
             written[(st.st_dev, st.st_ino)] = flag
     if not written:
         return
-    allowed = getattr(ctx.command, IN_PLACE, ())
-    out_flags = set(outputs.values())
+    out_flags = set(outputs.values()) | set((ctx.meta.get("exam_eval.outputs") or {}).values())
     c: click.Context | None = ctx
     while c is not None:
         for param in c.command.params:

@@ -57,7 +57,7 @@ def hms(seconds: float) -> str:
 
 
 def run_session(session, *, log: Callable[[str], None], batch_size: int | None, progress: str,
-                notes: Iterable[str] = ()) -> int:
+                notes: Iterable[str] = (), on_ready: Callable[[], None] | None = None) -> int:
     """Run a planned session as a command does: SIGTERM stops like Ctrl-C (exit 130 with
     the resume hint; a second signal ends the process at once, see ``stop_on_signals``),
     then the summary, ``notes`` and failed model calls (exit 3)."""
@@ -67,7 +67,7 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
     output = session.output
     stop_on_signals()
     try:
-        stats = session.run(batch_size=batch_size, progress=progress)
+        stats = session.run(batch_size=batch_size, progress=progress, on_ready=on_ready)
     except Interrupted as exc:
         exit_on_next_signal()  # already so, unless the interrupt came from inside the work
         hint = "run the same command again to resume" if output and output != "-" else \

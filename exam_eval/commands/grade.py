@@ -7,6 +7,7 @@ grades what neither the output nor the cache already holds (see
 
 from __future__ import annotations
 
+import os
 
 import click
 
@@ -96,7 +97,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     exam-cover.
     """
     from ..grading import engine
-    from ..grading.inputs import read_inputs, write_segment_runs
+    from ..grading.inputs import read_inputs, segment_run_files, write_segment_runs
     from ..grading.prompts import get_prompt
     from ..backends.factory import attach_verifier, make_grader
     from ..grading.report_units import default_unit
@@ -130,6 +131,10 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
                                prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids, log=_log)
     if direct and bank:
         _log(f"prompt {prompt.id!r} grades passages directly; --bank is not used")
+    run_files = {option: segment_run_files(plan_inputs[key], path, option)
+                 for key, path, option in (("segments", responses_run_out, "--responses"),
+                                           ("report_segments", reports_run_out, "--reports")) if path}
+    check_run_files(run_files)
 
     from ..grading.session import GradingSession
     from ._grading import cache_file, dry_run_report, run_session
@@ -145,13 +150,32 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         if dry_run:
             dry_run_report(plan, grader, session.cache, shard)
             return 0
-        if responses_run_out:
-            write_segment_runs(plan_inputs["segments"], responses_run_out)
-        if reports_run_out:
-            write_segment_runs(plan_inputs["report_segments"], reports_run_out, option="--reports")
         missing = plan.stats.missing
         return run_session(session, log=_log, batch_size=batch_size, progress="grading",
-                           notes=[f"{missing} pooled passages had no text and were skipped"] if missing else [])
+                           notes=[f"{missing} pooled passages had no text and were skipped"] if missing else [],
+                           on_ready=lambda: [write_segment_runs(planned) for planned in run_files.values()])
+
+
+def check_run_files(run_files: dict) -> None:
+    """The run files that --responses-run-out/--reports-run-out DIR name after the run ids
+    are known only now: one named twice, or naming another output or an input of this
+    command, is a usage error before anything is written, as for the other outputs."""
+    from ._base import refuse_inputs_as_outputs
+
+    ctx = click.get_current_context()
+    claimed = dict(ctx.meta.get("exam_eval.outputs") or {})
+    planned: dict[str, str] = {}
+    for option, (folder, files) in run_files.items():
+        if folder is None:
+            continue  # a single file: claimed and checked at parsing like every output
+        for path, run_id, _ in files:
+            key = os.path.realpath(path)
+            where = f"{option}-run-out {folder} (run {run_id!r})"
+            other = planned.get(key) or claimed.get(key)
+            if other:
+                raise UsageError(f"{where} and {other} name the same file: {path}")
+            planned[key] = where
+    refuse_inputs_as_outputs(ctx, planned)
 
 
 def _list_prompts(ctx, value):

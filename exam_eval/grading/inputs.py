@@ -4,6 +4,7 @@ model loads; and the run files of graded segments. Used by exam-grade; notes go 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from typing import Callable, Mapping
 
@@ -158,23 +159,60 @@ def check_topic_coverage(reports, queries, track_spec, topics, log: Log = _quiet
         log(f"... and {len(warnings) - 3} more such warnings")
 
 
-def write_segment_runs(segments, path: str, option: str = "--responses") -> None:
+#: the longest file name most file systems take (NAME_MAX), in bytes
+_NAME_MAX = 255
+
+
+def _file_name_problem(run_id: str) -> str | None:
+    """Why a run id cannot be the name of a file in the run-out folder: the ids come from
+    the participants' files, and "../x" or "/etc/x" would write outside it (or over an
+    input of the same command)."""
+    if run_id in (".", ".."):
+        return "is a folder's name"
+    for sep in filter(None, (os.sep, os.altsep)):
+        if sep in run_id:
+            return f"holds {sep!r}"
+    if "\0" in run_id:
+        return "holds NUL"
+    if len(f"{run_id}.run".encode("utf-8", "surrogatepass")) > _NAME_MAX:
+        return f"is too long for a file name ({_NAME_MAX} bytes with .run)"
+    return None
+
+
+def segment_run_files(segments, path: str, option: str = "--responses") -> tuple[str | None, list[tuple[str, str, dict]]]:
+    """What ``--responses-run-out PATH`` (``--reports-run-out``) will write: (the folder or
+    None, [(file, run id, run)]): one file, or one RUN_ID.run per run in a folder (PATH
+    ends with a separator or is a folder). A run id that cannot be a file name there is an
+    InputError naming the line it came from. Nothing is written here."""
     from .segment import segments_to_runs
-    from ..io.openers import atomic_output, output_folder
-    from ..io.trec import write_run
 
     runs = segments_to_runs(segments)
     if path.endswith(os.sep) or os.path.isdir(path):
-        with output_folder(path):
-            for run_id, run in runs.items():
-                with atomic_output(os.path.join(path, f"{run_id}.run")) as out:
-                    write_run(run, out, run_id)
-        return
+        where = {}
+        for s in segments:
+            where.setdefault(s.run_id, s.where or (None, None))
+        for run_id in runs:
+            problem = _file_name_problem(run_id)
+            if problem:
+                raise InputError(f"run id {run_id!r} {problem}: it cannot name a file in {option}-run-out {path} "
+                                 "(one RUN_ID.run per run); give a file instead, for a single run", *where[run_id])
+        return path, [(os.path.join(path, f"{run_id}.run"), run_id, run) for run_id, run in runs.items()]
     if len(runs) > 1:
         raise UsageError(f"{option} holds {len(runs)} runs; give {option}-run-out a directory (one file per run)")
     (run_id, run), = runs.items()
-    with atomic_output(path) as out:
-        write_run(run, out, run_id)
+    return None, [(path, run_id, run)]
+
+
+def write_segment_runs(planned: tuple[str | None, list[tuple[str, str, dict]]]) -> None:
+    """Write what :func:`segment_run_files` planned, each file atomically."""
+    from ..io.openers import atomic_output, output_folder
+    from ..io.trec import write_run
+
+    folder, files = planned
+    with output_folder(folder) if folder else contextlib.nullcontext():
+        for path, run_id, run in files:
+            with atomic_output(path) as out:
+                write_run(run, out, run_id)
 
 
 def support_units(reports, *, track_spec, passages, topics, on_missing, prompt, grader, shard, log: Log = _quiet):

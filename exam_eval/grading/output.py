@@ -24,7 +24,7 @@ import threading
 import zlib
 from typing import Iterable, Iterator
 
-from ..errors import OutputError
+from ..errors import InputError, OutputError
 from ..io.grades import Grade, grade_line, iter_grades
 from ..io.openers import check_output, write_error
 
@@ -33,25 +33,67 @@ def _is_gzip_path(path: str) -> bool:
     return path.endswith(".gz")
 
 
-def _valid_gzip_prefix(data: bytes) -> int:
-    """Length of the longest prefix of ``data`` made of complete gzip members."""
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _complete_member_at(data: bytes, offset: int) -> bool:
+    d = zlib.decompressobj(wbits=31)
+    try:
+        d.decompress(data[offset:])
+    except zlib.error:
+        return False
+    return d.eof
+
+
+def _valid_gzip_prefix(data: bytes) -> tuple[int, str | None]:
+    """Length of the longest prefix of ``data`` made of complete gzip members, and why the
+    member after it cannot be read where that is damage rather than an end cut short."""
     offset = 0
     while offset < len(data):
         d = zlib.decompressobj(wbits=31)
         try:
             d.decompress(data[offset:])
-        except zlib.error:
-            break
+        except zlib.error as exc:
+            return offset, str(exc)
         if not d.eof:
             break
         offset = len(data) - len(d.unused_data)
-    return offset
+    return offset, None
 
 
-def _valid_length(data: bytes) -> int:
-    if data[:2] == b"\x1f\x8b":
-        return _valid_gzip_prefix(data)
-    return data.rfind(b"\n") + 1 if data and not data.endswith(b"\n") else len(data)
+def _valid_length(data: bytes, path: str) -> int:
+    """Where a torn tail begins (``len(data)`` where there is none). A writer killed
+    mid-batch leaves at most its last line or gzip member cut short (or followed by the
+    zeros a crash can leave); unreadable bytes that complete members follow (a member
+    damaged in place, a torn shard concatenated before another) are no torn tail:
+    cutting there would throw away every grade after them, so that is an InputError."""
+    if data[:2] != _GZIP_MAGIC:
+        return data.rfind(b"\n") + 1 if data and not data.endswith(b"\n") else len(data)
+    keep, damage = _valid_gzip_prefix(data)
+    if damage is None:
+        return keep
+    start = data.find(_GZIP_MAGIC, keep + 1)
+    while start != -1:
+        if _complete_member_at(data, start):
+            lines = gzip.decompress(data[:keep]).count(b"\n") if keep else 0
+            why = damage.rsplit(": ", 1)[-1]  # "Error -3 while decompressing data: incorrect data check"
+            raise InputError(f"the gzip member at byte {keep} is damaged ({why}) and complete members follow it: "
+                             "not a torn last batch, so nothing is cut; repair the file or write to another -o",
+                             path, lines + 1)
+        start = data.find(_GZIP_MAGIC, start + 1)
+    return keep
+
+
+def check_form(path: str, head: bytes) -> None:
+    """Grades are appended as gzip members to a .gz output and as plain lines otherwise;
+    an existing file of the other form would become unreadable (readers go by content)."""
+    if not head or (head[:2] == _GZIP_MAGIC) == _is_gzip_path(path):
+        return
+    if _is_gzip_path(path):
+        raise InputError("holds plain text but its name ends in .gz, and grades are appended to a .gz output "
+                         "compressed: rename it without .gz (or gzip it) to resume it", path)
+    raise InputError("holds gzip data but its name does not end in .gz, and grades are appended to it as plain "
+                     "lines: rename it with .gz (or gunzip it) to resume it", path)
 
 
 def _resumable(path: str) -> bool:
@@ -68,7 +110,8 @@ def repair(path: str) -> int:
         return 0
     with open(path, "rb") as fh:
         data = fh.read()
-    keep = _valid_length(data)
+    check_form(path, data[:2])
+    keep = _valid_length(data, path)
     removed = len(data) - keep
     if removed:
         with open(path, "r+b") as fh:
@@ -102,7 +145,8 @@ def existing_keys(path: str, *, read_only: bool = False, engines: dict | None = 
     if read_only:
         with open(path, "rb") as fh:
             data = fh.read()
-        keep = _valid_length(data)
+        check_form(path, data[:2])
+        keep = _valid_length(data, path)
         if keep < len(data):
             import tempfile
 

@@ -57,11 +57,11 @@ def report_segments(reports: Iterable[Report], unit: str = "sentence",
         if unit == "report":
             if r.text.strip():
                 text = r.text if cited is None else with_cited(r.text, r.cited_doc_ids(), cited)
-                out.append(Segment(r.topic_id, r.run_id, r.doc_id, text, 1))
+                out.append(Segment(r.topic_id, r.run_id, r.doc_id, text, 1, (r.source, r.line)))
             continue
         for s in r.sentences:
             if not s.text.strip():
                 continue
             text = s.text if cited is None else with_cited(s.text, (c.doc_id for c in s.citations), cited)
-            out.append(Segment(r.topic_id, r.run_id, s.doc_id, text, s.index))
+            out.append(Segment(r.topic_id, r.run_id, s.doc_id, text, s.index, (r.source, r.line)))
     return out

@@ -14,7 +14,7 @@ response apart, the digest makes sure that a regenerated response never reuses t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..errors import InputError
@@ -40,6 +40,8 @@ class Segment:
     doc_id: str
     text: str
     rank: int
+    #: (file, line) of the response or report it came from, for messages
+    where: tuple[str, int] | None = field(default=None, compare=False)
 
 
 def _split_long(text: str, limit: int, count: Callable[[str], int]) -> list[str]:
@@ -100,8 +102,9 @@ def split_paragraphs(text: str, *, max_tokens: int = MAX_TOKENS, min_tokens: int
     return out
 
 
-def segment_response(query_id: str, run_id: str, text: str, **kw) -> list[Segment]:
-    return [Segment(query_id, run_id, segment_id(run_id, query_id, n, para), para, n)
+def segment_response(query_id: str, run_id: str, text: str, where: tuple[str, int] | None = None,
+                     **kw) -> list[Segment]:
+    return [Segment(query_id, run_id, segment_id(run_id, query_id, n, para), para, n, where)
             for n, para in enumerate(split_paragraphs(text, **kw), 1)]
 
 
@@ -121,7 +124,7 @@ def read_responses(path: str, **kw) -> list[Segment]:
             raise InputError(f"second response of run {key[0]!r} for query {key[1]!r} "
                              f"(first on line {seen[key]})", name, lineno)
         seen[key] = lineno
-        segs = segment_response(key[1], key[0], obj["text"], **kw)
+        segs = segment_response(key[1], key[0], obj["text"], (name, lineno), **kw)
         if not segs:
             raise InputError("response without text", name, lineno)
         out.extend(segs)

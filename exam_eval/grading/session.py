@@ -140,11 +140,13 @@ class GradingSession:
                 raise InputError(f"cannot load model: {exc}".splitlines()[0], model.model_id or model.name) from None
 
     def run(self, *, sink=None, batch_size: int | None = None, progress: str | None = None,
-            sigterm_interrupts: bool = False) -> engine.Stats:
+            sigterm_interrupts: bool = False, on_ready: Callable[[], None] | None = None) -> engine.Stats:
         """Grade the plan into ``sink`` (default: the output, appended batch by batch).
         ``progress``: the progress bar's label (None: no bar). ``sigterm_interrupts``:
         SIGTERM (SLURM's time limit, ``kill``) stops like Ctrl-C; only from the main thread.
-        The models are closed afterwards, whatever happens."""
+        ``on_ready``: called once the models are loaded, before the first batch (what a
+        command writes besides the grades, so that a model that fails to load leaves
+        nothing written). The models are closed afterwards, whatever happens."""
         if self.work is None:
             raise RuntimeError("GradingSession.run before plan")
         plan = self.work
@@ -153,6 +155,8 @@ class GradingSession:
         try:
             if plan.units_todo:
                 self._load_models()
+            if on_ready is not None:
+                on_ready()
             if progress is None:
                 bar = contextlib.nullcontext(None)
             else:

@@ -27,13 +27,37 @@ _ATOL = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
 _ATOF = re.compile(r"[ \t\n\v\f\r]*([+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan))", re.I)
 
 
+# characters str.split() splits at and trec_eval (C's isspace) does not: U+00A0, U+2028,
+# U+3000, NEL, the separators 0x1C-0x1F. trec_eval reads one as part of an id; split here
+# it would silently make another line of it (a docno "d1<NBSP>x" became "d1" and a 5th field)
+_ODD_SPACE = re.compile(r"[^\S \t\n\r\v\f]")
+
+
+def c_fields(line: str, name: str, lineno: int) -> list[str]:
+    """The fields of a TREC line, split where trec_eval splits (ASCII white space).
+    A line holding other white space is refused: ids hold no white space (exam_eval(7)),
+    and splitting it either way would read another line than trec_eval or exam_eval's
+    other files do."""
+    odd = _ODD_SPACE.search(line)
+    if odd:
+        raise InputError(f"holds {_named(odd.group())}, white space that trec_eval does not split fields at "
+                         "(only at ASCII white space); ids may hold no white space", name, lineno)
+    return line.split()
+
+
+def _named(char: str) -> str:
+    import unicodedata
+
+    return f"U+{ord(char):04X} ({unicodedata.name(char, 'a control character').lower()})"
+
+
 def exact_fields(path: str | os.PathLike, shape: str, reader: str) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of each line, which must hold the fields of ``shape``
     ("qid jg docno label"); ``reader`` names trec_eval's function, for its message."""
     name = display_name(path)
     width = len(shape.split())
     for lineno, line in iter_lines(path):
-        fields = line.split()
+        fields = c_fields(line, name, lineno)
         if len(fields) != width:
             raise InputError(f"expected {width} fields '{shape}', found {len(fields)} "
                              f"(trec_eval.{reader}: Malformed line)", name, lineno)

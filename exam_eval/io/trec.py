@@ -13,7 +13,7 @@ import os
 from typing import IO, TYPE_CHECKING, Mapping
 
 from ..errors import InputError
-from .c_numbers import LABEL_MAX  # noqa: F401  (read here and by grades)
+from .c_numbers import LABEL_MAX, c_fields, trec_ranked  # noqa: F401  (LABEL_MAX: read here and by grades)
 from .openers import Slurped, display_name, iter_lines, slurp
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def _read_run_lines(path: str | os.PathLike, got: Slurped | None, *, allow_empty
     tag = ""
     where: dict[tuple[str, str], int] = {}
     for lineno, line in iter_lines(path, raw=None if got is None else got.raw):
-        fields = line.split()
+        fields = c_fields(line, name, lineno)
         if not fields:
             continue
         if len(fields) < 6:
@@ -117,7 +117,7 @@ def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
     qrels: Qrels = {}
     where: dict[tuple[str, str], int] = {}
     for lineno, line in iter_lines(path, raw=None if got is None else got.raw):
-        fields = line.split()
+        fields = c_fields(line, name, lineno)
         if not fields:
             # trec_eval skips blank lines in a run, not in qrels (get_qrels.c: Malformed line)
             raise InputError("blank line (trec_eval reads every qrels line as 'qid iter docno label')", name, lineno)
@@ -142,8 +142,10 @@ def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
 
 
 def ranked(docs: Mapping[str, float]) -> list[str]:
-    """Docnos in trec_eval order: score descending, ties broken by docno descending."""
-    return sorted(docs, key=lambda d: (docs[d], d), reverse=True)
+    """Docnos in trec_eval order: score descending as a C float (scores that differ only
+    beyond single precision tie, as in trec_eval), ties broken by docno descending; the
+    order every depth (exam-grade -k, exam-cover -k) cuts at."""
+    return trec_ranked(docs)
 
 
 def write_qrels(qrels: Qrels, out: IO[str]) -> int:

@@ -2,8 +2,8 @@
 line, for runs of millions of lines (a 2,000-query x 1,000-document run is 2 M lines).
 
 The bulk reader takes only what it can vouch for: ASCII text (CR, CRLF and LF line ends,
-as the line reader's universal newlines), fields separated by what ``str.split()``
-splits on, scores and labels with the value ``float`` and ``int`` give them (plain
+as the line reader's universal newlines), fields separated by ASCII white space (where
+trec_eval splits them), scores and labels with the value ``float`` and ``int`` give them (plain
 decimals computed exactly in numpy, the others by ``float``/``int`` themselves).
 Anything else (a short line, a score that is not a number or not finite, a duplicate,
 non-ASCII or control bytes, an empty file) raises :class:`Decline`, and the caller hands the same bytes to the line reader in
@@ -24,9 +24,9 @@ import numpy as np
 from .c_numbers import LABEL_MAX
 from .packed_bytes import WordView, decimals, words
 
-# Among ASCII, str.split() splits on 9-13 and 28-32 (bytes.split() would miss 28-31):
-# every byte up to 32 but the other control bytes, which the bulk reader leaves to the
-# line reader, so that "a field byte" is simply "a byte above 32".
+# Fields are split at 9-13 and 32 (C's isspace, as trec_eval); every other byte up to 32
+# (control bytes, and 28-31, which str.split() would split at) is left to the line
+# reader, so that "a field byte" is simply "a byte above 32".
 _NEWLINE = 10
 _CHUNK = 2 << 20          # bytes per tokenizing step: bounds the temporaries, not the result
 
@@ -75,7 +75,7 @@ def _tokenize(a: np.ndarray, n_fields: int, exact: bool, wanted: tuple[int, ...]
             last = (int(simple[n_fields - 1][0][-1]) + pos, int(simple[n_fields - 1][1][-1]) + pos)
             pos = end
             continue
-        if ((c < 9) | ((c > 13) & (c < 28))).any():
+        if ((c < 9) | ((c > 13) & (c < 32))).any():
             raise Decline
         edge = np.diff((c > 32).view(np.int8), prepend=np.int8(0), append=np.int8(0))
         starts = np.flatnonzero(edge == 1)

@@ -1,0 +1,259 @@
+"""Hostile inputs of a third sweep (2026-11-26): participants' run ids as file names, grades
+files damaged inside or of the other form than their name says, white space that trec_eval
+does not split at, and depths cut in an order other than trec_eval's. Each case: one line
+naming what is wrong (file and line where there is one), the right exit status, no
+traceback, and nothing written or changed."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from exam_eval.errors import InputError
+from exam_eval.grading.output import existing_keys, repair
+from exam_eval.io.trec import ranked, read_qrels, read_run_table
+from inproc import run
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = ROOT / "exam_eval" / "demo_data"
+
+
+def _clean(res, code: int) -> str:
+    assert res.escaped is None, res.escaped
+    assert "Traceback" not in res.stderr
+    assert res.code == code, (res.code, res.stderr)
+    assert res.last_line.startswith("exam-grade: "), res.stderr
+    return res.last_line
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _world(tmp_path: Path) -> dict[str, Path]:
+    (tmp_path / "runs").mkdir()
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text(json.dumps({"query_id": "101", "kind": "question", "text": "What do bees collect?"}) + "\n")
+    passages = tmp_path / "passages.jsonl"
+    passages.write_text(json.dumps({"doc_id": "p1", "text": "Bees collect nectar."}) + "\n")
+    good = tmp_path / "runs" / "good.run"
+    good.write_text("101 Q0 p1 1 1.0 good\n")
+    return {"bank": bank, "passages": passages, "run": good}
+
+
+def _grade(w, *args):
+    return run("grade", "--backend", "scripted", "--prompt", "question-selfrating", "--no-cache",
+               "--bank", w["bank"], "--passages", w["passages"], *args)
+
+
+@pytest.mark.parametrize("run_id", ["../escaped", "ABSOLUTE", "./x", "..", "x" * 300])
+def test_a_run_id_that_is_no_file_name_in_the_run_out_folder_is_refused(run_id, tmp_path):
+    """--responses-run-out DIR wrote RUN_ID.run for each run id of the responses, as it
+    came: "../x" wrote beside the folder, an absolute id anywhere on disk, "./x" over "x"."""
+    w = _world(tmp_path)
+    if run_id == "ABSOLUTE":
+        run_id = str(tmp_path / "elsewhere" / "absolute")
+    (tmp_path / "out").mkdir()
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text(json.dumps({"query_id": "101", "run_id": "fine", "text": "Bees collect nectar."}) + "\n"
+                         + json.dumps({"query_id": "101", "run_id": run_id, "text": "Nectar."}) + "\n")
+    before = _files(tmp_path)
+    line = _clean(_grade(w, "--responses", responses, "--responses-run-out", tmp_path / "out",
+                         "-o", tmp_path / "grades.jsonl"), 2)
+    assert line.startswith(f"exam-grade: {responses}:2: run id ")
+    assert "cannot name a file in --responses-run-out" in line
+    assert _files(tmp_path) == before  # no run file anywhere, no grades
+
+
+def test_a_report_run_id_that_is_no_file_name_is_refused_naming_its_line(tmp_path):
+    w = _world(tmp_path)
+    shutil.copy(DEMO / "nuggets.jsonl", tmp_path / "nuggets.jsonl")
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text(json.dumps({"metadata": {"team_id": "t", "run_id": "../escaped", "topic_id": "101"},
+                                   "responses": [{"text": "Bees collect nectar.", "citations": []}],
+                                   "references": []}) + "\n")
+    nuggets = tmp_path / "nuggets101.jsonl"
+    nuggets.write_text(json.dumps({"query_id": "101", "kind": "nugget", "text": "bees collect nectar"}) + "\n")
+    res = run("grade", "--backend", "scripted", "--prompt", "nugget-selfrating", "--no-cache", "--bank", nuggets,
+              "--reports", reports, "--reports-run-out", f"{tmp_path / 'out4'}/", "-o", tmp_path / "g.jsonl")
+    line = _clean(res, 2)
+    assert line.startswith(f"exam-grade: {reports}:1: run id '../escaped' holds '/'")
+    assert not (tmp_path / "escaped.run").exists() and not (tmp_path / "out4").exists()
+    assert not w["run"].with_name("g.jsonl").exists()
+
+
+def test_a_run_out_file_over_an_input_run_is_a_usage_error(tmp_path):
+    """No traversal needed: the run id "good" and --responses-run-out runs/ replaced the
+    input runs/good.run of the same command."""
+    w = _world(tmp_path)
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text(json.dumps({"query_id": "101", "run_id": "good", "text": "Bees collect nectar."}) + "\n")
+    before = w["run"].read_bytes()
+    line = _clean(_grade(w, w["run"], "--responses", responses, "--responses-run-out", f"{tmp_path / 'runs'}/",
+                         "-o", tmp_path / "grades.jsonl"), 1)
+    assert line.startswith(f"exam-grade: --responses-run-out {tmp_path / 'runs'}/ (run 'good') names a file the "
+                           f"command reads (RUN {w['run']})")
+    assert w["run"].read_bytes() == before and not (tmp_path / "grades.jsonl").exists()
+
+
+def test_a_run_out_file_over_the_grades_output_is_a_usage_error(tmp_path):
+    w = _world(tmp_path)
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text(json.dumps({"query_id": "101", "run_id": "g", "text": "Bees collect nectar."}) + "\n")
+    line = _clean(_grade(w, "--responses", responses, "--responses-run-out", f"{tmp_path}/",
+                         "-o", tmp_path / "g.run"), 1)
+    assert line == (f"exam-grade: --responses-run-out {tmp_path}/ (run 'g') and --output name the same file: "
+                    f"{tmp_path / 'g.run'}")
+    assert not (tmp_path / "g.run").exists()
+
+
+def test_the_run_out_is_written_only_once_the_model_loads(tmp_path):
+    """exam-grade(1): exit 2 for a model that does not load, "Nothing is written"; the
+    segments' run was written before the model was loaded."""
+    pytest.importorskip("transformers")
+    w = _world(tmp_path)
+    (tmp_path / "notamodel").mkdir()
+    (tmp_path / "notamodel" / "config.json").write_text("{}")  # found at parsing; fails to load
+    responses = tmp_path / "responses.jsonl"
+    responses.write_text(json.dumps({"query_id": "101", "run_id": "sysA", "text": "Bees collect nectar."}) + "\n")
+    res = run("grade", "--backend", "hf-seq2seq", "--engine", "torch", "--model", tmp_path / "notamodel",
+              "--prompt", "question-selfrating", "--no-cache", "--bank", w["bank"], "--responses", responses,
+              "--responses-run-out", tmp_path / "segments.run", "-o", tmp_path / "grades.jsonl")
+    assert "cannot load model" in _clean(res, 2)
+    assert not (tmp_path / "segments.run").exists() and not (tmp_path / "grades.jsonl").exists()
+    # and with a model that loads, the run is there
+    res = _grade(w, "--responses", responses, "--responses-run-out", tmp_path / "segments.run",
+                 "-o", tmp_path / "grades.jsonl")
+    assert res.code == 0, res.stderr
+    assert (tmp_path / "segments.run").read_text().split()[5] == "sysA"
+
+
+# ---- grades files damaged inside, or of the other form ------------------------------------
+
+def _members(*texts: str) -> list[bytes]:
+    return [gzip.compress(t.encode(), mtime=0) for t in texts]
+
+
+def test_a_gzip_output_damaged_before_its_end_is_refused_not_cut(tmp_path):
+    """A torn shard concatenated before another (the man page's shard recipe), or one
+    flipped byte in the first member: repair cut at the damage, dropping every intact
+    member after it (all of shard 2 regraded, or the whole file)."""
+    one, two, three = _members('{"a": 1}\n{"b": 2}\n', '{"c": 3}\n', '{"d": 4}\n')
+    torn_then_whole = tmp_path / "merged.jsonl.gz"
+    torn_then_whole.write_bytes(one + two[:-6] + three)
+    flipped = tmp_path / "flipped.jsonl.gz"
+    bad = bytearray(one + two + three)
+    bad[len(one) + 12] ^= 0xFF
+    flipped.write_bytes(bytes(bad))
+    for path, line in ((torn_then_whole, 3), (flipped, 3)):
+        before = path.read_bytes()
+        with pytest.raises(InputError) as err:
+            repair(str(path))
+        assert err.value.path == str(path) and err.value.line == line
+        assert f"the gzip member at byte {len(one)} is damaged" in err.value.reason
+        assert path.read_bytes() == before
+        with pytest.raises(InputError):
+            existing_keys(str(path), read_only=True)  # --dry-run says the same
+
+
+def test_a_torn_or_zero_filled_last_gzip_member_is_still_cut(tmp_path):
+    one, two = _members('{"a": 1}\n', '{"b": 2}\n')
+    for tail in (two[:-6], b"\0" * 64, two[:5]):
+        path = tmp_path / "g.jsonl.gz"
+        path.write_bytes(one + two + tail)
+        assert repair(str(path)) == len(tail)
+        assert gzip.decompress(path.read_bytes()) == b'{"a": 1}\n{"b": 2}\n'
+
+
+def test_a_grades_file_of_the_other_form_than_its_name_is_refused_unchanged(tmp_path):
+    """exam-grade appends gzip members to a .gz output and plain lines otherwise, while
+    readers go by content: plain text named .gz got gzip members after it (unreadable),
+    and a rerun cut the "torn" tail out of the gzip data."""
+    docs = DEMO / "good.run"
+    for name, data in (("plain.jsonl.gz", b'{"a": 1}\n'), ("zipped.jsonl", gzip.compress(b'{"a": 1}\n'))):
+        path = tmp_path / name
+        path.write_bytes(data)
+        with pytest.raises(InputError) as err:
+            repair(str(path))
+        assert ("holds plain text but its name ends in .gz" if name.endswith(".gz")
+                else "holds gzip data but its name does not end in .gz") in err.value.reason
+        assert path.read_bytes() == data
+    res = run("grade", "--backend", "scripted", "--prompt", "question-selfrating", "--no-cache", "-k", "1",
+              "--bank", DEMO / "questions.jsonl", "--passages", DEMO / "passages.jsonl", docs,
+              "-o", tmp_path / "plain.jsonl.gz")
+    assert _clean(res, 2).startswith(f"exam-grade: {tmp_path / 'plain.jsonl.gz'}: holds plain text")
+    assert (tmp_path / "plain.jsonl.gz").read_bytes() == b'{"a": 1}\n'
+
+
+# ---- white space that trec_eval does not split at ------------------------------------------
+
+ODD_SPACES = ["\xa0", "\u2028", "\u3000", "\x85", "\x1c", "\x1f"]
+
+
+@pytest.mark.parametrize("char", ODD_SPACES)
+def test_a_trec_line_with_white_space_trec_eval_does_not_split_at_is_refused(char, tmp_path):
+    """str.split() split "d1<NBSP>junk" into two fields where trec_eval reads one docno:
+    map 0.5 where trec_eval says 0, and a 5-field line trec_eval refuses was scored."""
+    run_file = tmp_path / "r.run"
+    run_file.write_text(f"101 Q0 d2 2 3 t\n101 Q0 d1{char}junk 1 5 t\n", encoding="utf-8")
+    qrels = tmp_path / "q.txt"
+    qrels.write_text(f"101 0 d2 0\n101 0 d1{char}x 1\n", encoding="utf-8")
+    for read, path in ((read_run_table, run_file), (read_qrels, qrels)):
+        with pytest.raises(InputError) as err:
+            read(path)
+        assert (err.value.path, err.value.line) == (str(path), 2)
+        assert err.value.reason.startswith(f"holds U+{ord(char):04X} ")
+
+
+def test_trec_eval_reads_such_a_character_as_part_of_an_id(trec_eval_binary, tmp_path):
+    """Why exam-qrels refuses rather than splits: trec_eval keeps it in the docno."""
+    import subprocess
+
+    (tmp_path / "q.txt").write_text("101 0 d1 1\n101 0 d2 0\n")
+    (tmp_path / "r.run").write_text("101 Q0 d1\xa0junk 1 5 t\n101 Q0 d2 2 3 t\n", encoding="utf-8")
+    out = subprocess.run([str(trec_eval_binary), "-m", "num_rel_ret", str(tmp_path / "q.txt"), str(tmp_path / "r.run")],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["num_rel_ret", "all", "0"]
+
+
+# ---- depths cut in trec_eval's order ----------------------------------------------------------
+
+def test_depths_cut_in_trec_evals_order_of_c_float_scores(tmp_path):
+    """1.00000001 and 1.0 are one C float: trec_eval ties them and ranks z9 first (docno
+    descending); exam-grade -k 1 pooled a1 and exam-cover -k 1 counted a1."""
+    pytrec_eval = pytest.importorskip("pytrec_eval")
+    docs = {"a1": 1.00000001, "z9": 1.0}
+    evaluator = pytrec_eval.RelevanceEvaluator({"101": {"a1": 1, "z9": 0}}, {"P.1"})
+    credited = evaluator.evaluate({"101": docs})["101"]["P_1"]
+    assert ranked(docs) == ["z9", "a1"] and credited == 0.0  # pytrec_eval (trec_eval's C) puts z9 first
+    run_file = tmp_path / "r.run"
+    run_file.write_text("101 Q0 a1 1 1.00000001 t\n101 Q0 z9 2 1.0 t\n")
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text(json.dumps({"query_id": "101", "kind": "question", "text": "What do bees collect?"}) + "\n")
+    passages = tmp_path / "passages.jsonl"
+    passages.write_text("".join(json.dumps({"doc_id": d, "text": f"text {d}"}) + "\n" for d in docs))
+    res = run("grade", "--backend", "scripted", "--prompt", "question-selfrating", "--no-cache", "-k", "1",
+              "--bank", bank, "--passages", passages, run_file, "-o", tmp_path / "g.jsonl")
+    assert res.code == 0, res.stderr
+    assert [json.loads(x)["doc_id"] for x in (tmp_path / "g.jsonl").read_text().splitlines()] == ["z9"]
+
+
+def test_the_cut_is_the_same_for_exam_cover(tmp_path):
+    grades = tmp_path / "g.jsonl"
+    lines = []
+    for doc, grade in (("a1", 5), ("z9", 0)):
+        lines.append(json.dumps({"query_id": "101", "doc_id": doc, "item_id": "101/q1", "kind": "question",
+                                 "grade": grade, "parse_ok": True, "model": "m", "prompt": "question-selfrating"}))
+    grades.write_text("\n".join(lines) + "\n")
+    run_file = tmp_path / "r.run"
+    run_file.write_text("101 Q0 a1 1 1.00000001 t\n101 Q0 z9 2 1.0 t\n")
+    res = run("cover", "-q", "-k", "1", grades, run_file)
+    assert res.escaped is None and res.code in (0, None), res.stderr
+    per_query = [x.split() for x in res.stdout.splitlines() if x.split()[1:2] == ["101"]]
+    assert per_query and all(float(v) == 0.0 for _, _, v in per_query), res.stdout
+    assert os.path.exists(run_file)
