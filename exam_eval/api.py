@@ -184,14 +184,15 @@ def qrels(grades: Iterable[Grade], *, label: str = "max", min_grade: int | None 
 def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, float]]], *, min_grade: int = 4,
           k: int = 20, complete: bool = False) -> dict[str, dict[str, float]]:
     """EXAM-Cover (as exam-cover) of ranked runs (run -> topic -> doc -> score):
-    run -> {"exam_cover", "n_exam_cover"} means over topics."""
+    run -> {"exam_cover", "n_exam_cover"} means over topics (n_exam_cover None where no
+    topic has an item any passage answers: undefined, not 0)."""
     from .measures.cover import build_index, exam_cover
 
     index = build_index(grades, min_grade)
     out = {}
     for name, run in runs.items():
         res = exam_cover(index, run, k=k, complete=complete)
-        out[name] = {"exam_cover": res.mean, "n_exam_cover": res.n_mean}
+        out[name] = {"exam_cover": res.mean, "n_exam_cover": res.n_mean if res.n_defined else None}
     return out
 
 

@@ -257,3 +257,132 @@ def test_the_cut_is_the_same_for_exam_cover(tmp_path):
     per_query = [x.split() for x in res.stdout.splitlines() if x.split()[1:2] == ["101"]]
     assert per_query and all(float(v) == 0.0 for _, _, v in per_query), res.stdout
     assert os.path.exists(run_file)
+
+
+# ---- smaller holes ------------------------------------------------------------------------------
+
+def _wb_line(rating) -> str:
+    return json.dumps(["101", [{"paragraph_id": "p1", "exam_grades": [{
+        "llm": "google/flan-t5-large", "prompt_info": {"prompt_class": "QuestionSelfRatedUnanswerablePromptWithChoices"},
+        "self_ratings": [{"question_id": "101/a", "self_rating": 5}, {"question_id": "101/b", "self_rating": rating}]}]}]])
+
+
+@pytest.mark.parametrize("rating", [4.5, "4", True])
+def test_a_workbench_rating_that_is_no_integer_is_refused(rating, tmp_path):
+    """Counted as "unparsed" before, so a damaged file gave qrels with exit 0."""
+    wb = tmp_path / "wb.jsonl"
+    wb.write_text(_wb_line(rating) + "\n")
+    res = run("qrels", wb)
+    assert res.escaped is None and res.code == 2 and res.stdout == ""
+    assert res.last_line == f"exam-qrels: {wb}:1: 'self_rating' must be an integer or null, got {rating!r}"
+    wb.write_text(_wb_line(None) + "\n")  # the workbench's unparsed rating stays one
+    res = run("qrels", wb)
+    assert res.code in (0, None) and res.stdout == "101 0 p1 5\n", res.stderr
+
+
+def test_a_prompt_file_with_a_label_twice_is_refused(tmp_path):
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("# target: question\n# mode: score\n# labels: 1 1\n# scale: 0 1\nQ: {question}\nP: {context}\n")
+    res = run("grade", "--backend", "scripted", "--prompt", prompt, "--no-cache", "-k", "1",
+              "--bank", DEMO / "questions.jsonl", "--passages", DEMO / "passages.jsonl", DEMO / "good.run",
+              "-o", tmp_path / "g.jsonl")
+    assert _clean(res, 2) == f"exam-grade: {prompt}:3: label '1' is given twice: each grade needs its own label " \
+                             "(their probabilities are compared)"
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+@pytest.mark.parametrize("prog", ["qrels", "cover"])
+def test_an_output_with_a_trailing_slash_is_refused_before_reading(prog, tmp_path):
+    keep = tmp_path / "keep.txt"
+    keep.write_text("precious\n")
+    args = [DEMO / "qrels.txt"] if prog == "qrels" else [tmp_path / "missing-grades.jsonl", DEMO / "good.run"]
+    res = run(prog, *args, "-o", f"{keep}/")
+    assert res.escaped is None and res.code == 2
+    # refused at parsing: the missing grades file is not what it names
+    assert res.last_line == f"exam-{prog}: {keep}/: cannot write: names a folder (it ends with a separator); give a file name"
+    assert keep.read_text() == "precious\n"
+
+
+def test_a_run_file_name_that_would_break_the_leaderboard_is_refused(tmp_path):
+    bad = tmp_path / "ta\tb.run"
+    bad.write_text("101 Q0 p001 1 2.0 r\n")
+    res = run("qrels", "-m", "P.1", DEMO / "qrels.txt", bad, DEMO / "good.run")
+    assert res.escaped is None and res.code == 1 and res.stdout == ""
+    assert "holds a tab, newline or control character: rename the file" in res.last_line
+
+
+@pytest.mark.parametrize("flags", [["-m", "map"], ["-q"], ["-c"], ["-J"], ["-M", "5"], ["-l", "2"]])
+def test_scoring_options_without_a_run_are_a_usage_error(flags, tmp_path):
+    """exam-qrels -c -m ndcg_cut.10 grades.jsonl (an empty $(RUNS)) wrote qrels, exit 0."""
+    res = run("qrels", *flags, DEMO / "qrels.txt")
+    assert res.escaped is None and res.code == 1 and res.stdout == ""
+    assert res.last_line.startswith(f"exam-qrels: {flags[0]} says how to score a RUN: give a RUN to score")
+
+
+@pytest.mark.parametrize("args", [["--report-unit", "report"], ["--verify", "llm"]])
+def test_grade_options_that_cannot_apply_are_a_usage_error(args, tmp_path):
+    res = run("grade", "--backend", "scripted", "--prompt", "question-selfrating", "--no-cache", "-k", "1",
+              "--bank", DEMO / "questions.jsonl", "--passages", DEMO / "passages.jsonl", DEMO / "good.run",
+              *args, "-o", tmp_path / "g.jsonl")
+    line = _clean(res, 1)
+    assert line in ("exam-grade: --report-unit needs --reports",
+                    "exam-grade: --verify llm verifies extracted answers; prompt 'question-selfrating' extracts "
+                    "none (use an extraction prompt such as question-extraction)")
+    assert not (tmp_path / "g.jsonl").exists()
+
+
+def test_labels_are_read_from_standard_input(run_cli):
+    """exam_eval(7): every command reads -; exam-qrels refused it (its format is sniffed)."""
+    qrels_text = (DEMO / "qrels.txt").read_text()
+    res = run_cli("exam-qrels", "-", input=qrels_text)
+    assert res.returncode == 0 and res.stdout == run("qrels", DEMO / "qrels.txt").stdout != "", res.stderr
+    res = run_cli("exam-qrels", "-m", "P.5", "-", DEMO / "good.run", "-o", "-", input=qrels_text)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == run("qrels", "-m", "P.5", DEMO / "qrels.txt", DEMO / "good.run").stdout
+    res = run_cli("exam-qrels", "-", input="101 0 p1\n")  # a message names <stdin>, not the copy
+    assert res.returncode == 2 and res.stderr.startswith("exam-qrels: <stdin>:1: "), res.stderr
+
+
+@pytest.mark.parametrize("argv", [["cover", "-", "-"], ["qrels", "-m", "map", "-", "-"]])
+def test_standard_input_named_twice_is_a_usage_error(argv):
+    res = run(*argv)  # refused before anything is read
+    assert res.escaped is None and res.code == 1
+    assert "standard input (-) is given 2 times" in res.last_line
+
+
+def test_an_undefined_normalized_cover_is_left_out_not_zero(tmp_path):
+    """No query with an answerable item: n_exam_cover printed 0.0000, as if the run scored 0."""
+    grades = tmp_path / "g.jsonl"
+    grades.write_text(json.dumps({"query_id": "101", "doc_id": "p1", "item_id": "101/a", "kind": "question",
+                                  "grade": 1, "parse_ok": True, "model": "m", "prompt": "question-selfrating"}) + "\n")
+    runs = []
+    for name in ("a", "b"):
+        runs.append(tmp_path / f"{name}.run")
+        runs[-1].write_text("101 Q0 p1 1 1.0 r\n")
+    one = run("cover", grades, runs[0])
+    assert one.code in (0, None), one.stderr
+    assert [x.split()[0] for x in one.stdout.splitlines()] == ["num_q", "exam_cover", "exam_cover_stderr"]
+    assert "n_exam_cover is undefined for a" in one.stderr
+    board = run("cover", grades, *runs)
+    assert board.stdout.splitlines()[1:] == ["a\t0.0000\t0.0000\t\t", "b\t0.0000\t0.0000\t\t"]
+
+
+def test_ctrl_c_while_a_command_imports_is_one_line(tmp_path):
+    """The entry points import the command under a guard: an interrupt there printed a
+    KeyboardInterrupt traceback from exam_eval's own imports."""
+    import subprocess
+    import sys
+
+    code = ("import builtins, sys\n"
+            "real = builtins.__import__\n"
+            "def fake(name, *a, **k):\n"
+            "    if name.endswith('grading.inputs') or name == 'click':\n"
+            "        raise KeyboardInterrupt\n"
+            "    return real(name, *a, **k)\n"
+            "builtins.__import__ = fake\n"
+            "from exam_eval.launch import grade\n"
+            "sys.argv = ['exam-grade', '--help']\n"
+            "grade()\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert res.returncode == 130 and res.stderr == "exam-grade: interrupted\n", res.stderr

@@ -32,7 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("exam_eval.stats",),
     ("exam_eval.genq", "exam_eval.verify"),
     ("exam_eval.api", "exam_eval.commands", "exam_eval.autojudge_offline"),
-    ("exam_eval.demo", "exam_eval.demo_data"),  # scripts that run the commands
+    ("exam_eval.demo", "exam_eval.demo_data", "exam_eval.launch"),  # scripts that run the commands
     ("exam_eval.demo_rag",),  # the RAG demo reuses the demo's runner
 ]
 

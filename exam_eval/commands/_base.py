@@ -196,6 +196,26 @@ def refuse_inputs_as_outputs(ctx: click.Context, outputs: dict[str, str], allowe
         c = c.parent
 
 
+def check_stdin_read_once(ctx: click.Context) -> None:
+    """Standard input can be read once: two inputs given as ``-`` (``exam-cover - -``)
+    would leave the second empty, and its message ("run is empty") would mislead."""
+    named = []
+    c: click.Context | None = ctx
+    while c is not None:
+        outputs = c.meta.get("exam_eval.output_params") or set()
+        for param in c.command.params:
+            flag = _flag(param)
+            value = c.params.get(param.name)
+            if param.name in outputs or value is None or getattr(param, "is_flag", False):
+                continue
+            values = value if isinstance(value, (tuple, list)) else (value,)
+            named += [flag for v in values if isinstance(v, str) and v == "-"]
+        c = c.parent
+    if len(named) > 1:
+        raise UsageError(f"standard input (-) is given {len(named)} times ({', '.join(named)}): it can be read "
+                         "once; give files for all but one")
+
+
 def _guard_callbacks(cmd: click.Command) -> None:
     """:func:`check_outputs_are_not_inputs` before the callback of ``cmd`` and of every
     subcommand (a group's own callback runs before its subcommand is parsed, so the
@@ -206,6 +226,7 @@ def _guard_callbacks(cmd: click.Command) -> None:
         @functools.wraps(body)
         def guarded(*args, **kwargs):
             check_outputs_are_not_inputs(click.get_current_context())
+            check_stdin_read_once(click.get_current_context())
             return body(*args, **kwargs)
 
         guarded._exam_eval_guarded = True  # type: ignore[attr-defined]
@@ -250,6 +271,7 @@ def claim_output(ctx: click.Context, param: click.Parameter, value):
     of them naming one file would overwrite each other, or append grades to the cache's
     database, and the command would still exit 0; that is a usage error before any work.
     A device or FIFO (/dev/null) may take several."""
+    ctx.meta.setdefault("exam_eval.output_params", set()).add(param.name)  # "-" there is stdout
     if value is None or str(value) in ("", "-") or ctx.resilient_parsing or existing_non_regular(value):
         return value
     claimed = ctx.meta.setdefault("exam_eval.outputs", {})

@@ -21,6 +21,10 @@ def run_names(paths: tuple[str, ...]) -> Iterator[tuple[str, str]]:
     seen: dict[str, str] = {}
     for path in paths:
         name = run_name(path) if path != "-" else "stdin"
+        if not name.isprintable() or "\t" in name:
+            # a tab or newline would add a column or a row to the leaderboard's TSV
+            raise UsageError(f"the run file {path!r} would give the leaderboard name {name!r}, which holds a tab, "
+                             "newline or control character: rename the file")
         if name in seen:
             raise UsageError(f"two runs would share the leaderboard name {name!r}: {seen[name]} and {path}")
         seen[name] = path

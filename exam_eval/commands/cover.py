@@ -80,13 +80,18 @@ def cli(grades, runs, k, min_grade, per_query, complete, no_summary, bank, model
                 out.write(_line("num_q", "all", res.n_queries))
                 out.write(_line("exam_cover", "all", res.mean))
                 out.write(_line("exam_cover_stderr", "all", res.stderr))
-                out.write(_line("n_exam_cover", "all", res.n_mean))
-                out.write(_line("n_exam_cover_stderr", "all", res.n_stderr))
+                if res.n_defined:  # else undefined: left out, as per query
+                    out.write(_line("n_exam_cover", "all", res.n_mean))
+                    out.write(_line("n_exam_cover_stderr", "all", res.n_stderr))
         else:
             columns = ["exam_cover", "stderr", "n_exam_cover", "n_stderr"]
-            rows = {name: {"exam_cover": r.mean, "stderr": r.stderr, "n_exam_cover": r.n_mean,
-                           "n_stderr": r.n_stderr} for name, r in results}
+            rows = {name: {"exam_cover": r.mean, "stderr": r.stderr, "n_exam_cover": r.n_mean if r.n_defined else None,
+                           "n_stderr": r.n_stderr if r.n_defined else None} for name, r in results}
             write_leaderboard(rows, columns, out)
+    undefined = [name for name, r in results if not r.n_defined]
+    if undefined:
+        log(f"n_exam_cover is undefined for {', '.join(undefined[:3])}{' ...' if len(undefined) > 3 else ''}: "
+            "no query of it has an item any passage answers (left out, not 0)")
     return 0
 
 

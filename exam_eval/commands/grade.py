@@ -109,13 +109,16 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     if responses_run_out and not responses:
         raise UsageError("--responses-run-out needs --responses")
     for flag, given in (("--track-spec", track_spec), ("--reports-run-out", reports_run_out),
-                        ("--cited-documents", cited_documents)):
+                        ("--cited-documents", cited_documents), ("--report-unit", report_unit)):
         if given and not reports:
             raise UsageError(f"{flag} needs --reports")
     prompt = get_prompt(prompt_name).variant(generate=generate_ratings, rule=rating_rule)
     direct = prompt.target == "direct"
     if not direct and not bank:
         raise UsageError(f"prompt {prompt.id!r} grades {prompt.target}s: give --bank")
+    if verify == "llm" and prompt.parser != "extraction":
+        raise UsageError(f"--verify llm verifies extracted answers; prompt {prompt.id!r} extracts none "
+                         "(use an extraction prompt such as question-extraction)")
     options = backend_settings(click.get_current_context().params)
     grader = make_grader(backend, options, backend_options, prompt)
     if verify == "llm":

@@ -39,6 +39,32 @@ See man exam-qrels.
 """
 
 
+#: options that only say how RUNs are scored
+SCORING_OPTIONS = ("measures", "per_query", "complete", "level", "no_summary", "judged_only",
+                   "zscores_file", "max_docs")
+
+
+def labels_source(ctx: click.Context, labels: str, runs) -> str:
+    """LABELS as a path to read. With no RUN only the qrels are written: a scoring option
+    given then (a forgotten RUN, an empty $(RUNS) in a Makefile) would be ignored with
+    exit 0. Standard input is copied to a file: its format is sniffed, then it is read."""
+    if not runs:
+        refuse_scoring_options(ctx)
+    if labels != "-":
+        return labels
+    from ..io.openers import stdin_as_file
+
+    return ctx.with_resource(stdin_as_file())
+
+
+def refuse_scoring_options(ctx: click.Context) -> None:
+    for param in ctx.command.params:
+        if param.name in SCORING_OPTIONS and ctx.get_parameter_source(param.name) == click.core.ParameterSource.COMMANDLINE:
+            flag = min(param.opts, key=len)
+            raise click.UsageError(f"{flag} says how to score a RUN: give a RUN to score (with no RUN, exam-qrels "
+                                   "writes LABELS as qrels)")
+
+
 @click.command(context_settings=CONTEXT_SETTINGS, epilog=EPILOG)
 @click.argument("labels", metavar="LABELS")
 @click.argument("runs", nargs=-1, metavar="[RUN ...]")
@@ -82,6 +108,7 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     (`trec_eval [options] QRELS RUN`), and what it refuses is refused. With several RUNs, a leaderboard TSV: `run` then one column per measure.
     """
     log = stderr_log(PROG)
+    labels = labels_source(click.get_current_context(), labels, runs)
     if label_mode != "max" and min_grade is None:
         min_grade = 4
     requests = parse_measures(list(measures), warn=log)

@@ -170,6 +170,17 @@ def _objects(value, what: str, name: str, lineno: int) -> list[dict]:
     return value
 
 
+def _workbench_rating(value, key: str, name: str, lineno: int) -> bool:
+    """Whether a workbench rating was parsed: an integer; null (or absent) where the
+    workbench could not read one. Anything else (4.5, "4", true) is not the workbench's
+    output, and counting it as unparsed would hide it."""
+    if value is None:
+        return False
+    if type(value) is not int:
+        raise InputError(f"'{key}' must be an integer or null, got {_show(value)}", name, lineno)
+    return True
+
+
 def _grades_from_workbench(obj: list, name: str, lineno: int) -> Iterator[Grade]:
     """One workbench line: ``[query_id, [paragraph, ...]]`` with ``exam_grades``."""
     if len(obj) != 2 or not isinstance(obj[1], list):
@@ -196,7 +207,7 @@ def _grades_from_workbench(obj: list, name: str, lineno: int) -> Iterator[Grade]
                     raise InputError("self_rating without question_id or nugget_id", name, lineno)
                 item_id = json_id(rating[key], key, name, lineno, trec=False)
                 value = rating.get("self_rating")
-                ok = type(value) is int
+                ok = _workbench_rating(value, "self_rating", name, lineno)
                 if ok:
                     _check_grade(value, WORKBENCH_SCALE, "the workbench's self-ratings", name, lineno)
                 answer = answers.get(item_id)
@@ -208,7 +219,7 @@ def _grades_from_workbench(obj: list, name: str, lineno: int) -> Iterator[Grade]
             if not isinstance(info, dict):
                 raise InputError("workbench 'prompt_info' must be an object", name, lineno)
             value = block.get("self_ratings")
-            ok = type(value) is int
+            ok = _workbench_rating(value, "self_ratings", name, lineno)
             if ok:
                 _check_grade(value, None, "", name, lineno)
             answer = block.get("answer")

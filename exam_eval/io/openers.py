@@ -24,8 +24,29 @@ from ..errors import InputError, OutputClosed, OutputError, UsageError
 STDOUT_NAME = "<stdout>"
 
 
+#: temp files standing in for standard input (:func:`stdin_as_file`), named as it is
+_STDIN_COPIES: set[str] = set()
+
+
 def display_name(path: str | os.PathLike) -> str:
-    return "<stdin>" if str(path) == "-" else str(path)
+    return "<stdin>" if str(path) == "-" or str(path) in _STDIN_COPIES else str(path)
+
+
+@contextlib.contextmanager
+def stdin_as_file() -> Iterator[str]:
+    """Standard input copied whole into a temp file, for a reader that looks at its input
+    twice (to sniff the format, then to read it); messages name it ``<stdin>``."""
+    got = slurp("-")
+    fd, path = tempfile.mkstemp(prefix="exam_eval-stdin-", suffix=".gz" if got.raw[:2] == b"\x1f\x8b" else "")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(got.raw)
+        _STDIN_COPIES.add(path)
+        yield path
+    finally:
+        _STDIN_COPIES.discard(path)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _is_gzip(raw: IO[bytes]) -> bool:
@@ -313,6 +334,9 @@ def check_output(path: str | os.PathLike | None, *, append: bool = False) -> Non
     path = os.fspath(path)
     if path == "":
         raise UsageError("empty output file name")
+    if path.endswith(tuple(filter(None, (os.sep, os.altsep)))):
+        # a file's path with a trailing separator: os.replace would still write the file
+        raise OutputError("cannot write: names a folder (it ends with a separator); give a file name", path)
     if os.path.isdir(path):
         raise OutputError("cannot write: is a directory", path)
     if existing_non_regular(path):

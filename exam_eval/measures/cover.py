@@ -68,6 +68,8 @@ class CoverResult:
     n_mean: float = 0.0
     n_stderr: float = 0.0
     n_queries: int = 0
+    #: queries with a normalized value; none: n_mean and n_stderr are undefined (0 here)
+    n_defined: int = 0
 
 
 def mean_stderr(values) -> tuple[float, float]:
@@ -106,6 +108,7 @@ def exam_cover(index: CoverIndex, run: Run, k: int = 20, complete: bool = False)
     res.mean, res.stderr = mean_stderr(covers)
     res.n_mean, res.n_stderr = mean_stderr(norms)
     res.n_queries = len(covers)
+    res.n_defined = len(norms)
     return res
 
 

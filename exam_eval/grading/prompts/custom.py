@@ -136,6 +136,10 @@ def load_prompt_file(path: str | Path) -> Prompt:
         scale = (int(nums[0]), int(nums[1]))
     else:
         scale = _default_scale(labels, parser)
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise InputError(f"label {twice[0]!r} is given twice: each grade needs its own label (their "
+                         "probabilities are compared)", name, line_of("labels"))
     if labels and len(labels) != scale[1] - scale[0] + 1:
         raise InputError(f"{len(labels)} labels for the scale {scale[0]}-{scale[1]}: one label per grade is needed",
                          name, line_of("labels"))
