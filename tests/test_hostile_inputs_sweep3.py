@@ -386,3 +386,281 @@ def test_ctrl_c_while_a_command_imports_is_one_line(tmp_path):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     assert res.returncode == 130 and res.stderr == "exam-grade: interrupted\n", res.stderr
+
+
+# ---- the other four commands ----------------------------------------------------------------
+
+def _md5(s: str) -> str:
+    import hashlib
+
+    return hashlib.md5(s.encode()).hexdigest()
+
+
+def _nugget_world(tmp_path: Path, runs=(("runA", 2), ("runB", 1), ("runC", 0))) -> dict[str, Path]:
+    """One topic, one nugget, one report per run, and the nugget's assign grades."""
+    t, s = "Nugget one.", "Sentence A one."
+    (tmp_path / "bank.jsonl").write_text(json.dumps({"query_id": "101", "item_id": f"101/{_md5(t)}",
+                                                     "kind": "nugget", "text": t, "importance": "vital"}) + "\n")
+    reports, grades = [], []
+    for run_id, grade in runs:
+        reports.append(json.dumps({"metadata": {"team_id": "t", "run_id": run_id, "topic_id": "101"},
+                                   "responses": [{"text": s, "citations": []}], "references": []}))
+        grades.append(json.dumps({"query_id": "101", "doc_id": f"{run_id}/101/1-{_md5(s)[:10]}",
+                                  "item_id": f"101/{_md5(t)}", "kind": "nugget", "grade": grade, "probs": None,
+                                  "answer": str(grade), "parse_ok": True, "model": "m",
+                                  "prompt": "nuggetizer-assign", "prompt_hash": "h"}))
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "r.jsonl").write_text("\n".join(reports) + "\n")
+    (tmp_path / "grades.jsonl").write_text("\n".join(grades) + "\n")
+    return {"bank": tmp_path / "bank.jsonl", "reports": tmp_path / "reports", "grades": tmp_path / "grades.jsonl"}
+
+
+def test_an_output_inside_a_folder_the_command_reads_is_a_usage_error(tmp_path):
+    """-o rep/r.jsonl with --reports rep replaced the only report, exit 0."""
+    w = _nugget_world(tmp_path)
+    report = w["reports"] / "r.jsonl"
+    before = report.read_bytes()
+    for argv in (["nuggets", "score", "--reports", w["reports"], "--bank", w["bank"], w["grades"], "-o", report],
+                 ["nuggets", "qrels", "--reports", w["reports"], w["grades"], "-o", report]):
+        res = run(*argv)
+        assert res.escaped is None and res.code == 1, res.stderr
+        assert res.last_line.startswith(f"exam-nuggets: --output names a file the command reads (--reports {w['reports']})")
+        assert report.read_bytes() == before
+    # a new file in that folder is read by no one before it is written: fine
+    res = run("nuggets", "score", "--reports", w["reports"], "--bank", w["bank"], w["grades"],
+              "-o", w["reports"] / "new.tot")
+    assert res.code in (0, None), res.stderr
+
+
+def test_a_failing_output_leaves_every_output_as_it_was(tmp_path):
+    """--format trec_eval -o DIR replaced runA.txt, then failed on runB.txt (a folder);
+    --assignments was replaced, then -o failed."""
+    w = _nugget_world(tmp_path)
+    out = tmp_path / "out"
+    (out / "runB.txt").mkdir(parents=True)
+    (out / "runA.txt").write_text("OLD runA result\n")
+    res = run("nuggets", "score", "--reports", w["reports"], "--bank", w["bank"], w["grades"], "--format", "trec_eval",
+              "-m", "nugget_all", "-o", f"{out}/")
+    assert res.escaped is None and res.code == 2, res.stderr
+    assert (out / "runA.txt").read_text() == "OLD runA result\n" and not (out / "runC.txt").exists()
+    asg = tmp_path / "asg.jsonl"
+    asg.write_text("OLD assignments\n")
+    res = run("nuggets", "score", "--reports", w["reports"], "--bank", w["bank"], w["grades"],
+              "--assignments", asg, "-o", "/dev/full")
+    assert res.escaped is None and res.code == 2 and "No space left" in res.last_line, res.stderr
+    assert asg.read_text() == "OLD assignments\n"
+
+
+def test_support_grades_that_hold_no_support_grade_are_refused(tmp_path):
+    w = _nugget_world(tmp_path)
+    res = run("nuggets", "score", "--reports", w["reports"], "--bank", w["bank"], w["grades"],
+              "--support-grades", w["grades"])
+    assert res.escaped is None and res.code == 2
+    assert res.last_line == f"exam-nuggets: {w['grades']}: holds no citation-support grades (exam-nuggets support writes them)"
+
+
+def test_a_measure_named_twice_is_one_column(tmp_path):
+    w = _nugget_world(tmp_path)
+    res = run("nuggets", "score", "--reports", w["reports"], "--bank", w["bank"], w["grades"],
+              "-m", "nugget_all", "-m", "nugget_all", "--format", "table")
+    assert res.code in (0, None), res.stderr
+    assert res.stdout.splitlines()[0] == "run\tnugget_all"
+
+
+def test_hidden_files_in_a_reports_folder_are_no_reports(tmp_path):
+    w = _nugget_world(tmp_path)
+    (w["reports"] / "._r.jsonl").write_bytes(b"\0\x05\x16\x07")  # macOS AppleDouble
+    (w["reports"] / ".r.jsonl").write_bytes((w["reports"] / "r.jsonl").read_bytes())  # an editor's copy
+    (w["reports"] / ".hidden").mkdir()
+    (w["reports"] / ".hidden" / "r.jsonl").write_bytes((w["reports"] / "r.jsonl").read_bytes())
+    res = run("nuggets", "score", "--reports", w["reports"], "--bank", w["bank"], w["grades"], "--format", "table")
+    assert res.code in (0, None), res.stderr
+    assert [x.split("\t")[0] for x in res.stdout.splitlines()[1:]] == ["runA", "runB", "runC"]
+
+
+def test_complete_normalized_cover_counts_no_undefined_topic_as_zero():
+    """-c averaged n_exam_cover 0 in for a run lacking a topic where it is undefined for
+    every run: runC, best on the only topic with a value, ranked below runA."""
+    from exam_eval.measures.nugget_scores import average_runs
+
+    per = {("runA", "101"): {"n_exam_cover": 2 / 3}, ("runA", "102"): {"n_exam_cover": None},
+           ("runC", "101"): {"n_exam_cover": 1.0}}
+    got = average_runs(per, ["n_exam_cover"], ["101", "102"])
+    assert got["runC"]["n_exam_cover"] == (1.0, 0.0, 1) and got["runA"]["n_exam_cover"][2] == 1
+    # a measure with a value there still counts the absent topic as 0
+    per = {("runA", "101"): {"exam_cover": 0.5}, ("runA", "102"): {"exam_cover": 0.5}, ("runC", "101"): {"exam_cover": 1.0}}
+    assert average_runs(per, ["exam_cover"], ["101", "102"])["runC"]["exam_cover"][0] == 0.5
+
+
+def test_an_undefined_normalized_nugget_cover_has_no_all_row(tmp_path):
+    w = _nugget_world(tmp_path, runs=(("runA", 0),))
+    res = run("nuggets", "score", "--reports", w["reports"], "--bank", w["bank"], w["grades"], "-m", "exam_cover",
+              "-m", "n_exam_cover")
+    assert res.code in (0, None), res.stderr
+    assert [x.split("\t")[1:3] for x in res.stdout.splitlines()] == [["exam_cover", "101"], ["exam_cover", "all"]]
+
+
+def test_blank_nuggets_of_a_model_are_not_written():
+    from exam_eval.genq.nuggetize import NuggetizeResult, TopicNuggets
+
+    t = TopicNuggets("101", "honey", [], nuggets=["", "Real nugget.", " \t"], importance=["okay", "vital", "okay"])
+    assert [(i.text, i.importance) for i in NuggetizeResult([t], None, None).bank()] == [("Real nugget.", "vital")]
+
+
+@pytest.mark.parametrize("answer,field", [('{"error": "I cannot help.", "codes": ["E42"]}', "questions"),
+                                          ('{"answer": "Many causes.", "confidence": ["high"]}', "questions"),
+                                          ('{"questions": ["What is nectar?"]}', "nuggets")])
+def test_a_list_under_another_key_is_no_list_of_items(answer, field):
+    from exam_eval.genq.parse import parse_items
+
+    assert parse_items(answer, field) is None
+
+
+def test_a_list_under_a_container_key_still_is():
+    from exam_eval.genq.parse import parse_items
+
+    assert parse_items('{"items": ["What is A?", "Why B?"]}', "questions") == ["What is A?", "Why B?"]
+    assert parse_items('{"nugget_list": ["A fact."]}', "nuggets") == ["A fact."]
+
+
+def test_a_bank_is_neither_written_nor_replaced_when_every_query_fails(tmp_path):
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("101\thoney bees\n")
+    script = tmp_path / "script.jsonl"
+    script.write_text('{"query_id": "101", "fail": "boom"}\n')
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text('{"query_id": "101", "item_id": "101/x", "kind": "question", "text": "Old question?"}\n')
+    res = run("genq", "--backend", "scripted", "--script", script, topics, "-o", bank, "--force")
+    assert res.escaped is None and res.code == 3, res.stderr
+    assert "no items: nothing is written" in res.stderr
+    assert bank.read_text() == '{"query_id": "101", "item_id": "101/x", "kind": "question", "text": "Old question?"}\n'
+    new = tmp_path / "new.jsonl"
+    res = run("genq", "--backend", "scripted", "--script", script, topics, "-o", new)
+    assert res.code == 3 and not new.exists()
+
+
+def test_topics_are_read_from_standard_input(run_cli, tmp_path):
+    script = tmp_path / "script.jsonl"
+    script.write_text('{"query_id": "101", "response": "[\\"Q1?\\"]"}\n')
+    res = run_cli("exam-genq", "--backend", "scripted", "--script", script, "-", input="101\thoney bees\n")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["text"] == "Q1?"
+
+
+def test_a_bank_with_one_text_as_a_question_and_a_nugget_is_refused(tmp_path):
+    from exam_eval.io.banks import read_bank
+
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text(json.dumps({"query_id": "101", "kind": "question", "text": "Bees make honey."}) + "\n"
+                    + json.dumps({"query_id": "101", "kind": "nugget", "text": "Bees make honey."}) + "\n")
+    with pytest.raises(InputError) as err:
+        read_bank(bank, kind="nugget")
+    assert err.value.line == 2 and "is a question on line 1 and a nugget here" in err.value.reason
+
+
+def test_probs_over_labels_the_prompt_does_not_have_are_refused(tmp_path):
+    from exam_eval.io.grades import read_grades
+
+    g = tmp_path / "g.jsonl"
+    line = {"query_id": "101", "doc_id": "d1", "item_id": "101/a", "kind": "question", "grade": 5,
+            "probs": {"5": 0.5, "9": 0.5}, "answer": "5", "parse_ok": True, "model": "m", "prompt": "question-selfrating"}
+    g.write_text(json.dumps({**line, "probs": {"5": 1.0}}) + "\n" + json.dumps(line) + "\n")
+    with pytest.raises(InputError) as err:
+        read_grades(g)
+    assert err.value.line == 2 and err.value.reason.startswith("'probs' holds label '9', which prompt question-selfrating")
+
+
+# ---- statistics ---------------------------------------------------------------------------------
+
+def test_rank_correlations_of_a_constant_side_are_nan():
+    """tau_ap and tau_gap were +1 or -1 after the systems' names alone."""
+    import math
+
+    from exam_eval.stats.correlation import correlate
+
+    truth = {"A": 0.5, "B": 0.4, "C": 0.3, "D": 0.1}
+    flat = {s: 0.5 for s in truth}
+    for t, p in ((truth, flat), (flat, truth)):
+        got = correlate(t, p)
+        assert math.isnan(got["tau_ap"]) and math.isnan(got["tau_gap"]), got
+    assert correlate(truth, truth)["tau_ap"] == 1.0
+
+
+def test_no_numpy_warning_on_scores_near_the_float_limit():
+    import warnings
+
+    from exam_eval.stats.correlation import correlate
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = correlate({"A": 1e308, "B": -1e308, "C": 0.0, "D": 1.0}, {"A": 1.0, "B": 0.0, "C": 0.5, "D": 0.2})
+    assert got["tau_gap"] == got["tau_gap"]  # not NaN
+
+
+def test_the_labelled_queries_crc_needs_are_solved_not_counted():
+    """--alpha 1e-9 counted up to 10^9 (two minutes) before any work."""
+    import time
+
+    from exam_eval.stats import crc
+
+    def counted(alpha, correction):
+        m = 1
+        while crc.threshold(alpha, m, correction) <= crc.TINY:
+            m += 1
+        return m
+
+    for correction in crc.CORRECTIONS:
+        for alpha in (0.5, 0.2, 0.1, 0.05, 0.01, 0.001, 0.3333, 0.9):
+            assert crc.min_labelled_per_query(alpha, correction) == counted(alpha, correction)
+    start = time.perf_counter()
+    assert crc.min_labelled_per_query(1e-9, "paper") > 10**8
+    assert time.perf_counter() - start < 1
+
+
+def test_crc_takes_a_value_equal_up_to_rounding_as_no_miss():
+    """A judge whose labels are the human ones: nDCG computed through other sums differs
+    in the last bit, and every batch counted as a miss."""
+    import numpy as np
+
+    from exam_eval.stats import crc
+
+    truth = np.array([0.1 + 0.2, 0.7, 0.1 + 0.2, 0.4] * 5)
+    same = np.array([0.3, 0.7, 0.3, 0.4] * 5)           # 0.3 < 0.1 + 0.2 in floats
+    batches = crc.bootstrap_batches(len(truth), 200, np.random.default_rng(0))
+    lo, hi = crc.calibrate(lambda lam: same, truth, batches, alpha=0.1)
+    assert lo <= hi
+
+
+def test_agreement_per_topic_kappa_is_undefined_where_a_side_never_varies(tmp_path):
+    import math
+
+    from exam_eval.stats.agreement import agreement
+
+    human = {"1": {"d1": 1, "d2": 0, "d3": 2}, "2": {"d1": 1, "d2": 0}}
+    llm = {"1": {"d1": 1, "d2": 1, "d3": 0}, "2": {"d1": 0, "d2": 1}}
+    a = agreement(human, llm, human_min=1, llm_min=99)  # the LLM side is constant
+    assert a.n_topics_undefined == 2 and math.isnan(a.mean_topic_kappa)
+    b = agreement(human, llm, human_min=1, llm_min=1)
+    assert b.n_topics_undefined == 0
+
+
+def test_plot_to_an_unusable_path_is_refused_before_any_output(tmp_path):
+    t = tmp_path / "t.tsv"
+    t.write_text("run\tm\na\t0.5\nb\t0.3\nc\t0.1\n")
+    out = tmp_path / "out.txt"
+    out.write_text("ORIGINAL\n")
+    res = run("correlate", "leaderboard", t, t, "-o", out, "--plot", tmp_path / "nodir" / "x.png")
+    assert res.escaped is None and res.code == 2 and "cannot write: no such directory" in res.last_line
+    assert out.read_text() == "ORIGINAL\n"
+
+
+def test_verify_refuses_qrels_without_a_query_of_the_grades(tmp_path):
+    grades = tmp_path / "g.jsonl"
+    grades.write_text(json.dumps({"query_id": "101", "doc_id": "d1", "item_id": "101/a", "kind": "question",
+                                  "grade": 5, "parse_ok": True, "model": "m", "prompt": "question-selfrating"}) + "\n")
+    qrels = tmp_path / "other.qrels"
+    qrels.write_text("999 0 d1 2\n")
+    for sub in ("spurious", "uncovered"):
+        res = run("verify", sub, grades, qrels)
+        assert res.escaped is None and res.code == 2
+        assert res.last_line.startswith(f"exam-verify: {qrels}: no query in common with the grades of {grades}")

@@ -165,6 +165,7 @@ def refuse_inputs_as_outputs(ctx: click.Context, outputs: dict[str, str], allowe
     command reads; also for outputs known only once the inputs are read (the run files that
     exam-grade --responses-run-out DIR names after the responses' run ids)."""
     written = {}
+    inside: list[tuple[str, str]] = []  # (real path, flag) of each existing output file
     for path, flag in outputs.items():
         try:
             st = os.stat(path)
@@ -172,6 +173,7 @@ def refuse_inputs_as_outputs(ctx: click.Context, outputs: dict[str, str], allowe
             continue  # not there yet: no input can be it
         if stat.S_ISREG(st.st_mode):
             written[(st.st_dev, st.st_ino)] = flag
+            inside.append((os.path.realpath(path), flag))
     if not written:
         return
     out_flags = set(outputs.values()) | set((ctx.meta.get("exam_eval.outputs") or {}).values())
@@ -190,6 +192,10 @@ def refuse_inputs_as_outputs(ctx: click.Context, outputs: dict[str, str], allowe
                 except (OSError, ValueError):
                     continue
                 out = written.get((st.st_dev, st.st_ino))
+                if out is None and stat.S_ISDIR(st.st_mode):
+                    # a folder of inputs (--reports DIR, a folder of evaluations): a file in it is read
+                    folder = os.path.realpath(v) + os.sep
+                    out = next((f for real, f in inside if real.startswith(folder)), None)
                 if out is not None and (flag, out) not in allowed:
                     raise UsageError(f"{out} names a file the command reads ({flag} {v}): writing it would "
                                      "replace its input; write to another file")
@@ -283,7 +289,7 @@ def claim_output(ctx: click.Context, param: click.Parameter, value):
     return value
 
 
-def _check_output_param(ctx: click.Context, param: click.Parameter, value):
+def check_output_param(ctx: click.Context, param: click.Parameter, value):
     if value is not None and not ctx.resilient_parsing:
         check_output(value)  # before any input is read or model loaded
     return claim_output(ctx, param, value)
@@ -298,7 +304,7 @@ def check_appended_output(ctx: click.Context, param: click.Parameter, value):
 
 def output_option(f):
     return click.option(
-        "-o", "--output", "output", default=None, metavar="FILE", callback=_check_output_param,
+        "-o", "--output", "output", default=None, metavar="FILE", callback=check_output_param,
         help="Write results to FILE (atomically: temp file, then rename) instead of stdout; "
              "a missing folder or an unwritable FILE is an error before any work.",
     )(f)

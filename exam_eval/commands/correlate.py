@@ -19,7 +19,7 @@ from ..io.leaderboard import FORMATS as LEADERBOARD_FORMATS
 from ..io.openers import atomic_output, display_name
 from ..measures.labels import read_llm_qrels
 from ..stats.leaderboards import fmt as _fmt
-from ._base import CONTEXT_SETTINGS, claim_output, grader_options, make_main, output_option
+from ._base import CONTEXT_SETTINGS, check_output_param, grader_options, make_main, output_option
 
 PROG = "exam-correlate"
 
@@ -70,7 +70,7 @@ def cli():
               help="Correlate the system rankings of every topic in both leaderboards, then their mean.")
 @click.option("--table", is_flag=True, help="TSV table output even for one leaderboard pair.")
 @click.option("--strict", is_flag=True, help="Systems present in only one leaderboard are an error (exit 2).")
-@click.option("--plot", "plot", default=None, metavar="FILE.png", callback=claim_output,
+@click.option("--plot", "plot", default=None, metavar="FILE.png", callback=check_output_param,
               help="Also draw TRUTH vs PRED as a labelled scatter plot (needs matplotlib; one pair only).")
 @output_option
 def leaderboard_cmd(truth, preds, truth_columns, pred_columns, truth_format, pred_format, top_k, aggregate,

@@ -173,7 +173,10 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     _log(f"generating {kind}s for {len(units)} {what} with {backend}:{getattr(gen, 'model', model)} "
          f"(prompt {prompt.name})")
     outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items)
-    write_merged(base, outcome.items, output)
+    if outcome.items or base:
+        write_merged(base, outcome.items, output)
+    else:  # an empty bank is one no reader takes: none is written (and none replaced)
+        _log("no items: nothing is written" + (f" to {output}" if output not in (None, "-") else ""))
     _log(f"{len(outcome.items)} {kind}s for {outcome.units_done} of {len(units)} {what} "
          f"({outcome.calls} calls)" + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else ""))
     if getattr(gen, "memory_note", None):
@@ -183,7 +186,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
         for f in outcome.failures:
             _log(f"  {f.unit.label}: {f.reason} (after {f.attempts} "
                  f"{'call' if f.attempts == 1 else 'calls'})")
-        if output not in (None, "-"):
+        if output not in (None, "-") and os.path.exists(output):
             _log(f"to ask again for these only: exam-genq ... --merge-with {output} -o {output} --force")
         return EXIT_PARTIAL
     return 0

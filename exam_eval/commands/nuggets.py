@@ -13,6 +13,7 @@ outputs (track leaderboards, banks for other tools) that none of them has.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import click
@@ -181,33 +182,42 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     sup_index = None
     if support_grades:
         sgraded = read_grades(support_grades)
+        if not any(g.kind == "statement" for g in sgraded):  # (the nugget grades given twice)
+            raise InputError("holds no citation-support grades (exam-nuggets support writes them)", support_grades)
         ns.warn_unparsed(sgraded, support_grades, _log)
         sup_index = ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
     if not any(items.get(r.topic_id) for r in all_reports):
         raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
     res = ns.score_reports(all_reports, graded, items, th, measures=measures, default_importance=default_importance,
                            complete=complete, support_index=sup_index, kind=kind, log=_log)
-    if assignments:
-        from ..io.nugget_banks import write_nuggetizer_assignments
-
-        write_nuggetizer_assignments(res.assigned, items, assignments, default_importance)
     chosen, means = res.measures, res.means
     by_run: dict[str, dict[str, dict[str, float | None]]] = {}
     for (run, topic), vals in res.per.items():
         by_run.setdefault(run, {})[topic] = vals
 
-    if shape == "trec_eval" and to_dir:
-        with output_folder(output):
-            for run in sorted(by_run):
-                with atomic_output(os.path.join(output, f"{run}.txt")) as out:
-                    write_track_leaderboard(out, "trec_eval", chosen, {run: by_run[run]}, {run: means[run]},
-                                            with_topics=not summary_only)
-        return 0
-    with atomic_output(output) as out:
+    # every output is written to its temp file before any replaces its file: a failure
+    # (a full disk, a folder in the way) leaves every output as it was. The assignments
+    # are entered first, so they are renamed last
+    with contextlib.ExitStack() as stack:
+        if assignments:
+            from ..io.nugget_banks import write_assignment_lines
+
+            write_assignment_lines(res.assigned, items, stack.enter_context(atomic_output(assignments)),
+                                   default_importance)
+        if shape == "trec_eval" and to_dir:
+            stack.enter_context(output_folder(output))
+            files = {run: stack.enter_context(atomic_output(os.path.join(output, f"{run}.txt")))
+                     for run in sorted(by_run)}
+            for run, out in files.items():
+                write_track_leaderboard(out, "trec_eval", chosen, {run: by_run[run]}, {run: means[run]},
+                                        with_topics=not summary_only)
+            return 0
+        out = stack.enter_context(atomic_output(output))
         if shape == "table":  # the TSV leaderboard of io.leaderboard, with --digits decimals
             out.write("\t".join(["run", *chosen]) + "\n")
             for run in sorted(means):
-                out.write("\t".join([run, *(f"{means[run][m]:.{digits}f}" for m in chosen)]) + "\n")
+                out.write("\t".join([run, *(f"{means[run][m]:.{digits}f}" if m in means[run] else ""
+                                             for m in chosen)]) + "\n")
         else:
             write_track_leaderboard(out, shape, chosen, by_run, means, with_topics=not summary_only, digits=digits)
     return 0
@@ -265,6 +275,8 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
         nug = ns.sentence_levels(graded, ns.thresholds_of(graded, support_min, partial_min, "GRADES"))
     if support_grades and source != "nuggets":
         sgraded = read_grades(support_grades)
+        if not any(g.kind == "statement" for g in sgraded):  # (the nugget grades given twice)
+            raise InputError("holds no citation-support grades (exam-nuggets support writes them)", support_grades)
         ns.warn_unparsed(sgraded, support_grades, _log)
         sup = ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
     stats = ns.QrelsStats()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import click
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from ..io.openers import atomic_output
 from ..verify.table import (
     DEFAULT_MIN_GRADE,
@@ -133,6 +133,16 @@ def grading(grades, qrels, bank, passages, queries, top, fmt, extraction_prompt,
             write_grading_text(rows, out, bank_items, texts)
 
 
+def judgments_of(table, qrels: str, grades: str):
+    """The human judgments, which must share a query with the grades: a wrong qrels file
+    gave an empty table and exit 0."""
+    qrels_d = read_human_qrels(qrels)
+    if not set(qrels_d) & set(table.by_doc):
+        shown = ", ".join(sorted(table.by_doc)[:3])
+        raise InputError(f"no query in common with the grades of {grades} (whose queries are {shown} ...)", qrels)
+    return qrels_d
+
+
 @cli.command(context_settings=CONTEXT_SETTINGS)
 @click.argument("grades")
 @click.argument("qrels")
@@ -173,7 +183,7 @@ def spurious(grades, qrels, min_grade, relevant_min, top, min_count, bank, queri
     if top < 0 or min_count < 0:
         raise UsageError("--top and --min-count must be >= 0")
     table, bank_items = load_grade_table(grades, model, prompt, kind, bank)
-    qrels_d = read_human_qrels(qrels)
+    qrels_d = judgments_of(table, qrels, grades)
     rows = spurious_items(table, qrels_d, min_grade=min_grade, relevant_min=relevant_min,
                           top=top or None, min_count=min_count, queries=queries)
     with atomic_output(output) as out:
@@ -214,7 +224,7 @@ def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, f
 
     _check_threshold(min_grade, relevant_min)
     table, bank_items = load_grade_table(grades, model, prompt, kind, bank)
-    qrels_d = read_human_qrels(qrels)
+    qrels_d = judgments_of(table, qrels, grades)
     res = uncovered_passages(table, qrels_d, min_grade=min_grade, relevant_min=relevant_min, queries=queries)
     texts = passage_texts([grades], passages, {(p.query_id, p.doc_id) for p in res.passages})
     n_ungraded = sum(len(d) for d in res.ungraded.values())

@@ -111,6 +111,8 @@ class NuggetizeResult:
                 continue
             seen = set()
             for text, imp in zip(t.nuggets, t.importance):
+                if not text.strip():  # a model's '' in its list: no nugget, and no bank reader takes it
+                    continue
                 item_id = make_item_id(t.query_id, text)
                 if item_id in seen:  # the same nugget twice: one bank item
                     continue

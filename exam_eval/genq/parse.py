@@ -5,7 +5,8 @@ whole answer, the span from the first ``{`` to the last ``}``, the span from the
 ``[`` to the last ``]``):
 
 1. JSON: an object with the requested key (``{"questions": [...]}``), an object with
-   exactly one list-of-strings value, or a bare list.
+   exactly one list-of-strings value under a key that names the items (``question_set``)
+   or a list (``items``, ``results``), or a bare list.
 2. A Python literal (``['a', "b"]``, optionally behind ``name = ``), read with
    :func:`ast.literal_eval`, which evaluates literals only and never runs code.
 
@@ -78,9 +79,23 @@ def _from_value(value, field: str | None) -> list[str] | None:
         lowered = {str(k).lower(): v for k, v in value.items()}
         if field and field.lower() in lowered:
             return _strings(lowered[field.lower()])
-        lists = [v for v in value.values() if _strings(v)]
-        return _strings(lists[0]) if len(lists) == 1 else None
+        lists = [(k, v) for k, v in value.items() if _strings(v)]
+        if len(lists) != 1 or not _names_items(lists[0][0], field):
+            return None
+        return _strings(lists[0][1])
     return _strings(value)
+
+
+#: keys that hold "the list", whatever its items are
+_CONTAINERS = frozenset({"items", "list", "results", "result", "output", "data"})
+
+
+def _names_items(key, field: str | None) -> bool:
+    """Whether an object's only list is the one asked for: its key names the items
+    ("question_set" for questions) or is a container's name. {"error": ..., "codes":
+    ["E42"]} is no list of questions, nor {"questions": [...]} a list of nuggets."""
+    k = str(key).lower()
+    return field is None or k in _CONTAINERS or field.lower().rstrip("s") in k
 
 
 def _load(candidate: str):
@@ -122,10 +137,15 @@ def parse_items(text: str | None, field: str | None = None) -> list[str] | None:
     if text is None or not text.strip():
         return None
     found: list[str] | None = None
+    an_object = False
     for candidate in _candidates(text):
-        found = _from_value(_load(candidate), field)
+        if an_object and candidate.lstrip().startswith("["):
+            break  # the list inside an object that is no list of items is no list of items
+        value = _load(candidate)
+        found = _from_value(value, field)
         if found:
             break
+        an_object = an_object or isinstance(value, dict)
     if not found:
         found = _from_lines(text)
     if not found:

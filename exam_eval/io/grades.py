@@ -107,18 +107,31 @@ def _show(v) -> str:
 
 _NUMBERS = {int, float}
 _scales: dict[str, tuple[int, int] | None] = {}
+_labels: dict[str, frozenset[str] | None] = {}
+
+
+def _published(prompt: str):
+    # grading.prompts is a registry of data; imported only when grades are read
+    from ..grading.prompts import REGISTRY
+
+    return REGISTRY.get(prompt) if not prompt.startswith("file:") else None
 
 
 def prompt_scale(prompt: str) -> tuple[int, int] | None:
     """The grade scale of a published prompt id; None for any other name (a custom prompt
     file, a workbench prompt class): their scale is not known here."""
     if prompt not in _scales:
-        # grading.prompts is a registry of data; imported only when grades are read
-        from ..grading.prompts import REGISTRY
-
-        p = REGISTRY.get(prompt) if not prompt.startswith("file:") else None
+        p = _published(prompt)
         _scales[prompt] = tuple(p.scale) if p is not None else None
     return _scales[prompt]
+
+
+def prompt_labels(prompt: str) -> frozenset[str] | None:
+    """The labels a published scoring prompt's ``probs`` are over; None where unknown."""
+    if prompt not in _labels:
+        p = _published(prompt)
+        _labels[prompt] = frozenset(p.labels) if p is not None and p.labels else None
+    return _labels[prompt]
 
 
 def _check_grade(grade: int, scale: tuple[int, int] | None, what: str, name: str, lineno: int) -> None:
@@ -149,6 +162,11 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
         if values is None or (values and (not set(map(type, values)) <= _NUMBERS
                                           or min(values) < -1e-6 or max(values) > 1 + 1e-6)):
             raise InputError("'probs' must be an object of label -> probability (0 to 1), or null", name, lineno)
+        labels = prompt_labels(obj["prompt"])
+        stray = sorted(set(probs) - labels) if labels is not None else []
+        if stray:
+            raise InputError(f"'probs' holds label {stray[0]!r}, which prompt {obj['prompt']} does not have "
+                             f"(its labels: {' '.join(sorted(labels))})", name, lineno)
     kind = obj.get("kind")
     if kind is not None and not isinstance(kind, str):  # question, nugget, statement (citation support)
         raise InputError(f"'kind' must be a string or null, got {_show(kind)}", name, lineno)

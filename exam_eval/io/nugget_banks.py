@@ -210,11 +210,17 @@ def write_nuggetizer_assignments(assignments, items: Mapping[str, list[BankItem]
                                  default_importance: str = "vital") -> int:
     """One line per report, the nuggetizer's assign output: ``{"qid", "run_id", "nuggets":
     [{"text", "importance", "assignment"}]}`` (``assignments``: measures.nugget_scores.Assignment)."""
-    n = 0
     with atomic_output(path) as out:
-        for a in assignments:
-            nuggets = [{"text": i.text, "importance": i.importance or default_importance,
-                        "assignment": ASSIGNMENT_LABELS[a.levels[i.item_id]]} for i in items[a.topic_id]]
-            out.write(dumps({"qid": a.topic_id, "run_id": a.run_id, "nuggets": nuggets}) + "\n")
-            n += 1
+        return write_assignment_lines(assignments, items, out, default_importance)
+
+
+def write_assignment_lines(assignments, items: Mapping[str, list[BankItem]], out,
+                           default_importance: str = "vital") -> int:
+    """:func:`write_nuggetizer_assignments` into an open text stream."""
+    n = 0
+    for a in assignments:
+        nuggets = [{"text": i.text, "importance": i.importance or default_importance,
+                    "assignment": ASSIGNMENT_LABELS[a.levels[i.item_id]]} for i in items[a.topic_id]]
+        out.write(dumps({"qid": a.topic_id, "run_id": a.run_id, "nuggets": nuggets}) + "\n")
+        n += 1
     return n

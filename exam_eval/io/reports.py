@@ -414,8 +414,13 @@ def parse_report(obj, *, spec=None, source: str | None = None, line: int | None 
 
 def _report_files(path: str) -> list[str]:
     if os.path.isdir(path):
-        found = sorted(os.path.join(d, f) for d, _, files in os.walk(path) for f in files
-                       if f.endswith((".jsonl", ".jsonl.gz")))
+        found = []
+        for d, dirs, files in os.walk(path):
+            # hidden files are no reports: macOS's ._r.jsonl, an editor's .r.jsonl copy
+            dirs[:] = [x for x in dirs if not x.startswith(".")]
+            found += [os.path.join(d, f) for f in files
+                      if f.endswith((".jsonl", ".jsonl.gz")) and not f.startswith(".")]
+        found.sort()
         if not found:
             raise InputError("no *.jsonl or *.jsonl.gz report files in this directory", path)
         return found

@@ -136,8 +136,11 @@ def read_topics(spec: str | os.PathLike) -> dict[str, Topic]:
     if spec_s != "-" and not os.path.exists(spec_s) and looks_like_irds_id(spec_s):
         return {qid: Topic(qid, text) for qid, text in irds_queries(spec_s).items()}
     name = display_name(spec)
-    if spec_s == "-":
-        raise InputError("topics cannot be read from stdin (the format is sniffed); pass a file", name)
+    if spec_s == "-":  # the format is sniffed, then the input read: a copy can be read twice
+        from .openers import stdin_as_file
+
+        with stdin_as_file() as copy:
+            return read_topics(copy)
     kind = _sniff(spec)
     if kind == "empty":
         raise InputError("topics file is empty", name)

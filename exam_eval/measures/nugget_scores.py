@@ -65,6 +65,8 @@ WEIGHT = {"vital": 1.0, "okay": 0.5}
 NUGGET_MEASURES = ("nugget_all", "nugget_all_strict", "nugget_vital", "nugget_vital_strict",
                    "nugget_weighted", "nugget_weighted_strict")
 COVER_MEASURES = ("exam_cover", "n_exam_cover")
+#: measures that a topic, not a run, leaves undefined (None for every run there)
+TOPIC_DEFINED = frozenset({"n_exam_cover"})
 SUPPORT_MEASURES = ("support_precision", "support_recall")
 
 
@@ -245,8 +247,10 @@ def average_runs(per_topic: Mapping[tuple[str, str], Mapping[str, float]], measu
     A measure a topic has no value for (n_exam_cover where nothing is answerable) is
     left out of that measure's mean."""
     runs: dict[str, dict[str, dict[str, float]]] = {}
+    defined: set[tuple[str, str]] = set()  # (topic, measure) with a value for some run
     for (run, topic), vals in per_topic.items():
         runs.setdefault(run, {})[topic] = vals
+        defined.update((topic, m) for m, v in vals.items() if v is not None)
     out: dict[str, dict[str, tuple[float, float, int]]] = {}
     for run, topics in runs.items():
         order = list(all_topics) if all_topics is not None else sorted(topics)
@@ -254,7 +258,13 @@ def average_runs(per_topic: Mapping[tuple[str, str], Mapping[str, float]], measu
         for m in measures:
             values = []
             for t in order:
-                v = topics.get(t, {}).get(m) if t in topics else 0.0
+                if t in topics:
+                    v = topics[t].get(m)
+                else:
+                    # a topic the run lacks scores 0 where the measure has a value at all:
+                    # n_exam_cover is undefined on a topic for every run alike (nothing
+                    # there is answerable), and must not turn into a 0 for the run absent
+                    v = 0.0 if m not in TOPIC_DEFINED or (t, m) in defined else None
                 if v is not None:
                     values.append(v)
             mean, se = mean_stderr(values)
@@ -373,7 +383,7 @@ def score_reports(reports: Sequence[Report], grades: Sequence[Grade], items: Map
             f"(topics {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})")
 
     available = list(NUGGET_MEASURES + COVER_MEASURES) + (list(SUPPORT_MEASURES) if support_index is not None else [])
-    chosen = list(measures) or available
+    chosen = list(dict.fromkeys(measures)) or available  # a measure named twice is one column
     unknown = [m for m in chosen if m not in available]
     if unknown:
         raise UsageError(f"unknown measure {unknown[0]!r} for these inputs; choose from {', '.join(available)}")
@@ -405,5 +415,6 @@ def score_reports(reports: Sequence[Report], grades: Sequence[Grade], items: Map
 
     topics = sorted({t for (_, t) in per}) if complete else None
     summary = average_runs(per, chosen, topics)
-    means = {run: {m: v[0] for m, v in ms.items()} for run, ms in summary.items()}
+    # a measure no topic of the run has a value for has no mean: no 'all' row, not 0
+    means = {run: {m: v[0] for m, v in ms.items() if v[2]} for run, ms in summary.items()}
     return ReportScores(per, means, assigned, chosen)

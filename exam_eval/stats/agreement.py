@@ -90,7 +90,11 @@ def agreement(human: Qrels, llm: Qrels, human_min: int, llm_min: int) -> Agreeme
     topic_kappa: dict[str, float] = {}
     for qid in sorted(set(qids)):
         sel = q == qid
-        topic_kappa[qid] = binary_kappa(l[sel] >= llm_min, h[sel] >= human_min)
+        lb, hb = l[sel] >= llm_min, h[sel] >= human_min
+        # one side that never varies on the topic leaves its kappa undefined (it would be 0,
+        # whatever the other side says), and out of the mean; see exam-correlate(1)
+        varies = lb.any() and not lb.all() and hb.any() and not hb.all()
+        topic_kappa[qid] = binary_kappa(lb, hb) if varies else math.nan
     defined = [v for v in topic_kappa.values() if not math.isnan(v)]
 
     human_labels = sorted(set(hs))

@@ -28,13 +28,19 @@ def common_systems(truth: Mapping[str, float], pred: Mapping[str, float]) -> lis
     return sorted(set(truth) & set(pred))
 
 
+def _constant(values) -> bool:
+    a = np.asarray(values, dtype=float)
+    return bool(np.all(a == a[0]))
+
+
 def kendall_tau_a(x: np.ndarray, y: np.ndarray) -> float:
     """(concordant - discordant) / (n choose 2); tied pairs count as neither."""
     n = len(x)
     if n < 2:
         return math.nan
-    dx = np.sign(x[:, None] - x[None, :])
-    dy = np.sign(y[:, None] - y[None, :])
+    with np.errstate(over="ignore"):  # 1e308 - -1e308 is inf, whose sign is right
+        dx = np.sign(x[:, None] - x[None, :])
+        dy = np.sign(y[:, None] - y[None, :])
     upper = np.triu_indices(n, k=1)
     return float((dx * dy)[upper].sum() / (n * (n - 1) / 2))
 
@@ -48,7 +54,8 @@ def tau_ap(truth: np.ndarray, pred: np.ndarray, names: list[str] | None = None) 
     errors near the bottom, which is what a leaderboard's reader cares about.
     """
     n = len(truth)
-    if n < 2:
+    if n < 2 or _constant(truth) or _constant(pred):
+        # a constant side orders nothing: the value would follow the names' order
         return math.nan
     if names is None:
         names = [str(i) for i in range(n)]
@@ -96,10 +103,11 @@ def tau_gap(truth: np.ndarray, pred: np.ndarray, names: list[str]) -> float:
     left out; NaN when every pair is. Asymmetric: truth gives the gaps, pred the order.
     """
     n = len(truth)
-    if n < 2:
+    if n < 2 or _constant(pred):  # (a constant truth has no gaps: NaN below)
         return math.nan
     order = sorted(range(n), key=lambda i: (-pred[i], names[i]))
     t = np.asarray(truth, dtype=float)[order]
+    t = t / max(float(np.max(np.abs(t))), 1e-300)    # gaps of values near the float limit overflow; ratios do not change
     gap = np.abs(t[None, :] - t[:, None])            # [i, j]
     above = np.tri(n, k=-1, dtype=bool)             # j < i: j above i in pred's order
     gaps = np.where(above, gap, 0.0).sum(axis=1)

@@ -22,6 +22,8 @@ mean, U_CRC(Q, 0), lies outside the interval whenever both degrees have the same
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -77,8 +79,19 @@ def threshold(alpha: float, m: int, correction: str = "paper") -> float:
 
 
 def min_labelled_per_query(alpha: float, correction: str = "paper") -> int:
-    """Smallest n whose threshold is positive, i.e. for which Eq. 24 can hold at all."""
-    m = 1
+    """Smallest n whose threshold is positive, i.e. for which Eq. 24 can hold at all.
+    Solved for n, then checked (counting up from 1 took about 1/alpha steps: minutes at
+    --alpha 1e-9)."""
+    threshold(alpha, 1, correction)  # an unknown correction fails here
+    if correction == "paper":
+        room, cost = alpha - 2 * TINY, 1.0 - alpha
+    else:
+        room, cost = alpha / 2 - TINY, 1.0 - alpha / 2
+    if room <= 0:
+        return sys.maxsize  # no number of batches is enough
+    m = max(1, math.floor(cost / room))
+    while m > 1 and threshold(alpha, m - 1, correction) > TINY:
+        m -= 1
     while threshold(alpha, m, correction) <= TINY:
         m += 1
     return m
@@ -121,12 +134,15 @@ def calibrate(predict: Callable[[float], np.ndarray], truth: np.ndarray, batches
             f"(needs at least {min_labelled_per_query(alpha, correction)})")
     sizes = batches.sum(axis=1)
     target = batches @ truth / sizes
+    # a value equal to the human one up to rounding is no miss: a judge whose labels are
+    # the human ones computes nDCG through other sums and divisions than the truth did
+    slack = 1e-12 * (1.0 + np.abs(target))
 
     def values(lam: float) -> np.ndarray:
         return batches @ predict(lam) / sizes
 
-    lam_high = _search(lambda lam: float(np.mean(values(lam) < target)), thr, increasing=False)
-    lam_low = _search(lambda lam: float(np.mean(values(lam) > target)), thr, increasing=True)
+    lam_high = _search(lambda lam: float(np.mean(values(lam) < target - slack)), thr, increasing=False)
+    lam_low = _search(lambda lam: float(np.mean(values(lam) > target + slack)), thr, increasing=True)
     if lam_high is None or lam_low is None:
         side = "upper" if lam_high is None else "lower"
         raise CoverageError(
