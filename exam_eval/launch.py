@@ -5,6 +5,7 @@ KeyboardInterrupt traceback. Nothing is imported at the top: this module is the 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 
@@ -20,29 +21,6 @@ def run(name: str, argv: list[str] | None = None) -> None:
     main(argv)
 
 
-def qrels() -> None:
-    run("qrels")
-
-
-def cover() -> None:
-    run("cover")
-
-
-def grade() -> None:
-    run("grade")
-
-
-def genq() -> None:
-    run("genq")
-
-
-def correlate() -> None:
-    run("correlate")
-
-
-def verify() -> None:
-    run("verify")
-
-
-def nuggets() -> None:
-    run("nuggets")
+# the console scripts (pyproject.toml's [project.scripts]): exam-qrels is launch:qrels, ...
+qrels, cover, grade, genq, correlate, verify, nuggets = (
+    functools.partial(run, name) for name in ("qrels", "cover", "grade", "genq", "correlate", "verify", "nuggets"))
