@@ -13,7 +13,6 @@ outputs (track leaderboards, banks for other tools) that none of them has.
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import click
@@ -152,8 +151,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     """
     from ..io.banks import BankReport, items_by_query, read_bank
     from ..io.grades import read_grades
-    from ..io.openers import atomic_output, output_folder
-    from ..io.track_leaderboards import write_track_leaderboard
+    from ..io.track_leaderboards import write_score_outputs
     from ..measures import nugget_scores as ns
 
     all_reports = _reports(reports, track_spec)
@@ -190,36 +188,8 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
     res = ns.score_reports(all_reports, graded, items, th, measures=measures, default_importance=default_importance,
                            complete=complete, support_index=sup_index, kind=kind, log=_log)
-    chosen, means = res.measures, res.means
-    by_run: dict[str, dict[str, dict[str, float | None]]] = {}
-    for (run, topic), vals in res.per.items():
-        by_run.setdefault(run, {})[topic] = vals
-
-    # every output is written to its temp file before any replaces its file: a failure
-    # (a full disk, a folder in the way) leaves every output as it was. The assignments
-    # are entered first, so they are renamed last
-    with contextlib.ExitStack() as stack:
-        if assignments:
-            from ..io.nugget_banks import write_assignment_lines
-
-            write_assignment_lines(res.assigned, items, stack.enter_context(atomic_output(assignments)),
-                                   default_importance)
-        if shape == "trec_eval" and to_dir:
-            stack.enter_context(output_folder(output))
-            files = {run: stack.enter_context(atomic_output(os.path.join(output, f"{run}.txt")))
-                     for run in sorted(by_run)}
-            for run, out in files.items():
-                write_track_leaderboard(out, "trec_eval", chosen, {run: by_run[run]}, {run: means[run]},
-                                        with_topics=not summary_only)
-            return 0
-        out = stack.enter_context(atomic_output(output))
-        if shape == "table":  # the TSV leaderboard of io.leaderboard, with --digits decimals
-            out.write("\t".join(["run", *chosen]) + "\n")
-            for run in sorted(means):
-                out.write("\t".join([run, *(f"{means[run][m]:.{digits}f}" if m in means[run] else ""
-                                             for m in chosen)]) + "\n")
-        else:
-            write_track_leaderboard(out, shape, chosen, by_run, means, with_topics=not summary_only, digits=digits)
+    write_score_outputs(res, items, output=output, to_dir=to_dir, shape=shape, summary_only=summary_only,
+                        digits=digits, assignments=assignments, default_importance=default_importance)
     return 0
 
 

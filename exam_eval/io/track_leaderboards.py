@@ -16,6 +16,8 @@ decimals (4 by default; trec_eval's layout always has 4).
 
 from __future__ import annotations
 
+import contextlib
+import os
 from typing import IO, Mapping, Sequence
 
 SHAPES = ("tot", "ir_measures", "trec_eval")
@@ -66,3 +68,40 @@ def write_track_leaderboard(out: IO[str], shape: str, measures: Sequence[str],
                 out.write("%-22s\t%s\t%6.4f\n" % (m, topic, v))
             n += 1
     return n
+
+
+def write_score_outputs(res, items, *, output: str | None, to_dir: bool, shape: str, summary_only: bool,
+                        digits: int, assignments: str | None, default_importance: str) -> None:
+    """exam-nuggets score's outputs from its ``ReportScores``: the leaderboard (``shape``
+    tot, ir_measures, trec_eval, or table: the TSV of io.leaderboard with ``digits``
+    decimals; trec_eval into a folder: one RUN.txt per run) and the nuggetizer's
+    assignment file. Each is written to its temp file before any replaces its file: a
+    failure (a full disk, a folder in the way) leaves every output as it was. The
+    assignments are entered first, so they are renamed last."""
+    from .nugget_banks import write_assignment_lines
+    from .openers import atomic_output, output_folder
+
+    chosen, means = res.measures, res.means
+    by_run: dict[str, dict[str, dict[str, float | None]]] = {}
+    for (run, topic), vals in res.per.items():
+        by_run.setdefault(run, {})[topic] = vals
+    with contextlib.ExitStack() as stack:
+        if assignments:
+            write_assignment_lines(res.assigned, items, stack.enter_context(atomic_output(assignments)),
+                                   default_importance)
+        if shape == "trec_eval" and to_dir:
+            stack.enter_context(output_folder(output))
+            files = {run: stack.enter_context(atomic_output(os.path.join(output, f"{run}.txt")))
+                     for run in sorted(by_run)}
+            for run, out in files.items():
+                write_track_leaderboard(out, "trec_eval", chosen, {run: by_run[run]}, {run: means[run]},
+                                        with_topics=not summary_only)
+            return
+        out = stack.enter_context(atomic_output(output))
+        if shape == "table":
+            out.write("\t".join(["run", *chosen]) + "\n")
+            for run in sorted(means):
+                out.write("\t".join([run, *(f"{means[run][m]:.{digits}f}" if m in means[run] else ""
+                                             for m in chosen)]) + "\n")
+        else:
+            write_track_leaderboard(out, shape, chosen, by_run, means, with_topics=not summary_only, digits=digits)
