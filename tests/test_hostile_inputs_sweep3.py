@@ -664,3 +664,19 @@ def test_verify_refuses_qrels_without_a_query_of_the_grades(tmp_path):
         res = run("verify", sub, grades, qrels)
         assert res.escaped is None and res.code == 2
         assert res.last_line.startswith(f"exam-verify: {qrels}: no query in common with the grades of {grades}")
+
+
+def test_an_unterminated_json_string_reads_plainly(tmp_path):
+    bad = tmp_path / "g.jsonl"
+    bad.write_text('{"a": "x\n')
+    res = run("qrels", bad)
+    assert res.code == 2 and res.last_line == f"exam-qrels: {bad}:1: invalid JSON (Unterminated string starting at column 7)"
+
+
+def test_a_grade_of_an_unknown_kind_is_refused(tmp_path):
+    g = tmp_path / "g.jsonl"
+    g.write_text(json.dumps({"query_id": "101", "doc_id": "d1", "item_id": "101/a", "kind": "banana", "grade": 5,
+                             "parse_ok": True, "model": "m", "prompt": "question-selfrating"}) + "\n")
+    res = run("qrels", g)
+    assert res.code == 2 and res.last_line == (f"exam-qrels: {g}:1: 'kind' must be question, nugget, statement or "
+                                               "null, got 'banana'")

@@ -9,7 +9,7 @@ import json
 import pytest
 from pathlib import Path
 
-from exam_eval.errors import InputError
+from exam_eval.errors import InputError, UsageError
 from exam_eval.io.reports import read_reports, read_requests
 
 
@@ -111,7 +111,7 @@ def test_duplicate_run_topic_across_files(tmp_path):
 
 def test_unknown_track_spec(tmp_path):
     f = _write(tmp_path / "r.jsonl", _report())
-    with pytest.raises(InputError, match="unknown track spec 'rag99'.*rag24|unknown track spec 'rag99'.*ragtime25"):
+    with pytest.raises(UsageError, match="unknown track spec 'rag99'.*rag24|unknown track spec 'rag99'.*ragtime25"):
         read_reports([str(f)], track_spec="rag99")
 
 

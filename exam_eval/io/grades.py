@@ -106,6 +106,8 @@ def _show(v) -> str:
 
 
 _NUMBERS = {int, float}
+#: what a grade is of: a bank item, or a sentence's citation (exam-nuggets support); null: a passage (direct prompts)
+GRADE_KINDS = ("question", "nugget", "statement")
 _scales: dict[str, tuple[int, int] | None] = {}
 _labels: dict[str, frozenset[str] | None] = {}
 
@@ -168,8 +170,8 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
             raise InputError(f"'probs' holds label {stray[0]!r}, which prompt {obj['prompt']} does not have "
                              f"(its labels: {' '.join(sorted(labels))})", name, lineno)
     kind = obj.get("kind")
-    if kind is not None and not isinstance(kind, str):  # question, nugget, statement (citation support)
-        raise InputError(f"'kind' must be a string or null, got {_show(kind)}", name, lineno)
+    if kind is not None and kind not in GRADE_KINDS:
+        raise InputError(f"'kind' must be {', '.join(GRADE_KINDS)} or null, got {_show(kind)}", name, lineno)
     return Grade(
         query_id=json_id(obj["query_id"], "query_id", name, lineno), doc_id=json_id(obj["doc_id"], "doc_id", name, lineno),
         item_id=json_id(obj["item_id"], "item_id", name, lineno, trec=False, nullable=True), kind=kind,

@@ -88,7 +88,8 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
         try:
             value = loads_checked(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc.msg} at column {exc.colno})", name, lineno) from None
+            at = "" if exc.msg.endswith(" at") else " at"  # "Unterminated string starting at"
+            raise InputError(f"invalid JSON ({exc.msg}{at} column {exc.colno})", name, lineno) from None
         except ValueError as exc:
             raise InputError(str(exc), name, lineno) from None
         yield lineno, value

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 
 
 @dataclass(frozen=True)
@@ -436,7 +436,7 @@ def resolve_track_spec(name: str | None):
     if name is None:
         return None
     if name not in SPECS:
-        raise InputError(f"unknown track spec {name!r} (known: {', '.join(sorted(SPECS))})")
+        raise UsageError(f"unknown track spec {name!r} (known: {', '.join(sorted(SPECS))})")  # an option's value
     return SPECS[name]
 
 
