@@ -680,3 +680,17 @@ def test_a_grade_of_an_unknown_kind_is_refused(tmp_path):
     res = run("qrels", g)
     assert res.code == 2 and res.last_line == (f"exam-qrels: {g}:1: 'kind' must be question, nugget, statement or "
                                                "null, got 'banana'")
+
+
+def test_ranked_equals_the_measures_c_float_order_on_random_rankings():
+    """ranked (array('f')) against trec_ranked (numpy float32), which the measures use."""
+    import random
+
+    from exam_eval.io.c_numbers import trec_ranked
+
+    rnd = random.Random(3)
+    values = [1.0, 1.00000001, 0.99999999, 0.0, -0.0, 3.4028235e38, 3.40282356e38, -1e39]
+    for _ in range(2000):
+        docs = {f"d{rnd.randint(0, 60)}": rnd.choice([rnd.random(), rnd.uniform(-1e39, 1e39), *values])
+                for _ in range(rnd.randint(1, 50))}
+        assert ranked(docs) == trec_ranked(docs), docs
