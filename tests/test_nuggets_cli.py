@@ -450,7 +450,7 @@ def test_bad_input_is_one_line(case, data, run_cli, tmp_path):
                                               "references": ["d1"]}) + "\n")
         where = f"{reports}:2:"
     elif case == "spec":
-        extra, where = ["--track-spec", "no-such-track"], "no-such-track"
+        extra, where, code = ["--track-spec", "no-such-track"], "no-such-track", 1  # an option's value: a usage error
     elif case == "importance":
         bank = tmp_path / "b.jsonl"
         bank.write_text(json.dumps({"query_id": "t1", "item_id": "t1/x", "kind": "nugget", "text": "x",
