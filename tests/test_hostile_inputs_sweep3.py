@@ -682,15 +682,23 @@ def test_a_grade_of_an_unknown_kind_is_refused(tmp_path):
                                                "null, got 'banana'")
 
 
-def test_ranked_equals_the_measures_c_float_order_on_random_rankings():
-    """ranked (array('f')) against trec_ranked (numpy float32), which the measures use."""
+def test_ranked_equals_numpys_c_float_order_on_random_rankings():
+    """ranked (array('f'), also the measures' trec_ranked) against scores cast to float32
+    by numpy, ties by docno: descending for ranked, ascending for preferences."""
     import random
 
+    import numpy as np
+
     from exam_eval.io.c_numbers import trec_ranked
+
+    def as_c_float(v):
+        with np.errstate(over="ignore"):
+            return float(np.float32(v))
 
     rnd = random.Random(3)
     values = [1.0, 1.00000001, 0.99999999, 0.0, -0.0, 3.4028235e38, 3.40282356e38, -1e39]
     for _ in range(2000):
         docs = {f"d{rnd.randint(0, 60)}": rnd.choice([rnd.random(), rnd.uniform(-1e39, 1e39), *values])
                 for _ in range(rnd.randint(1, 50))}
-        assert ranked(docs) == trec_ranked(docs), docs
+        assert ranked(docs) == sorted(docs, key=lambda d: (as_c_float(docs[d]), d), reverse=True), docs
+        assert trec_ranked(docs, docno_ascending=True) == sorted(docs, key=lambda d: (-as_c_float(docs[d]), d))

@@ -15,7 +15,7 @@ import os
 import stat
 import sys
 import threading
-from typing import Callable, NoReturn
+from typing import Callable, Iterator, NoReturn
 
 import click
 
@@ -176,50 +176,46 @@ def refuse_inputs_as_outputs(ctx: click.Context, outputs: dict[str, str], allowe
             inside.append((os.path.realpath(path), flag))
     if not written:
         return
-    out_flags = set(outputs.values()) | set((ctx.meta.get("exam_eval.outputs") or {}).values())
-    c: click.Context | None = ctx
-    while c is not None:
-        for param in c.command.params:
-            flag = _flag(param)
-            value = c.params.get(param.name)
-            if flag in out_flags or value is None:
-                continue
-            for v in value if isinstance(value, (tuple, list)) else (value,):
-                if not isinstance(v, (str, os.PathLike)) or str(v) in ("", "-"):
-                    continue
-                try:
-                    st = os.stat(v)
-                except (OSError, ValueError):
-                    continue
-                out = written.get((st.st_dev, st.st_ino))
-                if out is None and stat.S_ISDIR(st.st_mode):
-                    # a folder of inputs (--reports DIR, a folder of evaluations): a file in it is read
-                    folder = os.path.realpath(v) + os.sep
-                    out = next((f for real, f in inside if real.startswith(folder)), None)
-                if out is not None and (flag, out) not in allowed:
-                    raise UsageError(f"{out} names a file the command reads ({flag} {v}): writing it would "
-                                     "replace its input; write to another file")
-        c = c.parent
+    for flag, v in _input_values(ctx):
+        if str(v) == "-":
+            continue
+        try:
+            st = os.stat(v)
+        except (OSError, ValueError):
+            continue
+        out = written.get((st.st_dev, st.st_ino))
+        if out is None and stat.S_ISDIR(st.st_mode):
+            # a folder of inputs (--reports DIR, a folder of evaluations): a file in it is read
+            folder = os.path.realpath(v) + os.sep
+            out = next((f for real, f in inside if real.startswith(folder)), None)
+        if out is not None and (flag, out) not in allowed:
+            raise UsageError(f"{out} names a file the command reads ({flag} {v}): writing it would "
+                             "replace its input; write to another file")
 
 
 def check_stdin_read_once(ctx: click.Context) -> None:
     """Standard input can be read once: two inputs given as ``-`` (``exam-cover - -``)
     would leave the second empty, and its message ("run is empty") would mislead."""
-    named = []
+    named = [flag for flag, v in _input_values(ctx) if str(v) == "-"]
+    if len(named) > 1:
+        raise UsageError(f"standard input (-) is given {len(named)} times ({', '.join(named)}): it can be read "
+                         "once; give files for all but one")
+
+
+def _input_values(ctx: click.Context) -> Iterator[tuple[str, str | os.PathLike]]:
+    """(flag, value) of every path a command and the groups above it were given, outputs
+    left out (:func:`claim_output` names them, "-" there being standard output)."""
     c: click.Context | None = ctx
     while c is not None:
         outputs = c.meta.get("exam_eval.output_params") or set()
         for param in c.command.params:
-            flag = _flag(param)
             value = c.params.get(param.name)
-            if param.name in outputs or value is None or getattr(param, "is_flag", False):
+            if param.name in outputs or value is None:
                 continue
-            values = value if isinstance(value, (tuple, list)) else (value,)
-            named += [flag for v in values if isinstance(v, str) and v == "-"]
+            for v in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(v, (str, os.PathLike)) and str(v):
+                    yield _flag(param), v
         c = c.parent
-    if len(named) > 1:
-        raise UsageError(f"standard input (-) is given {len(named)} times ({', '.join(named)}): it can be read "
-                         "once; give files for all but one")
 
 
 def _guard_callbacks(cmd: click.Command) -> None:

@@ -166,7 +166,7 @@ def check_run_files(run_files: dict) -> None:
     from ._base import refuse_inputs_as_outputs
 
     ctx = click.get_current_context()
-    claimed = dict(ctx.meta.get("exam_eval.outputs") or {})
+    claimed = ctx.meta.get("exam_eval.outputs") or {}
     planned: dict[str, str] = {}
     for option, (folder, files) in run_files.items():
         if folder is None:

@@ -36,13 +36,15 @@ def _is_gzip_path(path: str) -> bool:
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _complete_member_at(data: bytes, offset: int) -> bool:
+def _member(data: bytes, offset: int) -> tuple[int | None, str | None]:
+    """The gzip member at ``offset``: (where it ends, None) when complete, (None, None)
+    when the data ends inside it, (None, why) when it cannot be read."""
     d = zlib.decompressobj(wbits=31)
     try:
         d.decompress(data[offset:])
-    except zlib.error:
-        return False
-    return d.eof
+    except zlib.error as exc:
+        return None, str(exc)
+    return (len(data) - len(d.unused_data) if d.eof else None), None
 
 
 def _valid_gzip_prefix(data: bytes) -> tuple[int, str | None]:
@@ -50,14 +52,10 @@ def _valid_gzip_prefix(data: bytes) -> tuple[int, str | None]:
     member after it cannot be read where that is damage rather than an end cut short."""
     offset = 0
     while offset < len(data):
-        d = zlib.decompressobj(wbits=31)
-        try:
-            d.decompress(data[offset:])
-        except zlib.error as exc:
-            return offset, str(exc)
-        if not d.eof:
-            break
-        offset = len(data) - len(d.unused_data)
+        end, damage = _member(data, offset)
+        if end is None:
+            return offset, damage
+        offset = end
     return offset, None
 
 
@@ -74,7 +72,7 @@ def _valid_length(data: bytes, path: str) -> int:
         return keep
     start = data.find(_GZIP_MAGIC, keep + 1)
     while start != -1:
-        if _complete_member_at(data, start):
+        if _member(data, start)[0] is not None:
             lines = gzip.decompress(data[:keep]).count(b"\n") if keep else 0
             why = damage.rsplit(": ", 1)[-1]  # "Error -3 while decompressing data: incorrect data check"
             raise InputError(f"the gzip member at byte {keep} is damaged ({why}) and complete members follow it: "

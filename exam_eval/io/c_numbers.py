@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from array import array
 from typing import Iterator, Mapping
 
 from ..errors import InputError
@@ -107,10 +108,9 @@ def c_div(a: float, b: float) -> float:
 def trec_ranked(docs: Mapping[str, float], docno_ascending: bool = False) -> list[str]:
     """Docnos in trec_eval's order: score (as a C float) descending, ties by docno
     descending (form_res_rels.c), or ascending (form_prefs_counts.c)."""
-    names = list(docs)
-    scores = c_floats(list(docs.values()))
+    # array('f') stores each score as a C float, as trec_eval does (numpy costs 50 us a
+    # call on the small rankings the statistics sort by the thousand)
+    pairs = zip(array("f", docs.values()), docs)
     if docno_ascending:
-        order = sorted(range(len(names)), key=lambda i: (-scores[i], names[i]))
-    else:
-        order = sorted(range(len(names)), key=lambda i: (scores[i], names[i]), reverse=True)
-    return [names[i] for i in order]
+        return [d for _, d in sorted(pairs, key=lambda p: (-p[0], p[1]))]
+    return [d for _, d in sorted(pairs, reverse=True)]

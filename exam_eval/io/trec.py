@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import math
 import os
-from array import array
 from typing import IO, TYPE_CHECKING, Mapping
 
 from ..errors import InputError
-from .c_numbers import LABEL_MAX, c_fields  # noqa: F401  (LABEL_MAX: read here and by grades)
+from .c_numbers import LABEL_MAX, c_fields, trec_ranked  # noqa: F401  (LABEL_MAX: read here and by grades)
 from .openers import Slurped, display_name, iter_lines, slurp
 
 if TYPE_CHECKING:
@@ -145,10 +144,8 @@ def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
 def ranked(docs: Mapping[str, float]) -> list[str]:
     """Docnos in trec_eval order: score descending as a C float (scores that differ only
     beyond single precision tie, as in trec_eval), ties broken by docno descending; the
-    order every depth (exam-grade -k, exam-cover -k) cuts at."""
-    # array('f') stores each score as a C float, as trec_eval does (numpy costs 50 us a
-    # call on the small rankings the statistics sort by the thousand)
-    return [d for _, d in sorted(zip(array("f", docs.values()), docs), reverse=True)]
+    order every depth (exam-grade -k, exam-cover -k) cuts at, and the measures'."""
+    return trec_ranked(docs)
 
 
 def write_qrels(qrels: Qrels, out: IO[str]) -> int:
