@@ -210,7 +210,10 @@ def cap_memory(backend, device: str) -> dict:
     total = torch.cuda.get_device_properties(torch.device(device)).total_memory
     cap = base + per_token * backend.token_budget / 4
     torch.cuda.empty_cache()
-    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total), torch.device(device))
+    # the call wants an index: "cuda" alone is refused (the H100 run of 2026-11-26)
+    index = torch.device(device).index
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap / total),
+                                               torch.cuda.current_device() if index is None else index)
     return {"weights_and_kept_bytes": base, "bytes_per_token": per_token, "cap_bytes": cap,
             "fraction": cap / total, "tokens_that_fit": int((cap - base) / per_token) if per_token else 0}
 

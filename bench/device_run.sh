@@ -78,6 +78,13 @@ KEEP_PROFILE=${KEEP_PROFILE:-0}      # the profile runs on what is left
 KEEP_CT2=${KEEP_CT2:-30}            # kept only where a wheel was carried
 LARGE_WORK=${LARGE_WORK:-/tmp/exam-large-work} # the large step's model, reused by device_batches.py
 MIN_STEP=${MIN_STEP:-20}            # a step with less time than this is skipped
+# the device image has no bytecode and does not write it (PYTHONDONTWRITEBYTECODE), so every
+# fresh process compiles torch and transformers anew (11.5 s of the H100's 13.7 s start-up);
+# PYCACHE=DIR writes and reuses it there, as a pip install (which compiles) would have it,
+# warmed before the first step
+PYCACHE=${PYCACHE:-}
+FLOAT32_ROW=${FLOAT32_ROW:-1}       # 0: no --dtype float32 row (another run has it)
+BATCHES_STEPS=${BATCHES_STEPS:-}    # device_batches.py --steps (default: all of them)
 
 export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
@@ -167,6 +174,14 @@ main() {
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
   timeout 60 "$PYTHON" -c "$VERSIONS"
   timeout 60 "$PYTHON" -c "$IMPORTS"
+  if [ -n "$PYCACHE" ]; then
+    unset PYTHONDONTWRITEBYTECODE
+    export PYTHONPYCACHEPREFIX=$PYCACHE
+    echo "== bytecode written to and read from $PYCACHE; the imports again, first compiling, then cached:"
+    timeout 90 "$PYTHON" -c "import exam_eval.commands.grade, exam_eval.backends.hf_seq2seq, exam_eval.grading.engine"
+    timeout 60 "$PYTHON" -c "$IMPORTS" | head -1
+    timeout 60 "$PYTHON" -c "$IMPORTS"
+  fi
   [ -d "$DATA" ] || { echo "device_run: $DATA not found: run bench/device_stage.sh here and carry .device"; return 2; }
 
   # carried wheels (CTranslate2) into $SITE, which only the CTranslate2 step puts on
@@ -185,12 +200,13 @@ main() {
   bench=("$PYTHON" bench/bench_pipeline.py --device "$DEVICE" --data "$DATA" --no-ct2 --queries "$QUERIES"
          --sample-pairs "$SAMPLE_PAIRS" --plain-pairs "$PLAIN_PAIRS" ${PLAIN_BATCHES:+--plain-batches "$PLAIN_BATCHES"})
   # on a CPU the --dtype float32 row runs only when asked (the rehearsal asks)
-  [ "$DEVICE" = cpu ] && bench+=(--float32-row)
+  [ "$DEVICE" = cpu ] && [ "$FLOAT32_ROW" = 1 ] && bench+=(--float32-row)
+  [ "$FLOAT32_ROW" = 1 ] || bench+=(--no-float32-row)
 
   step "$LARGE" "$LARGE_CAP" $((KEEP_BATCHES + KEEP_HOST + KEEP_PROFILE + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --keep "$LARGE_WORK" --out "$OUT/large"
   step "batches ($LARGE, exam-grade's engine)" "$BATCHES_CAP" $((KEEP_HOST + KEEP_PROFILE + keep_ct2)) "$PYTHON" bench/device_batches.py --device "$DEVICE" --data "$DATA" \
     --model "$LARGE" --model-dir "$LARGE_WORK/$LARGE" --queries "$QUERIES" --per-query "$BATCHES_PER_QUERY" \
-    --big-queries "$BIG_QUERIES" --big-per-query "$BIG_PER_QUERY" --budget $((BATCHES_CAP - 15)) ${BATCHES_FLAGS:-} --json "$OUT/batches.json"
+    --big-queries "$BIG_QUERIES" --big-per-query "$BIG_PER_QUERY" --budget $((BATCHES_CAP - 15)) ${BATCHES_STEPS:+--steps "$BATCHES_STEPS"} ${BATCHES_FLAGS:-} --json "$OUT/batches.json"
   step "host cost (device CPU)" "$HOST_CAP" $((KEEP_PROFILE + keep_ct2)) "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models --no-sim-device \
     --host-queries "$HOST_QUERIES" --host-per-query "$HOST_PER_QUERY" --out "$OUT/host"
   step "profile ($LARGE, the model alone)" "$PROFILE_CAP" "$keep_ct2" "$PYTHON" bench/device_profile.py --device "$DEVICE" \
