@@ -108,6 +108,36 @@ def build_pool(data: Path, work: Path, queries: int, per_query: int, seed: int) 
     return {"chosen": chosen, "texts": texts, "items": items_by_query(items)}
 
 
+def build_judged_pool(data: Path, work: Path, queries: int = 0, per_query: int = 0) -> dict:
+    """Every judged DL19 passage against its query's questions (92,600 pairs with the
+    current bank): the job the reference workbench's own graded file is, and a pool large
+    enough that a GPU run's start-up weighs little. The same files as ``build_pool``;
+    ``queries`` / ``per_query`` (0: all) cut it to the first ones, for a rehearsal on a CPU."""
+    from exam_eval.io.banks import items_by_query, read_bank, write_bank
+
+    bank = items_by_query(read_bank(data / "banks" / "questions.jsonl.gz"))
+    chosen: dict[str, list[str]] = {}
+    texts = {}
+    with gzip.open(data / "passages.jsonl.gz", "rt", encoding="utf-8") as fh:
+        for line in fh:
+            obj = json.loads(line)
+            if obj["query_id"] in bank:
+                chosen.setdefault(obj["query_id"], []).append(obj["doc_id"])
+                texts[obj["doc_id"]] = obj["text"]
+    chosen = {q: chosen[q][:per_query or None] for q in sorted(chosen)[:queries or None]}
+    texts = {d: texts[d] for ds in chosen.values() for d in ds}
+    with open(work / "pool.run", "w", encoding="utf-8") as fh:
+        for q, ds in chosen.items():
+            for rank, d in enumerate(ds, 1):
+                fh.write(f"{q} Q0 {d} {rank} {len(ds) - rank + 1} bench\n")
+    with open(work / "passages.jsonl", "w", encoding="utf-8") as fh:
+        for d in sorted(texts):
+            fh.write(json.dumps({"doc_id": d, "text": texts[d]}) + "\n")
+    items = [i for q in chosen for i in bank[q]]
+    write_bank(items, work / "bank.jsonl")
+    return {"chosen": chosen, "texts": texts, "items": items_by_query(items)}
+
+
 def edit_one_per_query(items):
     """Change the first question of every query, as a human editing the bank would."""
     from exam_eval.io.banks import BankItem, make_item_id

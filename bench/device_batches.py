@@ -16,6 +16,8 @@ gap before it (waiting for the host). Steps (``--steps``), most needed first:
 - ``default``: the code as it is (also: the bare call, unpadded and padded, in that process);
 - ``big``: exam-grade itself (the command, end to end) on a larger pool (``--big-queries``
   x ``--big-per-query``), where its start-up weighs less;
+- ``judged``: the same on every judged DL19 passage against its query's questions (92,600
+  pairs: the reference workbench's own DL19 job), where the start-up weighs less again;
 - ``mask2d``: the 2D attention mask (transformers asks the device whether anything is
   padded: a wait before the encoder and another before the cross-attention);
 - ``pad1``: no rounding of a batch's width (one shape per prompt length);
@@ -53,7 +55,7 @@ import bench_grading as bg  # noqa: E402
 VARIANTS = ("default", "mask2d", "oom", "pad1", "nocudnn", "pad32", "recompile")
 #: the run's order, most needed first: the defaults, exam-grade end to end on the larger
 #: pool (the goals are read there), then the variants that each undo or try one thing
-STEPS = ("default", "big", "mask2d", "oom", "pad1", "nocudnn", "pad32", "recompile")
+STEPS = ("default", "big", "judged", "mask2d", "oom", "pad1", "nocudnn", "pad32", "recompile")
 
 
 # -- the child: one variant in a fresh process ---------------------------------------------------------
@@ -263,18 +265,25 @@ def run_child(variant: str, args, cap: float) -> dict:
     return {**json.loads(proc.stdout.strip().splitlines()[-1]), "process_s": time.perf_counter() - t0}
 
 
-def big_pool(args) -> dict:
-    """exam-grade itself, end to end, on the larger pool (where its start-up weighs less)."""
+def big_pool(args, judged: bool = False) -> dict:
+    """exam-grade itself, end to end, on a larger pool (where its start-up weighs less):
+    the top-20 pool of ``--big-queries`` x ``--big-per-query``, or every judged passage."""
     from bench_pipeline import exam_grade
 
-    big = args.work / "big"
+    name = "judged" if judged else "big"
+    big = args.work / name
     big.mkdir(exist_ok=True)
-    bg.build_pool(args.data, big, args.big_queries, args.big_per_query, args.seed)
-    print(f"[batches] exam-grade end to end, {args.big_queries} x {args.big_per_query}", file=sys.stderr, flush=True)
+    if judged:
+        bg.build_judged_pool(args.data, big, args.judged_queries, args.judged_per_query)
+        what = "every judged passage"
+    else:
+        bg.build_pool(args.data, big, args.big_queries, args.big_per_query, args.seed)
+        what = f"{args.big_queries} x {args.big_per_query}"
+    print(f"[batches] exam-grade end to end, {what}", file=sys.stderr, flush=True)
     try:
-        return exam_grade(args.model, args.model_dir, big, args.device, [], "big")
+        return {"pool": name, **exam_grade(args.model, args.model_dir, big, args.device, [], name)}
     except (SystemExit, Exception) as exc:  # a failure is a finding, recorded
-        return {"error": str(exc)[:300]}
+        return {"pool": name, "error": str(exc)[:300]}
 
 
 def agreement(a: Path, b: Path) -> dict | None:
@@ -291,10 +300,11 @@ def agreement(a: Path, b: Path) -> dict | None:
 
 
 def line(r: dict) -> str:
-    if "variant" not in r:  # the end-to-end run on the larger pool
+    if "variant" not in r:  # an end-to-end run on a larger pool
+        label = "judged pool" if r.get("pool") == "judged" else "big pool"
         if "error" in r:
-            return f"big pool: {r['error']}"
-        return (f"big pool: {r['pairs']} pairs, {r['pairs_per_s_end_to_end']:.0f} pairs/s end to end "
+            return f"{label}: {r['error']}"
+        return (f"{label}: {r['pairs']} pairs, {r['pairs_per_s_end_to_end']:.0f} pairs/s end to end "
                 f"({r['wall_s']:.1f}s), {r['pairs_per_s_grading']:.0f} grading only")
     if "error" in r:
         return f"{r['variant']:8s} {r['error']}"
@@ -330,8 +340,13 @@ def main(argv=None) -> int:
     ap.add_argument("--per-query", type=int, default=40)
     ap.add_argument("--big-queries", type=int, default=43)
     ap.add_argument("--big-per-query", type=int, default=400, help="0: no end-to-end run on the larger pool")
+    ap.add_argument("--judged-min", type=float, default=120,
+                    help="seconds of the budget the judged pool needs left to start")
+    ap.add_argument("--judged-queries", type=int, default=0, help="the judged pool's first queries (0: all)")
+    ap.add_argument("--judged-per-query", type=int, default=0, help="their first judged passages (0: all)")
     ap.add_argument("--steps", default=",".join(STEPS),
-                    help="in order: variants of " + ", ".join(VARIANTS) + ", and big (the larger pool)")
+                    help="in order: variants of " + ", ".join(VARIANTS) + ", big (the larger pool) and judged "
+                         "(every judged passage)")
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--bare-batch", type=int, default=512, help="prompts of the bare model call")
     ap.add_argument("--variant-cap", type=float, default=60, help="seconds a variant's process may take")
@@ -377,6 +392,11 @@ def main(argv=None) -> int:
             if args.big_per_query:
                 res["steps"]["big_pool"] = big_pool(args) if left >= 30 else {"error": "skipped (budget)"}
                 print(line(res["steps"]["big_pool"]), flush=True)
+        elif step == "judged":
+            # 92,600 pairs: about 90 s on an H100 at the default's warm rate, with its start
+            res["steps"]["judged_pool"] = (big_pool(args, judged=True) if left >= args.judged_min
+                                           else {"pool": "judged", "error": "skipped (budget)"})
+            print(line(res["steps"]["judged_pool"]), flush=True)
         elif left < 20:
             res["steps"][step] = {"variant": step, "error": "skipped (budget)"}
             print(line(res["steps"][step]), flush=True)

@@ -17,7 +17,8 @@
 #                                         waits, shapes) in variants (2D mask, memory capped
 #                                         so that batches run out of it, pad multiple, cuDNN
 #                                         off), the bare model call, and exam-grade end to end
-#                                         on the whole DL19 pool (43 x 400)
+#                                         on the whole DL19 pool (43 x 400) and on every
+#                                         judged DL19 passage (92,600 pairs)
 #   $OUT/host/bench_pipeline.{txt,json}   host cost per pair on the device's CPU, model stubbed
 #   (run.log alone)                       bench/device_profile.py on $LARGE: the GPU's matmul
 #                                         rate, the bare model call with transformers' SDPA and
@@ -82,9 +83,13 @@ MIN_STEP=${MIN_STEP:-20}            # a step with less time than this is skipped
 # fresh process compiles torch and transformers anew (11.5 s of the H100's 13.7 s start-up);
 # PYCACHE=DIR writes and reuses it there, as a pip install (which compiles) would have it,
 # warmed before the first step
-PYCACHE=${PYCACHE:-}
+# (PYCACHE= to measure the image as it is; the versions step's import line does so either way)
+PYCACHE=${PYCACHE-/tmp/exam-pycache}
 FLOAT32_ROW=${FLOAT32_ROW:-1}       # 0: no --dtype float32 row (another run has it)
-BATCHES_STEPS=${BATCHES_STEPS:-}    # device_batches.py --steps (default: all of them)
+# device_batches.py --steps, most needed first: the judged pool (92,600 pairs) is the
+# end-to-end row where the start-up weighs least; the H100 and H200 runs of 2026-11-26 have
+# the other variants
+BATCHES_STEPS=${BATCHES_STEPS-default,judged,big,nocudnn,pad32,oom}
 
 export PYTHONPATH=$ROOT PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
@@ -174,15 +179,15 @@ main() {
   echo "cpu: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)"
   timeout 60 "$PYTHON" -c "$VERSIONS"
   timeout 60 "$PYTHON" -c "$IMPORTS"
+  [ -d "$DATA" ] || { echo "device_run: $DATA not found: run bench/device_stage.sh here and carry .device"; return 2; }
   if [ -n "$PYCACHE" ]; then
     unset PYTHONDONTWRITEBYTECODE
     export PYTHONPYCACHEPREFIX=$PYCACHE
     echo "== bytecode written to and read from $PYCACHE; the imports again, first compiling, then cached:"
     timeout 90 "$PYTHON" -c "import exam_eval.commands.grade, exam_eval.backends.hf_seq2seq, exam_eval.grading.engine"
-    timeout 60 "$PYTHON" -c "$IMPORTS" | head -1
+    timeout 60 "$PYTHON" -c "$IMPORTS" 2>&1 | sed -n 1p
     timeout 60 "$PYTHON" -c "$IMPORTS"
   fi
-  [ -d "$DATA" ] || { echo "device_run: $DATA not found: run bench/device_stage.sh here and carry .device"; return 2; }
 
   # carried wheels (CTranslate2) into $SITE, which only the CTranslate2 step puts on
   # PYTHONPATH: where ctranslate2 imports, exam-grade's --engine auto picks it, and the

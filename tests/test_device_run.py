@@ -149,3 +149,36 @@ def test_run_needs_the_staged_data(tmp_path):
     r = subprocess.run(["bash", str(RUN_SCRIPT)], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 2
     assert "device_stage.sh" in r.stdout
+
+
+def test_the_judged_pool_is_every_judged_passage_against_its_questions(tmp_path, shared_data):
+    """device_batches.py's judged step grades what the reference workbench graded for DL19:
+    every judged passage against its query's questions (counted here from the files)."""
+    import collections
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    try:
+        import bench_grading as bg
+    finally:
+        sys.path.remove(str(ROOT / "bench"))
+    dl19 = shared_data / "dl19"
+    with gzip.open(dl19 / "passages.jsonl.gz", "rt") as fh:
+        judged = collections.Counter(json.loads(line)["query_id"] for line in fh)
+    with gzip.open(dl19 / "banks" / "questions.jsonl.gz", "rt") as fh:
+        questions = collections.Counter()
+        for line in fh:
+            obj = json.loads(line)
+            questions[obj["query_id"]] += len(obj["items"])
+    pool = bg.build_judged_pool(dl19, tmp_path)
+    assert {q: len(ds) for q, ds in pool["chosen"].items()} == {q: n for q, n in judged.items() if q in questions}
+    pairs = sum(len(ds) * questions[q] for q, ds in pool["chosen"].items())
+    assert pairs == sum(n * questions[q] for q, n in judged.items())
+    assert pairs > 90_000  # about 92,600: the figure the device run's line gives
+    run_lines = (tmp_path / "pool.run").read_text().splitlines()
+    assert len(run_lines) == sum(judged[q] for q in pool["chosen"])
+    assert {line.split()[2] for line in run_lines} == set(pool["texts"])
+    # the rehearsal's cut: the first query's first three passages
+    (tmp_path / "cut").mkdir()
+    cut = bg.build_judged_pool(dl19, tmp_path / "cut", 1, 3)
+    first = min(pool["chosen"])
+    assert cut["chosen"] == {first: pool["chosen"][first][:3]} and len(cut["texts"]) == 3
