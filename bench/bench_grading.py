@@ -74,6 +74,23 @@ T5_COMMON = dict(vocab_size=32128, feed_forward_proj="gated-gelu", tie_word_embe
 
 
 # -- inputs ---------------------------------------------------------------------------------------
+def write_pool(work: Path, chosen: dict[str, list[str]], texts: dict[str, str], bank: dict) -> list:
+    """What exam-grade reads of a pool (pool.run, passages.jsonl, bank.jsonl), queries in
+    ``chosen``'s order; the bank items written."""
+    from exam_eval.io.banks import write_bank
+
+    with open(work / "pool.run", "w", encoding="utf-8") as fh:
+        for q, ds in chosen.items():
+            for rank, d in enumerate(ds, 1):
+                fh.write(f"{q} Q0 {d} {rank} {len(ds) - rank + 1} bench\n")
+    with open(work / "passages.jsonl", "w", encoding="utf-8") as fh:
+        for d in sorted(texts):
+            fh.write(json.dumps({"doc_id": d, "text": texts[d]}) + "\n")
+    items = [i for q in chosen for i in bank[q]]
+    write_bank(items, work / "bank.jsonl")
+    return items
+
+
 def build_pool(data: Path, work: Path, queries: int, per_query: int, seed: int) -> dict:
     """A run file, passages and bank restricted to a seeded subsample of the DL19 pool."""
     from exam_eval.io.banks import items_by_query, read_bank, write_bank
@@ -94,15 +111,7 @@ def build_pool(data: Path, work: Path, queries: int, per_query: int, seed: int) 
             obj = json.loads(line)
             if obj["doc_id"] in wanted:
                 texts[obj["doc_id"]] = obj["text"]
-    with open(work / "pool.run", "w", encoding="utf-8") as fh:
-        for q, ds in chosen.items():
-            for rank, d in enumerate(ds, 1):
-                fh.write(f"{q} Q0 {d} {rank} {len(ds) - rank + 1} bench\n")
-    with open(work / "passages.jsonl", "w", encoding="utf-8") as fh:
-        for d in sorted(texts):
-            fh.write(json.dumps({"doc_id": d, "text": texts[d]}) + "\n")
-    items = [i for q in sorted(chosen) for i in bank[q]]
-    write_bank(items, work / "bank.jsonl")
+    items = write_pool(work, chosen, texts, bank)
     edited = edit_one_per_query(items)
     write_bank(edited, work / "bank-edited.jsonl")
     return {"chosen": chosen, "texts": texts, "items": items_by_query(items)}
@@ -113,7 +122,7 @@ def build_judged_pool(data: Path, work: Path, queries: int = 0, per_query: int =
     current bank): the job the reference workbench's own graded file is, and a pool large
     enough that a GPU run's start-up weighs little. The same files as ``build_pool``;
     ``queries`` / ``per_query`` (0: all) cut it to the first ones, for a rehearsal on a CPU."""
-    from exam_eval.io.banks import items_by_query, read_bank, write_bank
+    from exam_eval.io.banks import items_by_query, read_bank
 
     bank = items_by_query(read_bank(data / "banks" / "questions.jsonl.gz"))
     chosen: dict[str, list[str]] = {}
@@ -126,15 +135,7 @@ def build_judged_pool(data: Path, work: Path, queries: int = 0, per_query: int =
                 texts[obj["doc_id"]] = obj["text"]
     chosen = {q: chosen[q][:per_query or None] for q in sorted(chosen)[:queries or None]}
     texts = {d: texts[d] for ds in chosen.values() for d in ds}
-    with open(work / "pool.run", "w", encoding="utf-8") as fh:
-        for q, ds in chosen.items():
-            for rank, d in enumerate(ds, 1):
-                fh.write(f"{q} Q0 {d} {rank} {len(ds) - rank + 1} bench\n")
-    with open(work / "passages.jsonl", "w", encoding="utf-8") as fh:
-        for d in sorted(texts):
-            fh.write(json.dumps({"doc_id": d, "text": texts[d]}) + "\n")
-    items = [i for q in chosen for i in bank[q]]
-    write_bank(items, work / "bank.jsonl")
+    items = write_pool(work, chosen, texts, bank)
     return {"chosen": chosen, "texts": texts, "items": items_by_query(items)}
 
 
