@@ -101,8 +101,11 @@ def test_the_staged_copy_gives_bench_pipeline_the_same_pool(tmp_path, shared_dat
 
 
 FAKE_PYTHON = r"""#!/usr/bin/env bash
-# stands in for python3: the versions script, and bench_pipeline.py writing its files
-[ "$1" = - ] && { cat >/dev/null; echo "python fake"; exit 0; }
+# stands in for python3: the inline scripts (versions, imports), and bench_pipeline.py
+# writing its files; with ARGV_LOG, each call's arguments and bytecode folder go there
+args=$*
+[ -n "${ARGV_LOG:-}" ] && echo "${args//$'\n'/ } | prefix=${PYTHONPYCACHEPREFIX:-}" >>"$ARGV_LOG"
+[ "$1" = -c ] && { echo "inline script"; exit 0; }
 out= models= json=
 while [ $# -gt 0 ]; do
   case $1 in --out) out=$2; shift ;; --models) models=$2; shift ;; --json) json=$2; shift ;; esac
@@ -182,3 +185,40 @@ def test_the_judged_pool_is_every_judged_passage_against_its_questions(tmp_path,
     cut = bg.build_judged_pool(dl19, tmp_path / "cut", 1, 3)
     first = min(pool["chosen"])
     assert cut["chosen"] == {first: pool["chosen"][first][:3]} and len(cut["texts"]) == 3
+
+
+def fake_run(tmp_path: Path, **env_vars: str) -> list[str]:
+    """device_run.sh with the fake python and every step quick: the calls it made."""
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON)
+    fake.chmod(0o755)
+    (tmp_path / "data").mkdir(exist_ok=True)
+    log = tmp_path / "argv.log"
+    log.unlink(missing_ok=True)
+    env = dict(os.environ, PYTHON=str(fake), DATA=str(tmp_path / "data"), WHEELS=str(tmp_path / "none"),
+               OUT=str(tmp_path / "out"), LARGE="fast", BUDGET="60", MIN_STEP="1", KEEP_BATCHES="1",
+               KEEP_HOST="1", ARGV_LOG=str(log), **env_vars)
+    r = subprocess.run(["bash", str(RUN_SCRIPT)], capture_output=True, text=True, env=env, timeout=50)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return log.read_text().splitlines()
+
+
+def test_run_passes_its_knobs_to_the_steps(tmp_path):
+    calls = fake_run(tmp_path, PYCACHE=str(tmp_path / "pyc"), FLOAT32_ROW="0", BATCHES_STEPS="default,judged")
+    # the versions and import lines see the image as it is; every later process the bytecode folder
+    first_warm = next(i for i, c in enumerate(calls) if "import exam_eval" in c)
+    assert first_warm >= 2 and all(c.endswith("prefix=") for c in calls[:first_warm])
+    assert all(c.endswith(f"prefix={tmp_path / 'pyc'}") for c in calls[first_warm:])
+    large = next(c for c in calls if "--models fast" in c)
+    assert "--no-float32-row" in large and "--float32-row" not in large.replace("--no-float32-row", "")
+    batches = next(c for c in calls if "device_batches.py" in c)
+    assert "--steps default,judged" in batches
+
+
+def test_run_without_a_bytecode_folder_and_on_a_cpu(tmp_path):
+    calls = fake_run(tmp_path, PYCACHE="", DEVICE="cpu", BATCHES_STEPS="")
+    assert all(c.endswith("prefix=") for c in calls) and not any("import exam_eval" in c for c in calls)
+    large = next(c for c in calls if "--models fast" in c)
+    assert "--float32-row" in large and "--no-float32-row" not in large  # a CPU asks for the row
+    batches = next(c for c in calls if "device_batches.py" in c)
+    assert "--steps" not in batches  # device_batches.py's own default: every step
