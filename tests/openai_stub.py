@@ -118,6 +118,13 @@ def completion_body(text: str, logprobs: list[dict[str, float]] | None = None, m
             "model": model, "choices": [choice]}
 
 
+class _Server(ThreadingHTTPServer):
+    # a real server's accept backlog (uvicorn's 2048), not socketserver's 5: past 5
+    # connections arriving at once this kernel resets some (syncookies), which a client
+    # without retries reports as failed calls (bench_nuggetizer's 16 in flight did)
+    request_queue_size = 1024
+
+
 def _error_json(message: str, kind: str = "stub_error") -> dict:
     return {"error": {"message": message, "type": kind}}
 
@@ -145,7 +152,7 @@ class OpenAIStub:
 
     def start(self) -> None:
         handler = self._make_handler()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._server = _Server(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()

@@ -114,6 +114,18 @@ def test_concurrency_is_bounded_and_order_kept():
     assert 1 < peak <= 3
 
 
+def test_many_connections_at_once_are_all_served_without_retries():
+    """The stand-in takes as many connections at once as a real server: with
+    socketserver's backlog of 5, 16 in flight got resets here (failed calls in
+    bench_nuggetizer), which would read as a client fault."""
+    convs = [[{"role": "user", "content": f"q{i}"}] for i in range(256)]
+    with OpenAIStub(lambda req: Reply(text="echo " + req.prompt_text, delay=0.02)) as stub:
+        results = client(stub, concurrency=64, max_retries=0).chat(convs)
+    assert [r.error for r in results if not r.ok] == []
+    assert [r.text for r in results] == [f"echo q{i}" for i in range(256)]
+    assert all(r.attempts == 1 for r in results)
+
+
 def test_chat_logprobs_parsed():
     alts = [{"4": -0.1, "3": -2.5}, {"<eos>": -0.01}]
     with OpenAIStub([chat_body("4", logprobs=alts)]) as stub:
