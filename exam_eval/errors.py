@@ -19,6 +19,18 @@ def printable(text: str) -> str:
     return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
+#: the longest reason a message repeats whole: a value quoted from the input (a 10 MB field)
+#: is cut in the middle beyond it, so that the one line stays one readable line
+MAX_REASON = 1000
+
+
+def elide(text: str, limit: int = MAX_REASON) -> str:
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}...[{len(text) - 2 * keep:,} characters left out]...{text[-keep:]}"
+
+
 class ExamEvalError(Exception):
     exit_code = EXIT_INPUT
 
@@ -46,11 +58,11 @@ class InputError(ExamEvalError):
         return str(self.path) + (f":{self.line}" if self.line is not None else "") + ": "
 
     def render(self) -> str:
-        return printable(self.where() + self.reason)
+        return printable(self.where() + elide(self.reason))
 
     def more_lines(self) -> list[str]:
         """One line per further problem, each naming the file and line again."""
-        return [printable(f"{self.where()}also: {problem}") for problem in self.also]
+        return [printable(f"{self.where()}also: {elide(problem)}") for problem in self.also]
 
     @classmethod
     def of_problems(cls, problems: list[str], path: str | None = None, line: int | None = None,

@@ -17,9 +17,9 @@ from exam_eval.grading.output import GradesAppender, existing_keys, repair
 from exam_eval.grading.pool import Pool
 from exam_eval.grading.prompts import get_prompt
 from exam_eval.grading.segment import approx_tokens, read_responses, segment_response, segments_to_runs
-from exam_eval.errors import UsageError
+from exam_eval.errors import InputError, UsageError
 from exam_eval.io.banks import BankItem, make_item_id
-from exam_eval.io.grades import read_grades
+from exam_eval.io.grades import Grade, grade_line, read_grades
 from exam_eval.io.trec import ranked
 
 PROMPT = get_prompt("question-selfrating")
@@ -186,20 +186,56 @@ def test_truncation_cuts_only_the_passage():
     assert rendered.startswith(PROMPT.render(query="", item=question, context="").rsplit("Context:", 1)[0])
 
 
+def _grade_lines(n: int) -> list[str]:
+    """Lines as exam-grade writes them (repair cuts only after lines that are grades)."""
+    return [grade_line(Grade(query_id="q", doc_id=f"d{i}", item_id=f"q/i{i}", kind="question", grade=i % 6,
+                             probs=None, answer=str(i % 6), parse_ok=True, model="m", prompt="question-selfrating"))
+            for i in range(n)]
+
+
 def test_repair_cuts_a_torn_line(tmp_path):
+    a, b, c = _grade_lines(3)
     p = tmp_path / "g.jsonl"
-    p.write_text('{"a": 1}\n{"b": 2}\n{"c": ')
-    assert repair(str(p)) == len('{"c": ')
-    assert p.read_text() == '{"a": 1}\n{"b": 2}\n'
+    p.write_text(a + b + c[:20])
+    assert repair(str(p)) == 20
+    assert p.read_text() == a + b
     assert repair(str(p)) == 0
 
 
 def test_repair_cuts_a_torn_gzip_member(tmp_path):
+    a, b = _grade_lines(2)
     p = tmp_path / "g.jsonl.gz"
-    one, two = gzip.compress(b'{"a": 1}\n'), gzip.compress(b'{"b": 2}\n')
+    one, two = gzip.compress(a.encode()), gzip.compress(b.encode())
     p.write_bytes(one + two[: len(two) // 2])
     assert repair(str(p)) == len(two) // 2
-    assert gzip.decompress(p.read_bytes()) == b'{"a": 1}\n'
+    assert gzip.decompress(p.read_bytes()) == a.encode()
+
+
+@pytest.mark.parametrize("content, line", [
+    ("101 0 p001 1\n110 0 p033 0", 2),  # a qrels file given as -o, its last newline missing
+    ("important notes, no newline", 1),
+    ('{"query_id": "101", "item_id": "101/x", "kind": "question", "text": "t"}', 1),  # a one-line bank
+    ('{"query_id": "101", "text": "t"}\n{"query_id": "102", "te', 1),  # a bank, torn
+])
+def test_repair_refuses_to_cut_what_is_not_a_torn_batch_of_grades(tmp_path, content, line):
+    """Only a grade line cut short, after lines that are all grades, is a killed writer's
+    tail; any other file given as -o was cut by a line (or emptied) before the refusal."""
+    p = tmp_path / "notes.txt"
+    p.write_text(content)
+    for read in (lambda: repair(str(p)), lambda: existing_keys(str(p), read_only=True)):
+        with pytest.raises(InputError) as err:
+            read()
+        assert (err.value.path, err.value.line) == (str(p), line)
+        assert p.read_text() == content
+
+
+def test_repair_cuts_a_whole_grade_line_without_its_newline_and_zeros_after_a_line(tmp_path):
+    a, b = _grade_lines(2)
+    p = tmp_path / "g.jsonl"
+    for tail in (b.rstrip("\n"), "\0" * 16, b[:30] + "\0" * 8):
+        p.write_text(a + tail)
+        assert repair(str(p)) == len(tail.encode())
+        assert p.read_text() == a
 
 
 def test_gzip_output_appends_members_readable_by_read_grades(tmp_path):

@@ -162,12 +162,16 @@ def test_a_gzip_output_damaged_before_its_end_is_refused_not_cut(tmp_path):
 
 
 def test_a_torn_or_zero_filled_last_gzip_member_is_still_cut(tmp_path):
-    one, two = _members('{"a": 1}\n', '{"b": 2}\n')
+    from exam_eval.io.grades import Grade, grade_line
+
+    a, b = (grade_line(Grade(query_id="q", doc_id=d, item_id="q/i", kind="question", grade=3, probs=None,
+                             answer="3", parse_ok=True, model="m", prompt="question-selfrating")) for d in ("d1", "d2"))
+    one, two = _members(a, b)
     for tail in (two[:-6], b"\0" * 64, two[:5]):
         path = tmp_path / "g.jsonl.gz"
         path.write_bytes(one + two + tail)
         assert repair(str(path)) == len(tail)
-        assert gzip.decompress(path.read_bytes()) == b'{"a": 1}\n{"b": 2}\n'
+        assert gzip.decompress(path.read_bytes()) == (a + b).encode()
 
 
 def test_a_grades_file_of_the_other_form_than_its_name_is_refused_unchanged(tmp_path):

@@ -293,9 +293,7 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
       exam-correlate interval qrels.txt llm.qrels run.txt -q --n-labelled 30 > per-query.tsv
       exam-correlate interval human-grades.jsonl grades.jsonl.gz run.txt -m exam-cover@20
     """
-    from rich.console import Console
-    from rich.progress import Progress
-
+    from ..progress import progress_bar
     from ..stats.crc import CoverageError
     from ..stats.interval_table import interval_rows
     from ..stats.intervals import METHODS
@@ -310,15 +308,17 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
         raise UsageError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}")
     if labelled_file and n_labelled is not None:
         raise UsageError("give --labelled or --n-labelled, not both")
-    with Progress(console=Console(stderr=True), transient=True) as progress:
-        task = progress.add_task("intervals", total=len(runs))
-        table = interval_rows(human, llm, runs, metric=metric, rel_level=rel_level, min_grade=min_grade,
-                              labelled_file=labelled_file, n_labelled=n_labelled, alpha=alpha, samples=samples,
-                              seed=seed, mapping=mapping, chosen=chosen, crc_correction=crc_correction,
-                              per_query=per_query, model=model, prompt=prompt, kind=kind, log=_info,
-                              advance=lambda: progress.advance(task))
-    if table.failed and not table.rows:
-        raise CoverageError(f"every method failed; first: {table.first_error}")
+    # the shared bar, once the inputs are read: rich's own Progress around the reading left a
+    # blank line on a stderr that is no terminal, before a refused input's line
+    table = interval_rows(human, llm, runs, metric=metric, rel_level=rel_level, min_grade=min_grade,
+                          labelled_file=labelled_file, n_labelled=n_labelled, alpha=alpha, samples=samples,
+                          seed=seed, mapping=mapping, chosen=chosen, crc_correction=crc_correction,
+                          per_query=per_query, model=model, prompt=prompt, kind=kind, log=_info,
+                          progress=lambda n: progress_bar(n, "intervals", "runs"))
+    if table.failed and not table.rows:  # one line, not one per run and method before it
+        raise CoverageError(f"every method failed ({len(table.failed)} intervals); first: {table.first_error}")
+    for note in table.failure_notes:
+        _info(note)
     with atomic_output(output) as out:
         out.write(table.header + "\n")
         for row in table.rows:

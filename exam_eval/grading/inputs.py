@@ -96,12 +96,14 @@ def read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, 
         if on_missing == "error":
             raise InputError(f"{len(missing)} pooled passages have no text (e.g. {', '.join(missing[:3])}); "
                              "use --on-missing skip to grade the rest", passages or responses)
-        log(f"{len(missing)} pooled passages have no text and are skipped (e.g. {', '.join(missing[:3])})")
     gone = set(missing)
     docs = {q: [d for d in ds if d not in gone] for q, ds in docs.items()}
     docs = {q: ds for q, ds in docs.items() if ds}
-    if not docs:
-        raise InputError("no pooled passage has text", passages or responses)
+    if not docs:  # the one line, without the note of the skipped ones before it
+        raise InputError(f"no pooled passage has text (none of {len(missing)}, e.g. {', '.join(missing[:3])})",
+                         passages or responses)
+    if missing:
+        log(f"{len(missing)} pooled passages have no text and are skipped (e.g. {', '.join(missing[:3])})")
     pool_size = sum(len(ds) for ds in docs.values())
     return dict(docs=docs, texts=texts, items=items, queries=queries, segments=segments, report_segments=report_segs,
                 pool=pool_size, missing=len(missing))

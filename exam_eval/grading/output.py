@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import gzip
+import json
 import os
 import stat
 import threading
@@ -102,6 +103,31 @@ def _resumable(path: str) -> bool:
         return False
 
 
+def _check_torn_batch(data: bytes, keep: int, path: str) -> None:
+    """What is about to be cut must be what a killed writer of grades leaves: a grade line
+    cut short (a JSON object's start, or the zeros a crash can leave) after lines that are
+    all grades. Anything else (notes, a qrels file, a bank given as -o) is the user's and
+    is refused before a byte of it changes."""
+    end = keep
+    if data[:2] != _GZIP_MAGIC:
+        tail = data[keep:].rstrip(b"\0")
+        if tail and not tail.startswith(b"{"):
+            raise InputError("the last line has no newline and is not a grade line: not a torn batch of grades, so "
+                             "nothing is cut; is this a grades file? (write to another -o)",
+                             path, data.count(b"\n", 0, keep) + 1)
+        try:
+            json.loads(tail)
+            end = keep + len(tail)  # a whole line without its newline: it must be a grade line too
+        except ValueError:
+            pass
+    if end:
+        from ..io.openers import copy_named
+
+        with copy_named(data[:end], path) as copy:
+            for _ in iter_grades(copy):  # an InputError names the file and the line
+                pass
+
+
 def repair(path: str) -> int:
     """Cut a torn tail left by a killed writer; returns the number of bytes removed."""
     if not _resumable(path):
@@ -112,6 +138,7 @@ def repair(path: str) -> int:
     keep = _valid_length(data, path)
     removed = len(data) - keep
     if removed:
+        _check_torn_batch(data, keep, path)
         with open(path, "r+b") as fh:
             fh.truncate(keep)
             fh.flush()
@@ -146,12 +173,11 @@ def existing_keys(path: str, *, read_only: bool = False, engines: dict | None = 
         check_form(path, data[:2])
         keep = _valid_length(data, path)
         if keep < len(data):
-            import tempfile
+            from ..io.openers import copy_named
 
-            with tempfile.NamedTemporaryFile(suffix=".jsonl") as tmp:
-                tmp.write(data[:keep])
-                tmp.flush()
-                return _keys(iter_grades(tmp.name), engines)
+            _check_torn_batch(data, keep, path)
+            with copy_named(data[:keep], path) as copy:
+                return _keys(iter_grades(copy), engines)
     return _keys(iter_grades(path), engines)
 
 

@@ -76,13 +76,15 @@ NUMBER_WORDS = {w: i for i, w in enumerate(
     ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"])}
 
 _MARKUP = re.compile(r"[*_`#]+")
-_NUM = r"(?<![\w.])(-?\d+(?:[.,]\d+)?)(?![\w])"
+# [0-9], not \d: \d also matches other scripts' digits ("４", "٤", "𝟓"), which int() reads
+# but no reader of a number in exam_eval's files (qrels labels, runs) takes as one
+_NUM = r"(?<![\w.])(-?[0-9]+(?:[.,][0-9]+)?)(?![\w])"
 _KEYWORD = re.compile(
     r"\b(?:grade|grading|rating|rate|rated|score|scored|relevance|label|category|answer(?:\s+is)?|"
     r"final\s+score)\b\s*(?:is|of|would\s+be|=|:|-)?\s*[:=]?\s*[\[\(\"']?\s*" + _NUM,
     re.IGNORECASE,
 )
-_OUT_OF = re.compile(_NUM + r"\s*(?:/|out\s+of|of)\s*(\d+)", re.IGNORECASE)
+_OUT_OF = re.compile(_NUM + r"\s*(?:/|out\s+of|of)\s*([0-9]+)", re.IGNORECASE)
 # A choice marker with its punctuation: "a.", "b)", "(c)", "(iii)", "iv.". A bare letter
 # is left alone: "C" may be a real answer (vitamin C).
 _ILL_FORMED = re.compile(r"^(?:\(?[a-z]\)|[a-z]\.|\(?[ivx]+\)|[ivx]+\.)$", re.IGNORECASE)
@@ -124,7 +126,7 @@ def _to_grade(prompt: Prompt, raw: str) -> Parsed:
 # What may follow a number for it to be a rating rather than part of an answer such as
 # "4-6 weeks", "5 Day" or "2 or 3 months" (real FLAN-T5 outputs for the self-rating prompt):
 _BARE = re.compile(r"^[\s\])\"'>.!]*$")
-_DENOMINATOR = re.compile(r"^\s*(?:/|out\s+of\b|of\b)\s*(\d+)(?!\d)")
+_DENOMINATOR = re.compile(r"^\s*(?:/|out\s+of\b|of\b)\s*([0-9]+)(?![0-9])")
 _DESCRIBED = re.compile(
     r"^(?:[\])]?\s*[:.)\]=]\s+|\s*[-\u2013\u2014]\s+(?=\D)|\s*\n|,\s+(?=\D))(?P<tail>.*)$", re.DOTALL)
 _CHOICE_LINE = re.compile(r"^\s*(?:-\s*)?\[?(\d+)\]?\s*[:=]?\s*(.+?)\s*$")
@@ -189,7 +191,19 @@ _LEADING = re.compile(r"^[\s\[\(\"'<]*" + _NUM + r"(?P<rest>.*)$", re.DOTALL)
 
 
 def find_rating(prompt: Prompt, text: str) -> Parsed | None:
-    """The rating stated in ``text``, or None when none is stated."""
+    """The rating stated in ``text``, or None when none is stated; refused when the text
+    also states another one out of the scale's maximum ("2/5 3/5")."""
+    found = _first_rating(prompt, text)
+    if found is not None and found.parse_ok:
+        top = str(prompt.scale[1])
+        others = sorted({m.group(1) for m in _OUT_OF.finditer(_clean(text))
+                         if m.group(2) == top and m.group(1).lstrip("0") != str(found.grade).lstrip("0")})
+        if others:
+            return Parsed(None, False, None, f"two ratings: {found.grade} and {others[0]} out of {top}")
+    return found
+
+
+def _first_rating(prompt: Prompt, text: str) -> Parsed | None:
     t = _clean(text)
     m = _LEADING.match(t)
     if m:
@@ -284,7 +298,7 @@ def parse_umbrela(prompt: Prompt, text: str) -> Parsed:
     if m:
         return _to_grade(prompt, m.group(1))
     t = _clean(text)
-    if re.fullmatch(r"-?\d+(?:[.,]\d+)?\.?", t):
+    if re.fullmatch(r"-?[0-9]+(?:[.,][0-9]+)?\.?", t):
         return _to_grade(prompt, t.rstrip("."))
     return Parsed(None, False, None, "no '##final score:' found")
 

@@ -214,10 +214,14 @@ class BankReport:
                        f"(edited by hand?), {what}; e.g. line {lineno}: {old}"
                        + ("" if self.keep_edited_ids else f" -> {new}"))
         if self.repeats:
-            lineno, item_id = self.repeats[0]
-            out.append(f"{name}: {len(self.repeats)} exact repeats of an item (same query, id and text) dropped; "
-                       f"e.g. line {lineno}: {item_id}")
+            out.append(repeats_notice(name, self.repeats))
         return out
+
+
+def repeats_notice(name: str, repeats: list[tuple[int, str]]) -> str:
+    lineno, item_id = repeats[0]
+    return (f"{name}: {len(repeats)} exact repeats of an item (same query, id and text) dropped; "
+            f"e.g. line {lineno}: {item_id}")
 
 
 def _settle_id(item: BankItem, lineno: int, report: BankReport | None, keep_edited_ids: bool) -> BankItem:

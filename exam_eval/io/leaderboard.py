@@ -187,6 +187,11 @@ def sniff_format(path: str) -> str:
         return "trec_eval" if measure_first else "ir_measures"
     if first[0] == "run":
         return "tsv"
+    if all(len(f) >= 3 and all(map(_is_number, f[1:])) and not f[1].lstrip("+-").isdigit() for _, f in lines):
+        # "good 0.92 0.95": a TSV leaderboard whose header line is missing; read as trec_eval's
+        # output it became a measure "good" at a topic "0.92"
+        raise InputError("every line is a name and then numbers: a TSV leaderboard without its header line "
+                         "('run', then one name per measure column)?", name, lines[0][0])
     counts = {len(f) for _, f in lines}
     if counts <= {2, 3} and 2 in counts:
         return "ir_measures"  # the ir_measures CLI's per-run output: summary lines have 2 fields
@@ -372,6 +377,9 @@ def _read_tsv(path: str | os.PathLike) -> Leaderboard:
                 raise InputError("leaderboard header needs 'run' and at least one column (tab-separated)", name, lineno)
             if len(set(header)) != len(header):
                 raise InputError("duplicate column names in header", name, lineno)
+            if all(map(_is_number, header[1:])):
+                raise InputError("the first line holds numbers where the header's column names go: is the header "
+                                 "line ('run', then one name per measure column) missing?", name, lineno)
             continue
         if len(cells) != len(header):
             raise InputError(f"expected {len(header)} tab-separated cells, found {len(cells)}", name, lineno)

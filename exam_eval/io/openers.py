@@ -24,29 +24,36 @@ from ..errors import InputError, OutputClosed, OutputError, UsageError
 STDOUT_NAME = "<stdout>"
 
 
-#: temp files standing in for standard input (:func:`stdin_as_file`), named as it is
-_STDIN_COPIES: set[str] = set()
+#: temp files standing in for another input (standard input, a file's readable part),
+#: and the name messages give them: the user's, never the temp file's
+_COPIES: dict[str, str] = {}
 
 
 def display_name(path: str | os.PathLike) -> str:
-    return "<stdin>" if str(path) == "-" or str(path) in _STDIN_COPIES else str(path)
+    return "<stdin>" if str(path) == "-" else _COPIES.get(str(path), str(path))
+
+
+@contextlib.contextmanager
+def copy_named(data: bytes, name: str) -> Iterator[str]:
+    """``data`` in a temp file that messages call ``name``, for a reader that takes a path."""
+    fd, path = tempfile.mkstemp(prefix="exam_eval-copy-", suffix=".gz" if data[:2] == b"\x1f\x8b" else "")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        _COPIES[path] = name
+        yield path
+    finally:
+        _COPIES.pop(path, None)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 @contextlib.contextmanager
 def stdin_as_file() -> Iterator[str]:
     """Standard input copied whole into a temp file, for a reader that looks at its input
     twice (to sniff the format, then to read it); messages name it ``<stdin>``."""
-    got = slurp("-")
-    fd, path = tempfile.mkstemp(prefix="exam_eval-stdin-", suffix=".gz" if got.raw[:2] == b"\x1f\x8b" else "")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(got.raw)
-        _STDIN_COPIES.add(path)
+    with copy_named(slurp("-").raw, "<stdin>") as path:
         yield path
-    finally:
-        _STDIN_COPIES.discard(path)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
 
 
 def _is_gzip(raw: IO[bytes]) -> bool:

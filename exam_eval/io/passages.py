@@ -31,8 +31,11 @@ def read_passages(spec: str | os.PathLike, wanted: set[str] | None = None) -> di
     name = display_name(spec)
     out: dict[str, str] = {}
     where: dict[str, int] = {}
+    lines = 0
 
     def add(doc_id: str, text, lineno: int) -> None:
+        nonlocal lines
+        lines += 1
         if not isinstance(text, str):
             raise InputError(f"text of {doc_id} is not a string", name, lineno)
         if wanted is not None and doc_id not in wanted:
@@ -59,4 +62,6 @@ def read_passages(spec: str | os.PathLike, wanted: set[str] | None = None) -> di
                 raise InputError("expected 'doc_id<TAB>text' or a JSON object", name, lineno)
             doc_id, text = line.split("\t", 1)
             add(doc_id.strip(), text, lineno)
+    if not lines:  # an empty file gave every passage "no text" without a word on the file
+        raise InputError("no passages: the file is empty", name)
     return out

@@ -1,12 +1,15 @@
 """exam-correlate interval's table: read the two label sources and the runs, choose the
 labelled queries, and compute every method's interval per run (exam_eval.stats.intervals)
-or per-query CRC intervals. Notes go to ``log``; ``advance`` is called after each run."""
+or per-query CRC intervals. Notes go to ``log``; ``progress(n)`` is a context manager whose
+value's ``advance()`` is called after each of the n runs, entered once the inputs are read
+(so that a refused input is the only line on stderr)."""
 
 from __future__ import annotations
 
 import random
+import contextlib
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Callable, ContextManager, Sequence
 
 import numpy as np
 
@@ -27,22 +30,37 @@ class IntervalTable:
     rows: list[str]
     failed: list[str] = field(default_factory=list)  # "run/method" of the intervals that failed
     first_error: str | None = None
+    # "run: method failed: why" of each, said by the caller: one line is all when every one failed
+    failure_notes: list[str] = field(default_factory=list)
+
+
+class _NoBar:
+    def advance(self, n: int = 1) -> None:
+        pass
+
+
+def _no_progress(total: int) -> ContextManager:
+    return contextlib.nullcontext(_NoBar())
 
 
 def read_labelled(path: str, allowed: set[str]) -> list[str]:
     name = display_name(path)
     out: list[str] = []
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
     for lineno, line in iter_lines(path):
         fields = line.split()
         if not fields or fields[0].startswith("#"):
             continue
+        if len(fields) > 1:
+            # "101 102" read as 101 alone made one labelled query of two
+            raise InputError(f"expected one query id per line, got {len(fields)} fields", name, lineno)
         qid = fields[0]
         if qid not in allowed:
             raise InputError(f"query {qid} has no human judgments or no LLM labels", name, lineno)
-        if qid not in seen:
-            seen.add(qid)
-            out.append(qid)
+        if qid in seen:
+            raise InputError(f"query {qid} is listed again (first on line {seen[qid]})", name, lineno)
+        seen[qid] = lineno
+        out.append(qid)
     if not out:
         raise InputError("no query ids", name)
     return out
@@ -52,7 +70,7 @@ def interval_rows(human: str, llm: str, runs: Sequence[str], *, metric: str, rel
                   labelled_file: str | None, n_labelled: int | None, alpha: float, samples: int, seed: int,
                   mapping: str, chosen: list[str], crc_correction: str, per_query: bool, model=None, prompt=None,
                   kind=None, log: Callable[[str], None] = lambda msg: None,
-                  advance: Callable[[], None] = lambda: None) -> IntervalTable:
+                  progress: Callable[[int], ContextManager] = _no_progress) -> IntervalTable:
     k = cover_k(metric)
     if k is None:
         source = RankMetricSource(human, llm, metric, rel_level, model, prompt, kind, log)
@@ -76,6 +94,9 @@ def interval_rows(human: str, llm: str, runs: Sequence[str], *, metric: str, rel
         labelled = sorted(random.Random(seed).sample(judged, n_labelled))
     else:
         labelled = judged
+    if len(labelled) < 2:  # every method would fail alike, one line per run and method
+        raise InputError(f"{len(labelled)} labelled query ({labelled[0]}): the intervals need at least 2 queries "
+                         "with human judgments and LLM labels", display_name(labelled_file or human))
     for name, run in run_data:
         if not set(run) & set(queries):
             raise InputError(f"run {name} has none of the {len(queries)} LLM-labelled queries", name)
@@ -106,33 +127,35 @@ def interval_rows(human: str, llm: str, runs: Sequence[str], *, metric: str, rel
     rows: list[str] = []
     failed: list[str] = []
     first_error = None
-    for name, run in run_data:
-        predicted, truth = source.build(run, queries, labelled)
-        if predicted.unlabelled:
-            log(f"{name}: {predicted.unlabelled} top-ranked passage(s) without LLM label "
-                "(counted as the lowest LLM label / answering nothing)")
-        if per_query:
-            pq = compute_per_query(predicted, queries, labelled, truth, alpha, crc_correction)
-            log(f"{name}: per-query CRC lambda_low={pq.lam_low:.4f} lambda_high={pq.lam_high:.4f}")
-            lower, upper = np.clip(pq.lower, *bounds), np.clip(pq.upper, *bounds)
-            for i, q in enumerate(pq.queries):
-                hv = pq.human.get(q)
-                rows.append("\t".join([name, q, "1" if hv is not None else "0", "" if hv is None else fmt(hv),
-                                       fmt(lower[i]), fmt(pq.predicted[i]), fmt(upper[i]),
-                                       fmt(upper[i] - lower[i])]))
-        else:
-            failures: list = []
-            for r in compute_intervals(predicted, idx, truth, alpha, samples, seed, chosen, crc_correction,
-                                       bounds, failures):
-                if r.detail:
-                    log(f"{name}: {r.method} {r.detail}")
-                rows.append("\t".join([name, source.name, r.method, fmt(r.lower), fmt(r.estimate),
-                                       fmt(r.upper), fmt(r.width), fmt(r.llm_mean)]))
-            for f in failures:
-                log(f"{name}: {f.method} failed: {f.reason}")
-                failed.append(f"{name}/{f.method}")
-                first_error = first_error or f.reason
-        advance()
+    notes: list[str] = []
+    with progress(len(run_data)) as bar:
+        for name, run in run_data:
+            predicted, truth = source.build(run, queries, labelled)
+            if predicted.unlabelled:
+                log(f"{name}: {predicted.unlabelled} top-ranked passage(s) without LLM label "
+                    "(counted as the lowest LLM label / answering nothing)")
+            if per_query:
+                pq = compute_per_query(predicted, queries, labelled, truth, alpha, crc_correction)
+                log(f"{name}: per-query CRC lambda_low={pq.lam_low:.4f} lambda_high={pq.lam_high:.4f}")
+                lower, upper = np.clip(pq.lower, *bounds), np.clip(pq.upper, *bounds)
+                for i, q in enumerate(pq.queries):
+                    hv = pq.human.get(q)
+                    rows.append("\t".join([name, q, "1" if hv is not None else "0", "" if hv is None else fmt(hv),
+                                           fmt(lower[i]), fmt(pq.predicted[i]), fmt(upper[i]),
+                                           fmt(upper[i] - lower[i])]))
+            else:
+                failures: list = []
+                for r in compute_intervals(predicted, idx, truth, alpha, samples, seed, chosen, crc_correction,
+                                           bounds, failures):
+                    if r.detail:
+                        log(f"{name}: {r.method} {r.detail}")
+                    rows.append("\t".join([name, source.name, r.method, fmt(r.lower), fmt(r.estimate),
+                                           fmt(r.upper), fmt(r.width), fmt(r.llm_mean)]))
+                for f in failures:
+                    notes.append(f"{name}: {f.method} failed: {f.reason}")
+                    failed.append(f"{name}/{f.method}")
+                    first_error = first_error or f.reason
+            bar.advance()
     header = ("run\tquery\tlabelled\thuman\tlower\tpredicted\tupper\twidth" if per_query
               else "run\tmetric\tmethod\tlower\testimate\tupper\twidth\tllm_mean")
-    return IntervalTable(header, rows, failed, first_error)
+    return IntervalTable(header, rows, failed, first_error, notes)
