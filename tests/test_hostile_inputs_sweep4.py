@@ -194,3 +194,125 @@ def test_exact_repeats_in_a_bank_are_noted_by_qrels_and_cover_too(tmp_path):
         assert res.code == 0, res.stderr
         assert f"exam-{prog}: {bank}: 1 exact repeats of an item (same query, id and text) dropped; e.g. line 2: " \
             in res.stderr
+
+
+# ---- RAG reports, nugget outputs (the sweep's second half) ----------------------------------
+
+def _report_line(run_id: str, sentences: list[dict], **extra) -> str:
+    return json.dumps({"metadata": {"team_id": "t", "run_id": run_id, "topic_id": "101", "narrative_id": "101"},
+                       "answer": sentences, **extra}) + "\n"
+
+
+@pytest.mark.parametrize("spec", ["rag25-autojudge", "ragtime25"])
+@pytest.mark.parametrize("citations, references", [([7], ["msmarco_v2.1_doc_00_1#0_1"]),
+                                                   ([-1], ["msmarco_v2.1_doc_00_1#0_1"]),
+                                                   ([0], None)])
+def test_a_blank_report_citing_no_reference_is_refused_under_every_spec(tmp_path, spec, citations, references):
+    """A spec that takes an all-blank answer as a smell returned before the index check:
+    IndexError (TypeError without references) as a traceback, and -1 read as the last."""
+    reports = tmp_path / "reports.jsonl"
+    extra = {} if references is None else {"references": references}
+    reports.write_text(_report_line("r1", [{"text": " ", "citations": citations}], **extra))
+    grades = tmp_path / "grades.jsonl"
+    grades.write_text("")
+    res = run("nuggets", "score", "--track-spec", spec, "--reports", reports, "--bank", DEMO / "nuggetized.jsonl",
+              grades, "-o", tmp_path / "out.tot")
+    msg = _one_line(res, "nuggets")
+    assert msg.startswith(f"exam-nuggets: {reports}:1: ") and f"cites reference index {citations[0]}" in msg
+    assert not (tmp_path / "out.tot").exists()
+
+
+def test_a_run_id_that_is_no_file_name_is_refused_by_score_into_a_folder(tmp_path):
+    """--format trec_eval -o DIR wrote DIR/../evil.txt for run id '../evil'."""
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text("".join(_report_line(r, [{"text": "Bees make honey.", "citations": []}])
+                               for r in ("../evil", "ok")))
+    grades = tmp_path / "grades.jsonl"
+    grades.write_text("")  # refused before the grades are read
+    out = tmp_path / "folder"
+    out.mkdir()
+    res = run("nuggets", "score", "--reports", reports, "--bank", DEMO / "nuggetized.jsonl", grades,
+              "--format", "trec_eval", "-o", out)
+    msg = _one_line(res, "nuggets")
+    assert msg.startswith(f"exam-nuggets: {reports}:1: run id '../evil' holds '/'"), msg
+    assert list(out.iterdir()) == [] and not (tmp_path / "evil.txt").exists()
+
+
+@pytest.mark.parametrize("existing", [None, "a grades file of an earlier run\n"])
+def test_assign_and_nuggetize_leave_the_output_alone_when_every_call_fails(tmp_path, existing):
+    """Every call failing (HTTP 500 after the retries) replaced -o with an empty file."""
+    from openai_stub import OpenAIStub, Reply
+
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text(_report_line("r1", [{"text": "Bees make honey.", "citations": []}]))
+    out = tmp_path / "out.jsonl"
+    if existing is not None:
+        out.write_text(existing)
+    with OpenAIStub(lambda req: Reply(500, text="down")) as stub:
+        common = ["--model", "m", "--base-url", stub.url, "--max-retries", "0", "--no-cache", "-o", out]
+        res = run("nuggets", "assign", "--reports", reports, "--bank", DEMO / "nuggetized.jsonl",
+                  "--topics", DEMO / "topics.tsv", *common)
+        assert res.code == 3 and "(nothing written)" in res.stderr, res.stderr
+        assert (out.read_text() if out.exists() else None) == existing
+        res = run("genq", "nuggetize", DEMO / "topics.tsv", "--run", DEMO / "good.run", "--depth", "2",
+                  "--passages", DEMO / "passages.jsonl", *common, "--force")
+        assert res.code == 3 and "(nothing written)" in res.stderr, res.stderr
+        assert (out.read_text() if out.exists() else None) == existing
+
+
+def test_two_reports_embedding_two_texts_for_one_document_are_refused(tmp_path):
+    """One report's sentences were graded against the other report's text of p1."""
+    def line(run_id, doc_key, doc_id, text):
+        return json.dumps({"metadata": {"team_id": "t", "run_id": run_id, "topic_id": "101"},
+                           "responses": [{"text": "Bees collect nectar.", "citations": ["p1"]}],
+                           "documents": {doc_key: {"id": doc_id, "text": text}}}) + "\n"
+
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"match": [""], "output": "['support']"}) + "\n")
+    reports = tmp_path / "reports.jsonl"
+    out = tmp_path / "support.jsonl"
+    cases = [(line("r1", "p1", "p1", "Bees collect nectar.") + line("r2", "p1", "p1", "Cars."),
+              f"{reports}:2: document p1 has another text here than in the report at {reports}:1"),
+             (line("r1", "p1", "p2", "Bees collect nectar."), f"{reports}:1: documents['p1'] holds the document 'p2'")]
+    for content, expect in cases:
+        reports.write_text(content)
+        res = run("nuggets", "support", "--reports", reports, "--backend", "scripted", "-O", f"script={script}",
+                  "--no-cache", "-o", out)
+        assert _one_line(res, "nuggets").startswith(f"exam-nuggets: {expect}"), res.stderr
+        assert not out.exists()
+
+
+def test_one_nugget_listed_twice_with_two_importances_is_refused(tmp_path):
+    """It was an "exact repeat" (same id and text), dropped with a notice, the first
+    importance kept."""
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text("".join(json.dumps({"query_id": "101", "item_id": "n1", "kind": "nugget", "text": "A thing.",
+                                        "importance": imp}) + "\n" for imp in ("vital", "okay")))
+    out = tmp_path / "out.jsonl"
+    msg = _one_line(run("nuggets", "bank", "--to", "ours", bank, "-o", out), "nuggets")
+    assert msg == f"exam-nuggets: {bank}:2: item_id n1 of query 101 is vital on line 1 and okay here (the same " \
+                  "text): keep one line"
+    assert not out.exists()
+
+
+def test_an_assignment_file_that_assigns_one_nugget_twice_is_refused(tmp_path):
+    """The best of the two labels was scored, silently."""
+    bank = [json.loads(x) for x in (DEMO / "nuggetized.jsonl").read_text().splitlines()]
+    topic = bank[0]["query_id"]
+    nuggets = [b for b in bank if b["query_id"] == topic]
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text(json.dumps({"metadata": {"team_id": "t", "run_id": "r1", "topic_id": topic},
+                                   "responses": [{"text": "Some answer.", "citations": []}]}) + "\n")
+    line = {"qid": topic, "run_id": "r1", "nuggets": [{"text": n["text"], "importance": "vital",
+                                                        "assignment": "support"} for n in nuggets]}
+    again = dict(line, nuggets=[dict(line["nuggets"][0], assignment="not_support")])
+    twice_in_one = dict(line, nuggets=line["nuggets"] + [dict(line["nuggets"][0], assignment="not_support")])
+    assignments = tmp_path / "assign.jsonl"
+    for content, lineno, first in (([line, again], 2, 1), ([twice_in_one], 1, 1)):
+        assignments.write_text("".join(json.dumps(x) + "\n" for x in content))
+        msg = _one_line(run("nuggets", "score", "--reports", reports, "--bank", DEMO / "nuggetized.jsonl",
+                            assignments), "nuggets")
+        assert msg == (f"exam-nuggets: {assignments}:{lineno}: nugget {nuggets[0]['text']!r} of run r1 is assigned "
+                       f"again (first on line {first})")
+    assignments.write_text(json.dumps(line) + "\n")
+    assert run("nuggets", "score", "--reports", reports, "--bank", DEMO / "nuggetized.jsonl", assignments).code == 0

@@ -297,12 +297,11 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
 
         doc_ids = documents_from_runs([read_run(r) for r in runs], depth)
     else:
-        from ..io.reports import read_reports
+        from ..io.reports import embedded_documents, read_reports
 
         rs = read_reports(list(reports))
         doc_ids = documents_from_reports(rs)
-        for r in rs:
-            texts.update(r.documents)
+        texts.update(embedded_documents(rs))
     wanted = {d for ds in doc_ids.values() for d in ds} - set(texts)
     if wanted:
         if not passages:
@@ -324,13 +323,14 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
         _log(f"the model's answers gave no nuggets for any of {len(result.topics)} topics "
              f"({sum(t.unparsed_windows for t in result.topics)} windows did not parse); nothing written")
         return EXIT_PARTIAL
-    write_bank(bank, output)
+    if bank:  # every topic failed: an existing bank stays as it was, none is created empty
+        write_bank(bank, output)
     unlabelled = sum(1 for i in bank if i.importance is None)
     _log(f"{len(bank)} nuggets for {len({i.query_id for i in bank})} topics; creation: "
          f"{result.create_stats.summary()}; importance: {result.score_stats.summary()}"
          + (f"; {unlabelled} nuggets have no importance (the label did not parse)" if unlabelled else ""))
     if result.failed:
-        _log(f"{len(result.failed)} topics failed and have no nuggets:")
+        _log(f"{len(result.failed)} topics failed and have no nuggets" + ("" if bank else " (nothing written)") + ":")
         for t in result.failed:
             _log(f"  {t.query_id}: {t.failed}")
         return EXIT_PARTIAL

@@ -160,6 +160,14 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     if shape == "trec_eval" and nruns > 1 and not to_dir:
         raise UsageError(f"the trec_eval shape holds one run per file and there are {nruns} runs: "
                          "give -o a directory (one RUN.txt per run) or use --format tot")
+    if shape == "trec_eval" and to_dir:
+        from ..io.openers import file_name_problem
+
+        for r in all_reports:  # "../x" wrote RUN.txt beside the folder
+            problem = file_name_problem(r.run_id, ".txt")
+            if problem:
+                raise InputError(f"run id {r.run_id!r} {problem}: it cannot name a file in -o {output} "
+                                 "(one RUN.txt per run)", r.source, r.line)
     from ..io.assignments import is_assignment_file, read_assignment_grades
 
     if is_assignment_file(grades):  # the nuggetizer's assign output, ours or its own

@@ -138,9 +138,10 @@ def cited_texts(reports, passages) -> tuple[dict[str, str], set[str]]:
     """Texts of the documents the reports cite (the reports' own first, then ``passages``:
     a file, an ir_datasets ID or a mapping), and the ids of all cited documents."""
     from ..io.passages import read_passages
+    from ..io.reports import embedded_documents
 
     wanted = {d for r in reports for d in r.cited_doc_ids()}
-    cited = {d: t for r in reports for d, t in r.documents.items() if d in wanted}
+    cited = {d: t for d, t in embedded_documents(reports).items() if d in wanted}
     lacking = wanted - set(cited)
     if isinstance(passages, Mapping):
         cited.update({d: t for d, t in passages.items() if d in lacking})
@@ -161,31 +162,12 @@ def check_topic_coverage(reports, queries, track_spec, topics, log: Log = _quiet
         log(f"... and {len(warnings) - 3} more such warnings")
 
 
-#: the longest file name most file systems take (NAME_MAX), in bytes
-_NAME_MAX = 255
-
-
-def _file_name_problem(run_id: str) -> str | None:
-    """Why a run id cannot be the name of a file in the run-out folder: the ids come from
-    the participants' files, and "../x" or "/etc/x" would write outside it (or over an
-    input of the same command)."""
-    if run_id in (".", ".."):
-        return "is a folder's name"
-    for sep in filter(None, (os.sep, os.altsep)):
-        if sep in run_id:
-            return f"holds {sep!r}"
-    if "\0" in run_id:
-        return "holds NUL"
-    if len(f"{run_id}.run".encode("utf-8", "surrogatepass")) > _NAME_MAX:
-        return f"is too long for a file name ({_NAME_MAX} bytes with .run)"
-    return None
-
-
 def segment_run_files(segments, path: str, option: str = "--responses") -> tuple[str | None, list[tuple[str, str, dict]]]:
     """What ``--responses-run-out PATH`` (``--reports-run-out``) will write: (the folder or
     None, [(file, run id, run)]): one file, or one RUN_ID.run per run in a folder (PATH
     ends with a separator or is a folder). A run id that cannot be a file name there is an
     InputError naming the line it came from. Nothing is written here."""
+    from ..io.openers import file_name_problem
     from .segment import segments_to_runs
 
     runs = segments_to_runs(segments)
@@ -194,7 +176,7 @@ def segment_run_files(segments, path: str, option: str = "--responses") -> tuple
         for s in segments:
             where.setdefault(s.run_id, s.where or (None, None))
         for run_id in runs:
-            problem = _file_name_problem(run_id)
+            problem = file_name_problem(run_id, ".run")
             if problem:
                 raise InputError(f"run id {run_id!r} {problem}: it cannot name a file in {option}-run-out {path} "
                                  "(one RUN_ID.run per run); give a file instead, for a single run", *where[run_id])
@@ -225,12 +207,10 @@ def support_units(reports, *, track_spec, passages, topics, on_missing, prompt, 
     from .cache import unit_key
     from .types import GradeRequest
     from ..io.bank_items import BankItem
-    from ..io.reports import read_reports
+    from ..io.reports import embedded_documents, read_reports
 
     rs = read_reports(list(reports), track_spec=track_spec)
-    texts: dict[str, str] = {}
-    for r in rs:
-        texts.update(r.documents)
+    texts = embedded_documents(rs)
     wanted = {c.doc_id for r in rs for s in r.sentences for c in s.citations} - set(texts)
     if wanted and passages:
         from ..io.passages import read_passages

@@ -188,13 +188,16 @@ def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]
     finally:
         asker.cache.close()
         chat.close()
-    with atomic_output(output) as out:
-        out.write("".join(grade_line(g) for g in lines))
+    if lines or not failed:
+        with atomic_output(output) as out:
+            out.write("".join(grade_line(g) for g in lines))
     log(f"{len(scored)} reports, {len(lines)} (report, nugget) grades; {asker.stats.summary()}")
     unparsed = sum(not g.parse_ok for g in lines)
     if unparsed:
         log(f"{unparsed} (report, nugget) pairs have no label after the re-asks (parse_ok false; "
             "they count as not_support; a rerun asks again)")
     if failed:
-        log(f"{failed} calls failed after the HTTP retries; their nuggets are not written: run again")
+        # every call failed: an existing output stays as it was, none is created empty
+        log(f"{failed} calls failed after the HTTP retries; their nuggets are not written: run again"
+            + ("" if lines else " (nothing written)"))
     return AssignResult(lines, failed, asker.stats, scored)

@@ -288,16 +288,21 @@ def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: 
     items: list[BankItem] = []
     # ids key data per query (grades are keyed by query, passage and item), so the same id
     # under two queries is two items: AutoJudge's ids are md5(text), without the query
-    seen: dict[tuple[str, str], tuple[int, str, str]] = {}
+    seen: dict[tuple[str, str], tuple[int, str, str, str | None]] = {}
     for lineno, item in iter_bank(path, skipped=skipped, report=report, keep_edited_ids=keep_edited_ids):
         key = (item.query_id, item.item_id)
         if key in seen:
-            first_line, first_text, first_kind = seen[key]
+            first_line, first_text, first_kind, first_importance = seen[key]
             if first_text == item.text and first_kind != item.kind:
                 # one id, two items: their grades would be one; dropping one hid it
                 raise InputError(f"item_id {item.item_id} of query {item.query_id} is a {first_kind} on line "
                                  f"{first_line} and a {item.kind} here (the same text): give one its own item_id",
                                  name, lineno)
+            if first_text == item.text and first_importance != item.importance:
+                # not a repeat: which importance counts? (the first one did, silently)
+                raise InputError(f"item_id {item.item_id} of query {item.query_id} is {first_importance or 'without importance'} "
+                                 f"on line {first_line} and {item.importance or 'without importance'} here (the same "
+                                 "text): keep one line", name, lineno)
             if first_text == item.text:
                 if repeats is not None:
                     repeats.append((lineno, item.item_id))
@@ -306,7 +311,7 @@ def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: 
                 continue
             raise InputError(f"item_id {item.item_id} of query {item.query_id} already used for another text "
                              f"on line {first_line}", name, lineno)
-        seen[key] = (lineno, item.text, item.kind)
+        seen[key] = (lineno, item.text, item.kind, item.importance)
         if kind is None or item.kind == kind:
             items.append(item)
     if not items and not allow_empty:

@@ -56,6 +56,26 @@ def stdin_as_file() -> Iterator[str]:
         yield path
 
 
+#: the longest file name most file systems take (NAME_MAX), in bytes
+_NAME_MAX = 255
+
+
+def file_name_problem(name: str, suffix: str) -> str | None:
+    """Why ``name`` + ``suffix`` cannot be a file's name inside an output folder (None when
+    it can): run ids come from the participants' files, and "../x" or "/etc/x" would write
+    outside the folder (or over an input of the same command)."""
+    if name in (".", ".."):
+        return "is a folder's name"
+    for sep in filter(None, (os.sep, os.altsep)):
+        if sep in name:
+            return f"holds {sep!r}"
+    if "\0" in name:
+        return "holds NUL"
+    if len(f"{name}{suffix}".encode("utf-8", "surrogatepass")) > _NAME_MAX:
+        return f"is too long for a file name ({_NAME_MAX} bytes with {suffix})"
+    return None
+
+
 def _is_gzip(raw: IO[bytes]) -> bool:
     head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
     return head == b"\x1f\x8b"

@@ -316,9 +316,26 @@ def _documents(obj: dict) -> dict[str, str]:
     for key, d in docs.items():
         if not isinstance(d, dict) or not isinstance(d.get("id"), str) or not isinstance(d.get("text"), str):
             raise _Bad(f"documents[{key!r}] must be an object with string 'id' and 'text'")
+        if d["id"] != key:  # which of the two ids would a citation mean?
+            raise _Bad(f"documents[{key!r}] holds the document {d['id']!r}")
         for k in ("title", "url"):
             _need(d, k, (str, None), "a string", prefix=f"documents[{key!r}].")
         out[key] = f"{d['title']} {d['text']}" if d.get("title") is not None else d["text"]  # Document.get_text()
+    return out
+
+
+def embedded_documents(reports) -> dict[str, str]:
+    """The texts the reports embed, by document id. One id with two texts in two reports
+    is refused, naming both: one report's sentences were graded against the other's text."""
+    out: dict[str, str] = {}
+    where: dict[str, str] = {}
+    for r in reports:
+        for doc_id, text in r.documents.items():
+            if doc_id not in out:
+                out[doc_id], where[doc_id] = text, f"{r.source}:{r.line}"
+            elif out[doc_id] != text:
+                raise InputError(f"document {doc_id} has another text here than in the report at {where[doc_id]}",
+                                 r.source, r.line)
     return out
 
 

@@ -111,22 +111,21 @@ def check_report(raw: dict, fmt: str | None, sentences: list[dict], spec: TrackS
     rag24), ``fmt`` its citation shape. Every finding goes to ``add(category, message)``.
     """
     key = spec.sentences_key if spec else "responses"
+    refs = raw["references"] or []
     if not sentences:
         add("empty_answer", f"no sentences in '{key}'")
         return
     if all(not s["text"].strip() for s in sentences):
         add("empty_answer", f"every sentence in '{key}' is blank")
+        # a spec may take an empty answer as a smell: the report is still read, so its
+        # citations must still point at references
+        _check_indices(sentences, fmt, refs, key, add)
         return
-    refs = raw["references"] or []
     if spec is None:
         for i, s in enumerate(sentences):
             if not s["text"].strip():
                 add("blank_sentence", f"{key}[{i}].text is blank")
-            if fmt == "rag24":
-                for c in s["citations"] or []:
-                    if not 0 <= c < len(refs):
-                        add("reference_index", f"{key}[{i}] cites reference index {c}, "
-                                               f"but 'references' has {len(refs)} entries")
+            _check_indices([s], fmt, refs, key, add, first=i)
         return
     t = spec.track
     md = raw["metadata"]
@@ -156,10 +155,7 @@ def check_report(raw: dict, fmt: str | None, sentences: list[dict], spec: TrackS
             add("citation_count", f"track spec {t}: {key}[{i}] has {len(cits)} citations "
                                   f"(at most {spec.max_citations_per_sentence})")
         if fmt == "rag24":
-            bad = [c for c in cits if not 0 <= c < len(refs)]
-            for c in bad:
-                add("reference_index", f"{key}[{i}] cites reference index {c}, "
-                                       f"but 'references' has {len(refs)} entries")
+            _check_indices([s], fmt, refs, key, add, first=i)
             ids = [refs[c] for c in cits if 0 <= c < len(refs)]
         else:
             ids = list(cits)
@@ -176,6 +172,16 @@ def check_report(raw: dict, fmt: str | None, sentences: list[dict], spec: TrackS
         n = length_count(texts, spec.length_unit)
         if n > limit:
             add("length", f"track spec {t}: the report has {n} {spec.length_unit} (limit {limit})")
+
+
+def _check_indices(sentences: list[dict], fmt: str | None, refs: list, key: str, add: Add, first: int = 0) -> None:
+    """rag24 citations are indices into 'references': each must point at one."""
+    if fmt != "rag24":
+        return
+    for i, s in enumerate(sentences, first):
+        for c in s["citations"] or []:
+            if not 0 <= c < len(refs):
+                add("reference_index", f"{key}[{i}] cites reference index {c}, but 'references' has {len(refs)} entries")
 
 
 def _check_references(refs, cited: set[str], spec: TrackSpec, pat, coll: str, add: Add) -> None:
