@@ -8,7 +8,7 @@ import click
 
 from ..allocator import keep_freed_memory
 from ..errors import ExamEvalError, UsageError
-from ..io.banks import read_bank, repeats_notice
+from ..io.banks import read_bank_noting_repeats
 from ..io.labels import stderr_log
 from ..measures.labels import load_labels
 from ..io.leaderboard import write_leaderboard
@@ -114,12 +114,7 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     requests = parse_measures(list(measures), warn=log)
     if per_query and len(runs) > 1:
         raise click.UsageError("-q prints per-query values for one run; give a single RUN")
-    bank_items = None
-    if bank is not None:
-        repeats: list = []
-        bank_items = read_bank(bank, keep_edited_ids=True, repeats=repeats)  # see bank_filter
-        if repeats:
-            log(repeats_notice(bank, repeats))
+    bank_items = None if bank is None else read_bank_noting_repeats(bank, log, keep_edited_ids=True)  # see bank_filter
     if rel_format == "qrels":
         qrels = load_labels(labels, label=label_mode, min_grade=min_grade, model=model, prompt=prompt,
                             kind=kind, bank_items=bank_items, log=log)

@@ -27,7 +27,7 @@ Human edits (our format and the workbench's):
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..errors import InputError
@@ -218,6 +218,15 @@ class BankReport:
         return out
 
 
+def read_bank_noting_repeats(path: str, log: Callable[[str], None], **kwargs) -> list[BankItem]:
+    """:func:`read_bank`, saying on ``log`` how many exact repeats were dropped."""
+    repeats: list = []
+    items = read_bank(path, repeats=repeats, **kwargs)
+    if repeats:
+        log(repeats_notice(path, repeats))
+    return items
+
+
 def repeats_notice(name: str, repeats: list[tuple[int, str]]) -> str:
     lineno, item_id = repeats[0]
     return (f"{name}: {len(repeats)} exact repeats of an item (same query, id and text) dropped; "
@@ -288,22 +297,23 @@ def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: 
     items: list[BankItem] = []
     # ids key data per query (grades are keyed by query, passage and item), so the same id
     # under two queries is two items: AutoJudge's ids are md5(text), without the query
-    seen: dict[tuple[str, str], tuple[int, str, str, str | None]] = {}
+    seen: dict[tuple[str, str], tuple[int, BankItem]] = {}
     for lineno, item in iter_bank(path, skipped=skipped, report=report, keep_edited_ids=keep_edited_ids):
         key = (item.query_id, item.item_id)
         if key in seen:
-            first_line, first_text, first_kind, first_importance = seen[key]
+            first_line, first = seen[key]
+            first_text, first_kind, first_importance = first.text, first.kind, first.importance
             if first_text == item.text and first_kind != item.kind:
                 # one id, two items: their grades would be one; dropping one hid it
                 raise InputError(f"item_id {item.item_id} of query {item.query_id} is a {first_kind} on line "
                                  f"{first_line} and a {item.kind} here (the same text): give one its own item_id",
                                  name, lineno)
-            if first_text == item.text and first_importance != item.importance:
+            if first_text == item.text and first_importance and item.importance and first_importance != item.importance:
                 # not a repeat: which importance counts? (the first one did, silently)
-                raise InputError(f"item_id {item.item_id} of query {item.query_id} is {first_importance or 'without importance'} "
-                                 f"on line {first_line} and {item.importance or 'without importance'} here (the same "
-                                 "text): keep one line", name, lineno)
+                raise InputError(f"item_id {item.item_id} of query {item.query_id} is {first_importance} on line "
+                                 f"{first_line} and {item.importance} here (the same text): keep one line", name, lineno)
             if first_text == item.text:
+                first.importance = first_importance or item.importance  # the repeat may be the one that has it
                 if repeats is not None:
                     repeats.append((lineno, item.item_id))
                 elif report is not None:
@@ -311,7 +321,7 @@ def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: 
                 continue
             raise InputError(f"item_id {item.item_id} of query {item.query_id} already used for another text "
                              f"on line {first_line}", name, lineno)
-        seen[key] = (lineno, item.text, item.kind, item.importance)
+        seen[key] = (lineno, item)
         if kind is None or item.kind == kind:
             items.append(item)
     if not items and not allow_empty:

@@ -118,16 +118,13 @@ def read_cover_index(grades: str, min_grade: int, *, bank: str | None = None, mo
     query's items and grades of deleted items or of edited items' old text are left out
     (see exam_eval.measures.bank_filter); unparsed grades answer nothing and are counted."""
     from ..errors import InputError
-    from ..io.banks import read_bank, repeats_notice
+    from ..io.banks import read_bank_noting_repeats
     from ..io.grades import read_grades
     from .bank_filter import BankFilterStats, current_grades, effective_ids
 
     bank_items = items = None
     if bank is not None:
-        repeats: list = []
-        items = read_bank(bank, kind=kind, keep_edited_ids=True, repeats=repeats)  # edits are matched by text hash
-        if repeats:
-            log(repeats_notice(bank, repeats))
+        items = read_bank_noting_repeats(bank, log, kind=kind, keep_edited_ids=True)  # edits matched by text hash
         bank_items = effective_ids(items)
     graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
     if items is not None:
