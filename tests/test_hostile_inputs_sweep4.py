@@ -293,6 +293,13 @@ def test_one_nugget_listed_twice_with_two_importances_is_refused(tmp_path):
     assert msg == f"exam-nuggets: {bank}:2: item_id n1 of query 101 is vital on line 1 and okay here (the same " \
                   "text): keep one line"
     assert not out.exists()
+    # a repeat that only adds the importance is a repeat, and the importance is kept
+    bank.write_text("".join(json.dumps({"query_id": "101", "item_id": "n1", "kind": "nugget", "text": "A thing.",
+                                        **extra}) + "\n" for extra in ({}, {"importance": "okay"})))
+    res = run("nuggets", "bank", "--to", "ours", bank, "-o", out)
+    assert res.code == 0 and "1 exact repeats of an item" in res.stderr, res.stderr
+    [kept] = [json.loads(x) for x in out.read_text().splitlines()]
+    assert kept["importance"] == "okay"
 
 
 def test_an_assignment_file_that_assigns_one_nugget_twice_is_refused(tmp_path):
