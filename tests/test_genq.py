@@ -226,7 +226,7 @@ def test_car_topics_with_a_repeated_facet_id(tmp_path, run_cli):
 def test_unknown_style_and_bad_merge_bank(tmp_path, run_cli):
     topics = write(tmp_path / "t.tsv", "1\tone\n")
     r = run_cli("exam-genq", "--style", "trec-rag", str(topics), env=ENV)
-    assert r.returncode == 2 and "--style: unknown style 'trec-rag'" in r.stderr
+    assert r.returncode == 1 and "--style: unknown style 'trec-rag'" in r.stderr  # a bad option value: usage
     bank = write(tmp_path / "b.jsonl", '{"query_id": "1", "item_id": "1/x", "kind": "question", "text": "A?"}\n{oops\n')
     out = tmp_path / "o.jsonl"
     r = run_cli("exam-genq", "--dry-run", "--merge-with", str(bank), str(topics), "-o", str(out), env=ENV)

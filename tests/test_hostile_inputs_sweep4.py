@@ -323,3 +323,48 @@ def test_an_assignment_file_that_assigns_one_nugget_twice_is_refused(tmp_path):
                        f"again (first on line {first})")
     assignments.write_text(json.dumps(line) + "\n")
     assert run("nuggets", "score", "--reports", reports, "--bank", DEMO / "nuggetized.jsonl", assignments).code == 0
+
+
+# ---- option values (the sweep's third part) -------------------------------------------------
+
+def test_a_relevance_level_below_0_is_refused_not_scored_unlike_trec_eval(tmp_path):
+    """trec_eval counts a retrieved document the qrels do not judge as relevant there:
+    map 1.0 where exam-qrels gave 0.25, exit 0."""
+    qrels, run_file = tmp_path / "q", tmp_path / "r"
+    qrels.write_text("1 0 a 1\n1 0 b 0\n")
+    run_file.write_text("1 Q0 z 1 2 t\n1 Q0 a 2 1 t\n")
+    for level in ("-1", "-5"):
+        msg = _one_line(run("qrels", "-l", level, "-m", "map", qrels, run_file), "qrels", code=1)
+        assert "a level below 0 is not reproduced" in msg
+    assert run("qrels", "-l", "0", "-m", "map", qrels, run_file).code == 0
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_timeout_that_is_no_finite_number_is_a_usage_error(tmp_path, value):
+    """A socket timeout of nan or inf was a traceback (ValueError, OverflowError)."""
+    topics = DEMO / "topics.tsv"
+    endpoint = ["--backend", "endpoint", "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "--timeout", value]
+    for args in (["genq", topics, *endpoint, "-o", tmp_path / "x.jsonl"],
+                 ["genq", "nuggetize", topics, "--qrels", DEMO / "qrels.txt", "--passages", DEMO / "passages.jsonl",
+                  *endpoint, "--no-cache", "-o", tmp_path / "x.jsonl"]):
+        msg = _one_line(run(*args), "genq", code=1)
+        assert "'--timeout'" in msg and ("not a finite number" in msg or "range" in msg), msg
+    assert not (tmp_path / "x.jsonl").exists()
+
+
+@pytest.mark.parametrize("value", ["-1", "99", "nan"])
+def test_a_temperature_off_the_apis_range_is_a_usage_error(value):
+    msg = _one_line(run("genq", "--dry-run", DEMO / "topics.tsv", "--temperature", value), "genq", code=1)
+    assert "'--temperature'" in msg
+
+
+def test_a_near_constant_leaderboard_leaves_no_python_warning_on_stderr(tmp_path, run_cli):
+    """Means of 0.1 and 0.5 (0.30000000000000004) against 0.3: scipy's
+    NearConstantInputWarning went to stderr, a raw Python line among ours."""
+    truth, pred = tmp_path / "t.tot", tmp_path / "p.tot"
+    truth.write_text("a m 1 0.1\na m 2 0.5\nb m 1 0.2\nb m 2 0.4\nc m 1 0.3\nc m 2 0.3\n")
+    pred.write_text("a m 1 0.3\na m 2 0.1\nb m 1 0.2\nb m 2 0.3\nc m 1 0.1\nc m 2 0.2\n")
+    res = run_cli("correlate", "leaderboard", truth, pred)
+    assert res.returncode == 0, res.stderr
+    assert "Warning" not in res.stderr
+    assert all(line.startswith("exam-correlate: ") for line in res.stderr.splitlines()), res.stderr

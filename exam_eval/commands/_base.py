@@ -11,6 +11,7 @@ ends trec_eval.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import stat
 import sys
@@ -26,6 +27,17 @@ from ..progress import silence_library_progress
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class FiniteRange(click.FloatRange):
+    """click's FloatRange without nan and inf, which its comparisons let through (a
+    socket timeout of nan was a traceback)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
 
 
 def fail(prog: str, message: str, code: int) -> NoReturn:

@@ -7,7 +7,7 @@ import click
 
 from ..backends.endpoint import DEFAULT_CONCURRENCY
 from ..errors import UsageError
-from ._base import claim_output
+from ._base import FiniteRange, claim_output
 
 
 def chat_options(f):
@@ -27,7 +27,7 @@ def chat_options(f):
                      help="endpoint: requests in flight (see man exam-nuggets, THROUGHPUT)."),
         click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
                      help="HTTP retries per call on 429, 5xx, timeouts, connection errors."),
-        click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+        click.option("--timeout", type=FiniteRange(min=0.1), default=120.0, show_default=True,
                      help="Seconds per HTTP request."),
         click.option("--retries", type=click.IntRange(0), default=5, show_default=True,
                      help="Ask again (at temperature 0.2, as the nuggetizer does) this many times when an "

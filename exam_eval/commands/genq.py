@@ -13,7 +13,7 @@ import sys
 import click
 
 from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, IN_PLACE, make_main, output_option
+from ._base import CONTEXT_SETTINGS, IN_PLACE, FiniteRange, make_main, output_option
 from ._chat import chat_options
 
 EXIT_PARTIAL = 3
@@ -89,13 +89,14 @@ def cli():
               help="Parallel requests (see man exam-nuggets, THROUGHPUT).")
 @click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
               help="HTTP retries per call on 429, 5xx, timeouts, connection errors, malformed bodies.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=120.0, show_default=True,
+@click.option("--timeout", type=FiniteRange(min=0.1), default=120.0, show_default=True,
               help="Seconds per HTTP request.")
 @click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
               help="Ask again this many times when an answer holds no parseable list.")
 @click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True,
               help="Tokens the model may generate per answer.")
-@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--temperature", type=FiniteRange(min=0, max=2), default=0.0, show_default=True,
+              help="Sampling temperature (0 to 2, as the OpenAI API takes it).")
 @click.option("--device", default=None, metavar="DEV", help="hf-*: torch device (cpu, cuda, cuda:1).")
 @click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="hf-*: weights dtype.")
 @click.option("--batch-size", type=click.IntRange(1), default=None, help="hf-*: prompts per model call.")
@@ -132,7 +133,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
 
     # everything a user can get wrong is checked before any model is contacted or loaded
     if style not in STYLES:
-        raise InputError(f"unknown style {style!r} (choose from: {', '.join(STYLES)})", "--style")
+        raise UsageError(f"--style: unknown style {style!r} (choose from: {', '.join(STYLES)})")
     if family not in families():
         raise UsageError(f"unknown prompt family {family!r} (choose from: {', '.join(families())})")
     if backend not in GENERATORS:

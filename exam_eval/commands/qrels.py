@@ -65,6 +65,13 @@ def refuse_scoring_options(ctx: click.Context) -> None:
                                    "writes LABELS as qrels)")
 
 
+def _check_level(ctx, param, value: int) -> int:
+    if value < 0:  # trec_eval 9.0.8 counts unjudged retrieved documents as relevant there
+        raise click.BadParameter(f"{value}: a level below 0 is not reproduced (trec_eval 9.0.8 then counts "
+                                 "documents the qrels do not judge as relevant; see DIFFERENCES in man exam-qrels)")
+    return value
+
+
 @click.command(context_settings=CONTEXT_SETTINGS, epilog=EPILOG)
 @click.argument("labels", metavar="LABELS")
 @click.argument("runs", nargs=-1, metavar="[RUN ...]")
@@ -77,7 +84,7 @@ def refuse_scoring_options(ctx: click.Context) -> None:
 @click.option("-c", "complete", is_flag=True,
               help="Average over every query of the qrels; queries the run lacks score 0 "
                    "(num_rel: every judgment >= 1 in the qrels, as trec_eval 9.0.8).")
-@click.option("-l", "level", type=int, default=1, show_default=True, metavar="N",
+@click.option("-l", "level", type=int, default=1, show_default=True, metavar="N", callback=_check_level,
               help="Relevance level: label >= N is relevant for binary measures (nDCG uses raw labels).")
 @click.option("-n", "no_summary", is_flag=True, help="No summary ('all') lines.")
 @click.option("-J", "judged_only", is_flag=True,

@@ -10,6 +10,7 @@ coefficients (autojudge-evaluate 1.1: ``kendall``, ``tauap_b``, ``tau_gap``,
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Mapping
 
 import numpy as np
@@ -134,7 +135,9 @@ def kendall_at_k(truth: Mapping[str, float], pred: Mapping[str, float], k: int) 
     y = np.array([float(pred[s]) for s in top])
     if np.all(x == x[0]) or np.all(y == y[0]):
         return math.nan
-    return float(stats.kendalltau(x, y, variant="b").statistic)
+    with warnings.catch_warnings():  # as in correlate
+        warnings.simplefilter("ignore")
+        return float(stats.kendalltau(x, y, variant="b").statistic)
 
 
 def correlate(truth: Mapping[str, float], pred: Mapping[str, float], top_k=DEFAULT_TOP_K) -> dict:
@@ -154,9 +157,14 @@ def correlate(truth: Mapping[str, float], pred: Mapping[str, float], top_k=DEFAU
     y = np.array([float(pred[s]) for s in names])
     constant = np.all(x == x[0]) or np.all(y == y[0])
     if not constant:
-        out["spearman"] = float(stats.spearmanr(x, y).statistic)
-        out["kendall_tau_b"] = float(stats.kendalltau(x, y, variant="b").statistic)
-        out["pearson"] = float(stats.pearsonr(x, y).statistic)
+        # values are taken as they are, float noise of recomputed means included, as
+        # autojudge-evaluate takes them; scipy's note on near-constant input would be a raw
+        # Python warning among our lines on stderr
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out["spearman"] = float(stats.spearmanr(x, y).statistic)
+            out["kendall_tau_b"] = float(stats.kendalltau(x, y, variant="b").statistic)
+            out["pearson"] = float(stats.pearsonr(x, y).statistic)
     out["kendall_tau_a"] = kendall_tau_a(x, y)
     out["tau_ap"] = tau_ap(x, y, names)
     out["tau_ap_b"] = tau_ap_b(x, y)
