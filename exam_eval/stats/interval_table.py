@@ -1,13 +1,13 @@
 """exam-correlate interval's table: read the two label sources and the runs, choose the
 labelled queries, and compute every method's interval per run (exam_eval.stats.intervals)
-or per-query CRC intervals. Notes go to ``log``; ``progress(n)`` is a context manager whose
-value's ``advance()`` is called after each of the n runs, entered once the inputs are read
-(so that a refused input is the only line on stderr)."""
+or per-query CRC intervals. Notes go to ``log``; ``progress(n)``, when given, is a context
+manager whose value's ``advance()`` is called after each of the n runs, entered once the
+inputs are read (so that a refused input is the only line on stderr)."""
 
 from __future__ import annotations
 
-import random
 import contextlib
+import random
 from dataclasses import dataclass, field
 from typing import Callable, ContextManager, Sequence
 
@@ -28,19 +28,21 @@ from .sources import CoverSource, RankMetricSource
 class IntervalTable:
     header: str
     rows: list[str]
-    failed: list[str] = field(default_factory=list)  # "run/method" of the intervals that failed
-    first_error: str | None = None
-    # "run: method failed: why" of each, said by the caller: one line is all when every one failed
-    failure_notes: list[str] = field(default_factory=list)
+    # (run, method, why) of each interval that failed, said by the caller: one line is all
+    # when every one failed
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
 
+    @property
+    def failed(self) -> list[str]:
+        return [f"{run}/{method}" for run, method, _ in self.failures]
 
-class _NoBar:
-    def advance(self, n: int = 1) -> None:
-        pass
+    @property
+    def first_error(self) -> str | None:
+        return self.failures[0][2] if self.failures else None
 
-
-def _no_progress(total: int) -> ContextManager:
-    return contextlib.nullcontext(_NoBar())
+    @property
+    def failure_notes(self) -> list[str]:
+        return [f"{run}: {method} failed: {why}" for run, method, why in self.failures]
 
 
 def read_labelled(path: str, allowed: set[str]) -> list[str]:
@@ -70,7 +72,7 @@ def interval_rows(human: str, llm: str, runs: Sequence[str], *, metric: str, rel
                   labelled_file: str | None, n_labelled: int | None, alpha: float, samples: int, seed: int,
                   mapping: str, chosen: list[str], crc_correction: str, per_query: bool, model=None, prompt=None,
                   kind=None, log: Callable[[str], None] = lambda msg: None,
-                  progress: Callable[[int], ContextManager] = _no_progress) -> IntervalTable:
+                  progress: Callable[[int], ContextManager] | None = None) -> IntervalTable:
     k = cover_k(metric)
     if k is None:
         source = RankMetricSource(human, llm, metric, rel_level, model, prompt, kind, log)
@@ -125,10 +127,8 @@ def interval_rows(human: str, llm: str, runs: Sequence[str], *, metric: str, rel
 
     bounds = source.value_range()
     rows: list[str] = []
-    failed: list[str] = []
-    first_error = None
-    notes: list[str] = []
-    with progress(len(run_data)) as bar:
+    failures: list[tuple[str, str, str]] = []
+    with progress(len(run_data)) if progress else contextlib.nullcontext() as bar:
         for name, run in run_data:
             predicted, truth = source.build(run, queries, labelled)
             if predicted.unlabelled:
@@ -144,18 +144,16 @@ def interval_rows(human: str, llm: str, runs: Sequence[str], *, metric: str, rel
                                            fmt(lower[i]), fmt(pq.predicted[i]), fmt(upper[i]),
                                            fmt(upper[i] - lower[i])]))
             else:
-                failures: list = []
+                failed_here: list = []
                 for r in compute_intervals(predicted, idx, truth, alpha, samples, seed, chosen, crc_correction,
-                                           bounds, failures):
+                                           bounds, failed_here):
                     if r.detail:
                         log(f"{name}: {r.method} {r.detail}")
                     rows.append("\t".join([name, source.name, r.method, fmt(r.lower), fmt(r.estimate),
                                            fmt(r.upper), fmt(r.width), fmt(r.llm_mean)]))
-                for f in failures:
-                    notes.append(f"{name}: {f.method} failed: {f.reason}")
-                    failed.append(f"{name}/{f.method}")
-                    first_error = first_error or f.reason
-            bar.advance()
+                failures.extend((name, f.method, f.reason) for f in failed_here)
+            if bar is not None:
+                bar.advance()
     header = ("run\tquery\tlabelled\thuman\tlower\tpredicted\tupper\twidth" if per_query
               else "run\tmetric\tmethod\tlower\testimate\tupper\twidth\tllm_mean")
-    return IntervalTable(header, rows, failed, first_error, notes)
+    return IntervalTable(header, rows, failures)
