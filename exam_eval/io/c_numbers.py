@@ -79,6 +79,32 @@ def c_atol(text: str) -> int:
     return min(max(int(digits), _LONG_MIN), _LONG_MAX)
 
 
+def strict_number(text: str, what: str, name: str, lineno: int, *, integer: bool = False,
+                  finite: bool = True) -> float | int:
+    """``text`` read as a number (an integer when ``integer``; finite when ``finite``), the
+    same number trec_eval's atof/atol read; anything else is refused naming file and line.
+    trec_eval reads "high" or "1.5" as 0 or 1 without a word; Python alone takes digit-group
+    underscores (1_0) and non-ASCII digits, which trec_eval reads otherwise."""
+    try:
+        if "_" in text or not text.isascii():
+            raise ValueError(text)
+        value = int(text) if integer else float(text)
+    except ValueError:
+        raise InputError(f"{what} {text!r} is not {'an integer' if integer else 'a number'}", name, lineno) from None
+    if finite and not math.isfinite(value):
+        raise InputError(f"{what} {text!r} is not finite", name, lineno)
+    return value
+
+
+def checked_label(text: str, name: str, lineno: int) -> int:
+    """A relevance label: an integer within LABEL_MAX either way."""
+    label = strict_number(text, "relevance label", name, lineno, integer=True)
+    if not -LABEL_MAX <= label <= LABEL_MAX:
+        raise InputError(f"relevance label {text} is out of range (at most {LABEL_MAX} either way: "
+                         "trec_eval's tables grow with the largest label)", name, lineno)
+    return int(label)
+
+
 def c_atof(text: str) -> float:
     m = _ATOF.match(text)
     return float(m.group(1)) if m else 0.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
-from .c_numbers import c_atof, c_float, exact_fields
+from .c_numbers import c_float, exact_fields, strict_number
 from .openers import display_name
 
 Pref = tuple[str, str, float, str]        # (jg, jsg, rel_level, docno)
@@ -30,7 +30,7 @@ def _read(path: str | os.PathLike, with_jsg: bool) -> Prefs:
             qid, jg, jsg, docno, level = fields
         else:
             (qid, jg, docno, level), jsg = fields, "0"
-        value = c_float(c_atof(level))
+        value = c_float(strict_number(level, "rel_level", name, lineno, finite=False))
         if value != value:
             raise InputError(f"rel_level {level!r} is not a number (trec_eval's ordering of NaN levels is undefined)",
                              name, lineno)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
-from .c_numbers import c_atol, exact_fields
+from .c_numbers import checked_label, exact_fields
 from .openers import display_name
 
 QrelsJG = dict[str, dict[str, dict[str, int]]]    # qid -> judgment group -> docno -> label
@@ -27,7 +27,7 @@ def read_qrels_jg(path: str | os.PathLike) -> QrelsJG:
             raise InputError(f"duplicate judgment of {docno} for query {qid} by group {jg} "
                              f"(first on line {where[key]})", name, lineno)
         where[key] = lineno
-        out.setdefault(qid, {}).setdefault(jg, {})[docno] = c_atol(label)
+        out.setdefault(qid, {}).setdefault(jg, {})[docno] = checked_label(label, name, lineno)
     if not out:
         raise InputError("qrels_jg file is empty (trec_eval: Cannot read qrels file)", name)
     return out

@@ -8,12 +8,11 @@ Qrels: ``qid iter docno label`` (integer label; negative = judged but unjudged-l
 
 from __future__ import annotations
 
-import math
 import os
 from typing import IO, TYPE_CHECKING, Mapping
 
 from ..errors import InputError
-from .c_numbers import LABEL_MAX, c_fields, trec_ranked  # noqa: F401  (LABEL_MAX: read here and by grades)
+from .c_numbers import LABEL_MAX, c_fields, checked_label, strict_number, trec_ranked  # noqa: F401  (LABEL_MAX: read here and by grades)
 from .openers import Slurped, display_name, iter_lines, slurp
 
 if TYPE_CHECKING:
@@ -21,14 +20,6 @@ if TYPE_CHECKING:
 
 Run = dict[str, dict[str, float]]      # qid -> docno -> score
 Qrels = dict[str, dict[str, int]]      # qid -> docno -> label
-
-
-def _c_number(s: str) -> str:
-    """``s`` if trec_eval's atof/atol read it as Python does; Python alone takes digit
-    group underscores (1_0) and non-ASCII digits, which trec_eval reads otherwise."""
-    if "_" in s or not s.isascii():
-        raise ValueError(s)
-    return s
 
 
 def run_name(path: str | os.PathLike) -> str:
@@ -88,12 +79,7 @@ def _read_run_lines(path: str | os.PathLike, got: Slurped | None, *, allow_empty
             raise InputError(f"expected 6 fields 'qid Q0 docno rank score tag', found {len(fields)}", name, lineno)
         qid, _, docno, _, score_s, line_tag = fields[:6]
         tag = line_tag
-        try:
-            score = float(_c_number(score_s))
-        except ValueError:
-            raise InputError(f"score {score_s!r} is not a number", name, lineno) from None
-        if not math.isfinite(score):
-            raise InputError(f"score {score_s!r} is not finite", name, lineno)
+        score = strict_number(score_s, "score", name, lineno)
         key = (qid, docno)
         if key in where:
             raise InputError(f"duplicate document {docno} for query {qid} (first on line {where[key]})", name, lineno)
@@ -124,13 +110,7 @@ def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
         if len(fields) != 4:
             raise InputError(f"expected 4 fields 'qid iter docno label', found {len(fields)}", name, lineno)
         qid, _, docno, label_s = fields
-        try:
-            label = int(_c_number(label_s))
-        except ValueError:
-            raise InputError(f"relevance label {label_s!r} is not an integer", name, lineno) from None
-        if not -LABEL_MAX <= label <= LABEL_MAX:
-            raise InputError(f"relevance label {label_s} is out of range (at most {LABEL_MAX} either way: "
-                             "trec_eval's tables grow with the largest label)", name, lineno)
+        label = checked_label(label_s, name, lineno)
         key = (qid, docno)
         if key in where:
             raise InputError(f"duplicate judgment of {docno} for query {qid} (first on line {where[key]})", name, lineno)

@@ -1,8 +1,9 @@
 """trec_eval -Z: per-query values as z-scores against a reference file.
 
 The file has lines ``qid measure mean stddev`` (get_zscores.c: four whitespace-separated
-fields, numbers read with atof). Each per-query value, whatever the measure, becomes
-(value - mean) / stddev (convert_zscores.c), computed before values are accumulated, so
+fields; trec_eval reads the numbers with atof, where "abc" is 0: exam-qrels refuses what is
+not a number, and reads the "nan" and "inf" that trec_eval prints, which its test suite's
+file holds). Each per-query value, whatever the measure, becomes (value - mean) / stddev (convert_zscores.c), computed before values are accumulated, so
 summaries average z-scores; a query or value the file lacks, or a stddev of 0 with the
 value off the mean, gives trec_eval's MISSING_ZSCORE_VALUE, -1000000.
 
@@ -19,7 +20,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..io.c_numbers import c_atof, exact_fields
+from ..io.c_numbers import exact_fields, strict_number
 from ..io.openers import display_name
 from .registry import Request
 
@@ -71,8 +72,9 @@ class ZScores:
 def read_zscores(path: str | os.PathLike) -> ZScores:
     name = display_name(path)
     entries = []
-    for _, (qid, measure, mean, stddev) in exact_fields(path, "qid measure mean stddev", "get_zscores"):
-        entries.append((qid, measure, c_atof(mean), c_atof(stddev)))
+    for lineno, (qid, measure, mean, stddev) in exact_fields(path, "qid measure mean stddev", "get_zscores"):
+        entries.append((qid, measure, strict_number(mean, "mean", name, lineno, finite=False),
+                        strict_number(stddev, "stddev", name, lineno, finite=False)))
     if not entries:
         raise InputError("z-scores file is empty (trec_eval: Cannot read zscores file)", name)
     entries.sort(key=lambda e: (e[0], e[1]))
