@@ -73,3 +73,112 @@ def test_zscores_keep_the_nan_and_inf_that_trec_eval_prints(tmp_path, run_file):
     rows = {tuple(line.split()[:2]): line.split()[2] for line in res.stdout.splitlines()}
     assert rows[("Zmap", "q1")] in ("nan", "-nan")
     assert rows[("ZP_5", "q1")] == "0.0000"  # (0.2 - 0.1) / inf
+
+
+# ---- options that would change nothing --------------------------------------------------
+# Given where they apply to nothing, they were accepted with exit 0: a Makefile whose
+# grades file became a qrels file went on scoring another thing without a word.
+
+DEMO = Path(__file__).resolve().parents[1] / "exam_eval" / "demo_data"
+
+
+def _usage_line(res, prog: str) -> str:
+    assert res.escaped is None, res.escaped
+    assert res.code == 1, (res.code, res.stderr)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"exam-{prog}: "), res.stderr
+    return lines[0]
+
+
+def _grades_file(tmp_path: Path, parsed: bool = True, item: bool = True) -> Path:
+    from exam_eval.io.grades import Grade, grade_line
+
+    p = tmp_path / "grades.jsonl"
+    p.write_text("".join(grade_line(Grade(query_id="q1", doc_id=f"d{i}", item_id="q1/i1" if item else None,
+                                          kind="question" if item else None, grade=i if parsed else None,
+                                          probs=None, answer=str(i), parse_ok=parsed, model="m",
+                                          prompt="question-selfrating"))
+                         for i in range(1, 4)))
+    return p
+
+
+@pytest.mark.parametrize("args, flag, what", [
+    (["--min-grade", "3"], "--min-grade", "is a qrels file"),
+    (["--label", "binary"], "--label", "is a qrels file"),
+    (["--model", "m"], "--model", "is a qrels file"),
+    (["--kind", "nugget"], "--kind", "is a qrels file"),
+    (["-R", "qrels_jg", "-m", "qrels_jg", "--prompt", "p"], "--prompt", "is read with -R qrels_jg"),
+])
+def test_exam_qrels_refuses_grade_options_on_labels_that_are_not_grades(run_file, args, flag, what):
+    msg = _usage_line(run("qrels", *args, DEMO / "qrels.txt", run_file), "qrels")
+    assert f"{flag} applies to a grades file" in msg and what in msg
+
+
+def test_min_grade_with_the_maximum_grade_label_is_refused(tmp_path, run_file):
+    grades = _grades_file(tmp_path)
+    msg = _usage_line(run("qrels", "--min-grade", "3", grades, run_file), "qrels")
+    assert "--min-grade is the threshold of --label count|binary" in msg
+    counted = run("qrels", "--label", "count", "--min-grade", "3", grades)
+    assert counted.code == 0 and counted.stdout.splitlines() == ["q1 0 d1 0", "q1 0 d2 0", "q1 0 d3 1"]
+
+
+@pytest.mark.parametrize("sub, extra", [("agreement", []), ("qrels", []),
+                                        ("interval", [DEMO / "good.run", "--methods", "bootstrap"])])
+def test_exam_correlate_refuses_a_grader_option_on_qrels(sub, extra):
+    msg = _usage_line(run("correlate", sub, "--model", "m", DEMO / "qrels.txt", DEMO / "qrels.txt", *extra),
+                      "correlate")
+    assert "--model applies to a grades file" in msg and "qrels.txt is a qrels file" in msg
+
+
+def test_cache_and_no_cache_together_are_a_usage_error(tmp_path, run_file):
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text('{"query_id": "q1", "item_id": "q1/i1", "kind": "question", "text": "What?"}\n')
+    passages = tmp_path / "p.jsonl"
+    passages.write_text('{"doc_id": "d1", "text": "Bees."}\n')
+    cache, out = tmp_path / "c.sqlite", tmp_path / "g.jsonl"
+    msg = _usage_line(run("grade", "--backend", "scripted", "--prompt", "question-selfrating", "--bank", bank, "--passages", passages, "--cache", cache,
+                          "--no-cache", run_file, "-o", out), "grade")
+    assert "--no-cache" in msg and str(cache) in msg
+    assert not cache.exists() and not out.exists()
+
+
+def test_exam_verify_refuses_a_query_the_grades_lack(tmp_path):
+    grades = _grades_file(tmp_path)
+    msg = _usage_line(run("verify", "grading", grades, "-q", "nosuch"), "verify")
+    assert "-q nosuch" in msg and "its queries: q1" in msg
+    assert run("verify", "grading", grades, "-q", "q1").code == 0
+
+
+def test_a_method_named_twice_gives_one_interval_row(tmp_path, run_file):
+    qrels = tmp_path / "q.txt"
+    qrels.write_text("".join(f"q{k} 0 d{i} {(i + k) % 2}\n" for k in range(1, 5) for i in range(1, 4)))
+    runs = tmp_path / "r.run"
+    runs.write_text("".join(f"q{k} Q0 d{i} {i} {4 - i} r\n" for k in range(1, 5) for i in range(1, 4)))
+    once = run("correlate", "interval", qrels, qrels, runs, "--methods", "bootstrap", "--samples", "100")
+    twice = run("correlate", "interval", qrels, qrels, runs, "--methods", "bootstrap,bootstrap", "--samples", "100")
+    assert once.code == twice.code == 0, (once.stderr, twice.stderr)
+    assert twice.stdout == once.stdout and len(once.stdout.splitlines()) == 2  # header and the one row
+
+
+# ---- refusals after notices ------------------------------------------------------------
+
+def test_leaderboards_with_too_few_systems_in_common_are_refused_in_one_line(tmp_path):
+    truth = tmp_path / "truth.tsv"
+    truth.write_text("run\tP_5\n" + "".join(f"r{i}\t0.{i}1\n" for i in range(5)))
+    pred = tmp_path / "pred.tsv"
+    pred.write_text("run\tP_5\n" + "".join(f"s{i}\t0.{i}1\n" for i in range(4)) + "r1\t0.3\n")
+    res = run("correlate", "leaderboard", truth, pred)
+    assert res.code == 2 and res.escaped is None
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "only 1 system(s) in common" in lines[0], res.stderr
+
+
+def test_exam_cover_refuses_in_one_line_without_notes_first(tmp_path, run_file):
+    """Grades without bank items, some unparsed: the unparsed note came before the refusal."""
+    grades = tmp_path / "grades.jsonl"
+    grades.write_text(_grades_file(tmp_path, item=False).read_text()
+                      + _grades_file(tmp_path, parsed=False, item=False).read_text())
+    res = run("cover", grades, run_file)
+    assert res.code == 2 and res.escaped is None
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and "no grades for bank items" in lines[0], res.stderr

@@ -297,6 +297,20 @@ def claim_output(ctx: click.Context, param: click.Parameter, value):
     return value
 
 
+def claim_cache(ctx: click.Context, param: click.Parameter, value):
+    """Callback of --cache: with --no-cache (whichever comes second on the command line
+    sees the other) which one the user meant cannot be guessed."""
+    if value and ctx.params.get("no_cache"):
+        raise UsageError(f"--cache {value} and --no-cache: give one of them")
+    return claim_output(ctx, param, value)
+
+
+def check_no_cache(ctx: click.Context, param: click.Parameter, value):
+    if value and ctx.params.get("cache_path"):
+        raise UsageError(f"--cache {ctx.params['cache_path']} and --no-cache: give one of them")
+    return value
+
+
 def check_output_param(ctx: click.Context, param: click.Parameter, value):
     if value is not None and not ctx.resilient_parsing:
         check_output(value)  # before any input is read or model loaded

@@ -7,7 +7,7 @@ import click
 
 from ..backends.endpoint import DEFAULT_CONCURRENCY
 from ..errors import UsageError
-from ._base import FiniteRange, claim_output
+from ._base import FiniteRange, check_no_cache, claim_cache
 
 
 def chat_options(f):
@@ -36,9 +36,9 @@ def chat_options(f):
                      help="Tokens the model may write per answer (the nuggetizer's 2048)."),
         click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE",
                      help="hf-causal: further back-end option (repeatable), as in exam-grade."),
-        click.option("--cache", "cache_path", default=None, metavar="FILE", callback=claim_output,
+        click.option("--cache", "cache_path", default=None, metavar="FILE", callback=claim_cache,
                      help="Answer cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite]."),
-        click.option("--no-cache", is_flag=True, help="Neither read nor write the cache."),
+        click.option("--no-cache", is_flag=True, callback=check_no_cache, help="Neither read nor write the cache."),
     ]
     for opt in reversed(opts):
         f = opt(f)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ._base import check_appended_output, claim_output
+from ._base import check_appended_output, check_no_cache, claim_cache
 
 # what builds the back end (backends.factory.make_grader takes them as a dict)
 BACKEND_OPTIONS = [
@@ -35,8 +35,8 @@ BACKEND_OPTIONS = [
 # how a grading run reads and writes: -O pairs, the cache, one shard, a dry run, the output
 RUN_OPTIONS = [
     click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE", help="Further back-end option (repeatable), e.g. -O delay=0.1 for scripted."),
-    click.option("--cache", "cache_path", default=None, metavar="FILE", callback=claim_output, help="Grade cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite]."),
-    click.option("--no-cache", is_flag=True, help="Neither read nor write the grade cache."),
+    click.option("--cache", "cache_path", default=None, metavar="FILE", callback=claim_cache, help="Grade cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite]."),
+    click.option("--no-cache", is_flag=True, callback=check_no_cache, help="Neither read nor write the grade cache."),
     click.option("--shard", default=None, metavar="I/N", help="Grade only shard I of N (1-based; stable split by work key)."),
     click.option("--dry-run", is_flag=True, help="Report pool size, pairs, cache hits and estimated time; grade nothing."),
     click.option("-o", "--output", default=None, metavar="FILE", callback=check_appended_output,

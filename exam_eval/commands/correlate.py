@@ -302,7 +302,7 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
         raise UsageError("--alpha must be between 0 and 1")
     if samples < 100:
         raise UsageError("--samples must be at least 100")
-    chosen = [m.strip() for m in methods.split(",") if m.strip()]
+    chosen = list(dict.fromkeys(m.strip() for m in methods.split(",") if m.strip()))  # a repeat: one row
     bad = [m for m in chosen if m not in METHODS]
     if bad or not chosen:
         raise UsageError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}")

@@ -9,7 +9,7 @@ import click
 from ..allocator import keep_freed_memory
 from ..errors import ExamEvalError, UsageError
 from ..io.banks import read_bank_noting_repeats
-from ..io.labels import stderr_log
+from ..io.labels import refuse_unused_grade_options, sniff_labels, stderr_log
 from ..measures.labels import load_labels
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output
@@ -65,6 +65,22 @@ def refuse_scoring_options(ctx: click.Context) -> None:
                                    "writes LABELS as qrels)")
 
 
+GRADE_OPTIONS = ("--label", "--min-grade", "--bank", "--model", "--prompt", "--kind")
+JUDGMENTS = {"qrels": "a qrels file", "irds": "an ir_datasets ID", "qrels_jg": "read with -R qrels_jg",
+             "prefs": "read with -R prefs", "qrels_prefs": "read with -R qrels_prefs"}
+
+
+def check_grade_options(labels: str, rel_format: str, given: dict[str, object]) -> None:
+    """The grade options (None where not given) apply to grades only; --min-grade only
+    to the labels that count grades (a maximum grade has no threshold)."""
+    what = sniff_labels(labels) if rel_format == "qrels" else rel_format
+    if what != "grades":
+        refuse_unused_grade_options(labels, JUDGMENTS[what], given)
+    elif given["--min-grade"] is not None and given["--label"] is None:
+        raise click.UsageError("--min-grade is the threshold of --label count|binary; --label max (the default) "
+                               "takes the maximum grade as it is")
+
+
 def _check_level(ctx, param, value: int) -> int:
     if value < 0:  # trec_eval 9.0.8 counts unjudged retrieved documents as relevant there
         raise click.BadParameter(f"{value}: a level below 0 is not reproduced (trec_eval 9.0.8 then counts "
@@ -116,6 +132,8 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     """
     log = stderr_log(PROG)
     labels = labels_source(click.get_current_context(), labels, runs)
+    check_grade_options(labels, rel_format, dict(zip(GRADE_OPTIONS, (None if label_mode == "max" else label_mode,
+                                                                     min_grade, bank, model, prompt, kind))))
     if label_mode != "max" and min_grade is None:
         min_grade = 4
     requests = parse_measures(list(measures), warn=log)

@@ -120,7 +120,7 @@ def grading(grades, qrels, bank, passages, queries, top, fmt, extraction_prompt,
 
     if top is not None and top < 1:
         raise UsageError("--top must be >= 1")
-    table, bank_items = load_grade_table(grades, model, prompt, kind, bank)
+    table, bank_items = load_grade_table(grades, model, prompt, kind, bank, queries)
     extracted = extraction_answers(grades, extraction_prompt, extraction_grades)
     qrels_d = read_human_qrels(qrels) if qrels else None
     rows = verify_grading(table, qrels_d, queries=queries, top=top, extracted=extracted)
@@ -182,7 +182,7 @@ def spurious(grades, qrels, min_grade, relevant_min, top, min_count, bank, queri
     _check_threshold(min_grade, relevant_min)
     if top < 0 or min_count < 0:
         raise UsageError("--top and --min-count must be >= 0")
-    table, bank_items = load_grade_table(grades, model, prompt, kind, bank)
+    table, bank_items = load_grade_table(grades, model, prompt, kind, bank, queries)
     qrels_d = judgments_of(table, qrels, grades)
     rows = spurious_items(table, qrels_d, min_grade=min_grade, relevant_min=relevant_min,
                           top=top or None, min_count=min_count, queries=queries)
@@ -223,7 +223,7 @@ def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, f
     )
 
     _check_threshold(min_grade, relevant_min)
-    table, bank_items = load_grade_table(grades, model, prompt, kind, bank)
+    table, bank_items = load_grade_table(grades, model, prompt, kind, bank, queries)
     qrels_d = judgments_of(table, qrels, grades)
     res = uncovered_passages(table, qrels_d, min_grade=min_grade, relevant_min=relevant_min, queries=queries)
     texts = passage_texts([grades], passages, {(p.query_id, p.doc_id) for p in res.passages})
@@ -265,7 +265,7 @@ def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, extrac
     from ..verify.grid import build_grid, grid_page, write_grid_tsv
 
     _check_threshold(min_grade)
-    table, bank_items = load_grade_table(grades, model, prompt, kind, bank)
+    table, bank_items = load_grade_table(grades, model, prompt, kind, bank, queries)
     extracted = extraction_answers(grades, extraction_prompt, extraction_grades)
     qrels_d = read_human_qrels(qrels) if qrels else None
     grids = build_grid(table, qrels_d, queries=queries)

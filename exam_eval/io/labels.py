@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from .irds import looks_like_irds_id
 from .openers import display_name, iter_lines
 from .trec import Qrels, read_qrels
@@ -26,6 +26,15 @@ def sniff_labels(spec: str) -> str:
         if s:
             return "grades" if s[0] in "{[" else "qrels"
     raise InputError("file is empty", spec)
+
+
+def refuse_unused_grade_options(spec: str, what: str, options: dict[str, object]) -> None:
+    """Options that select or read grades (None when not given), given with labels that
+    are not grades, would change nothing: said, not ignored, so that a Makefile whose
+    grades file became a qrels file does not score another thing in silence."""
+    for flag, value in options.items():
+        if value is not None:
+            raise UsageError(f"{flag} applies to a grades file, and {display_name(spec)} is {what}")
 
 
 def stderr_log(prog: str):

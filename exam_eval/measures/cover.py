@@ -127,15 +127,17 @@ def read_cover_index(grades: str, min_grade: int, *, bank: str | None = None, mo
         items = read_bank_noting_repeats(bank, log, kind=kind, keep_edited_ids=True)  # edits matched by text hash
         bank_items = effective_ids(items)
     graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
+    notices = []  # said once the refusal below cannot come: a refusal is one line
     if items is not None:
         dropped = BankFilterStats()
         graded = current_grades(graded, items, dropped)
-        for notice in dropped.notices(grades):
-            log(notice)
+        notices += dropped.notices(grades)
     unparsed = sum(1 for g in graded if not g.parse_ok)
     if unparsed:
-        log(f"{grades}: {unparsed} unparsed grades (they count as not answering)")
+        notices.append(f"{grades}: {unparsed} unparsed grades (they count as not answering)")
     index = build_index(graded, min_grade, bank_items)
     if not index.items:
         raise InputError("no grades for bank items (direct relevance grades cannot give a cover score)", grades)
+    for notice in notices:
+        log(notice)
     return index

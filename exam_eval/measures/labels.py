@@ -6,7 +6,7 @@ from __future__ import annotations
 from ..errors import InputError
 from ..io.grades import read_grades
 from ..io.irds import irds_qrels
-from ..io.labels import looks_like_grades, sniff_labels
+from ..io.labels import looks_like_grades, refuse_unused_grade_options, sniff_labels
 from ..io.openers import display_name
 from ..io.trec import Qrels, read_qrels
 from .bank_filter import BankFilterStats, current_grades
@@ -48,6 +48,7 @@ def read_llm_qrels(path: str, model, prompt, kind, log) -> Qrels:
     """An LLM side of a comparison: qrels, or grades read as labels (the maximum grade over
     a query's items), as exam-correlate reads them."""
     if not looks_like_grades(path):
+        refuse_unused_grade_options(path, "a qrels file", {"--model": model, "--prompt": prompt, "--kind": kind})
         return read_qrels(path)
     stats = LabelStats()
     qrels = grades_to_qrels(read_grades(path, model=model, prompt=prompt, kind=kind), label="max", stats=stats)

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.grades import Grade, read_grades
-from ..io.labels import looks_like_grades
+from ..io.labels import looks_like_grades, refuse_unused_grade_options
 from ..io.openers import display_name
 from ..io.trec import Qrels, read_qrels
 
@@ -125,6 +125,7 @@ def calibrated(llm: LabelDists, human: Qrels, labelled: Iterable[str], smoothing
 def read_llm_dists(path: str, model, prompt, kind, log):
     """Label distributions of an LLM side (qrels or grades) and whether grades had probs."""
     if not looks_like_grades(path):
+        refuse_unused_grade_options(path, "a qrels file", {"--model": model, "--prompt": prompt, "--kind": kind})
         return from_qrels(read_qrels(path)), False
     grades = read_grades(path, model=model, prompt=prompt, kind=kind)
     has_probs = any(g.probs for g in grades)

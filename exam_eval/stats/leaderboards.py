@@ -80,6 +80,11 @@ def signed(board, col: str, values: dict[str, float]) -> dict[str, float]:
     return values
 
 
+def _too_few(n: int, truth, pred) -> None:
+    raise InputError(f"only {n} system(s) in common with {display_name(truth)}; need at least 3 for a correlation",
+                     display_name(pred))
+
+
 def check_systems(tvals, pvals, tb, pb, tcol, pcol, truth, pred, strict, log: Log) -> None:
     for board, col, path in ((tb, tcol, truth), (pb, pcol, pred)):
         empty = [r for r in board.rows if board.rows[r].get(col) is None]
@@ -173,6 +178,8 @@ def correlate_leaderboards(truth: str, preds, *, truth_columns=(), pred_columns=
             t_board = tb.recomputed(common, display_name(truth))
             p_board = pb.recomputed(common, display_name(pred))
         tvals, pvals = t_board.column(tcol), p_board.column(pcol)
+        if len(set(tvals) & set(pvals)) < 3:  # refused in one line, before notes about the systems
+            _too_few(len(set(tvals) & set(pvals)), truth, pred)
         if len(pairs) <= 4:  # with every measure of big leaderboards, one line per pair is noise
             for side, board, path, col in (("truth", tb, truth, tcol), ("pred", pb, pred, pcol)):
                 rank = " (rank: lower is better)" if board.format == "tsv" and is_rank(col) else ""
@@ -181,8 +188,7 @@ def correlate_leaderboards(truth: str, preds, *, truth_columns=(), pred_columns=
         t, pv = signed(tb, tcol, tvals), signed(pb, pcol, pvals)
         result = correlate(t, pv, top_k)
         if result["n"] < 3:
-            raise InputError(f"only {result['n']} system(s) in common with {display_name(truth)}; "
-                             "need at least 3 for a correlation", display_name(pred))
+            _too_few(result["n"], truth, pred)
         if single:
             return LeaderboardCorrelation(names, [], [], result, (tvals, pvals, tcol, pcol))
         lead = [display_name(pred), tcol, pcol]

@@ -140,12 +140,19 @@ def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
-def load_grade_table(grades_path, model, prompt, kind, bank_path):
-    """The grades as a GradeTable, and the bank (item id -> item) they must match."""
+def load_grade_table(grades_path, model, prompt, kind, bank_path, queries=()):
+    """The grades as a GradeTable, and the bank (item id -> item) they must match. A
+    query of ``queries`` (-q) that the grades lack is refused: its empty table, exit 0,
+    reads as "nothing to see" where the id was mistyped."""
     grades = read_grades(grades_path, model=model, prompt=prompt, kind=kind)
     table = GradeTable.from_grades(grades)
     if not table.by_item:
         raise UsageError(f"{grades_path} has no grades of bank items (only direct relevance grades?)")
+    missing = [q for q in queries if q not in table.by_item]
+    if missing:
+        shown = ", ".join(table.queries()[:5])
+        raise UsageError(f"-q {missing[0]}: {display_name(grades_path)} holds no grades of that query "
+                         f"(its queries: {shown}{' ...' if len(table.by_item) > 5 else ''})")
     bank = load_bank(bank_path)
     check_bank_matches(table, bank, bank_path)
     return table, bank
