@@ -25,6 +25,11 @@ def ct2_cache(tmp_path_factory, monkeypatch):
     return root
 
 
+def cache_args(tmp_path: Path, extra) -> list[str]:
+    """The test's grade cache, unless ``extra`` says --no-cache (both are a usage error)."""
+    return [] if "--no-cache" in extra else ["--cache", str(tmp_path / "cache.sqlite")]
+
+
 def grade(*args, env=None):
     return subprocess.run(CMD + [str(a) for a in args], capture_output=True, text=True, env=env or ENV, timeout=600)
 

@@ -26,7 +26,7 @@ from exam_eval.backends.hf_common import label_token_ids  # noqa: E402
 from exam_eval.backends.hf_seq2seq import Seq2SeqBackend  # noqa: E402
 from exam_eval.errors import InputError, UsageError  # noqa: E402
 from exam_eval.grading.prompts import get_prompt  # noqa: E402
-from ct2_helpers import CMD, ENV, ct2_cache  # noqa: E402,F401 (ct2_cache: autouse fixture)
+from ct2_helpers import CMD, ENV, cache_args, ct2_cache  # noqa: E402,F401 (ct2_cache: autouse fixture)
 from ct2_helpers import grade as _grade, keyed as _keyed, rows as _rows, summary as _summary  # noqa: E402
 from tiny_models import make_tiny_t5, tiny_qa, tiny_t5  # noqa: E402,F401
 
@@ -345,7 +345,7 @@ def test_bad_compute_types_and_checkpoints(tiny_t5, tiny_qa, tmp_path):
 def _args(model, tmp_path, *extra):
     return ["--model", str(model), "--device", "cpu", "--prompt", "question-selfrating", "--bank",
             str(DEMO / "questions.jsonl"), "--passages", str(DEMO / "passages.jsonl"), str(DEMO / "good.run"),
-            "--max-input-tokens", "400", "--cache", str(tmp_path / "cache.sqlite"), *map(str, extra)]
+            "--max-input-tokens", "400", *cache_args(tmp_path, extra), *map(str, extra)]
 
 
 @pytest.mark.parametrize("extra,needle", [
