@@ -182,3 +182,59 @@ def test_exam_cover_refuses_in_one_line_without_notes_first(tmp_path, run_file):
     assert res.code == 2 and res.escaped is None
     lines = res.stderr.splitlines()
     assert len(lines) == 1 and "no grades for bank items" in lines[0], res.stderr
+
+
+# ---- exam-qrels against trec_eval: a differential sweep's finds ------------------------
+# Each case: exam-qrels' own output checked on what it must say, and, where trec_eval can
+# be built, its bytes held to the binary's.
+
+DIFF_CASES = {
+    # -Z of gm_map past exp's range: a traceback (OverflowError); C's exp gives inf
+    "gm_map_zscore_overflow": ("1 0 d1 1\n", "1 Q0 d1 1 1 r\n", ["-m", "gm_map", "-Z", "{z}"],
+                               "1 gm_map -1000 1\n", "Zgm_map                \tall\t   inf\n"),
+    # -l past a C int, on measures pytrec_eval computes: a traceback (TypeError)
+    "level_past_int_infAP": ("1 0 d1 1\n1 0 d2 0\n", "1 Q0 d1 1 1 r\n1 Q0 d2 1 0.5 r\n",
+                             ["-l", "2147483648", "-m", "infAP"], None, "infAP                 \tall\t0.0000\n"),
+    "level_past_int_ndcg": ("1 0 d1 1\n1 0 d2 0\n", "1 Q0 d1 1 1 r\n1 Q0 d2 1 0.5 r\n",
+                            ["-l", "99999999999999999999", "-m", "ndcg"], None, "ndcg                  \tall\t1.0000\n"),
+    # trec_eval's append_float keeps 8 characters of "%3.2f"
+    "float_name_truncated": ("1 0 d1 1\n", "1 Q0 d1 1 1 r\n", ["-m", "iprec_at_recall.123456"], None,
+                             "iprec_at_recall_123456.0\tall\t0.0000\n"),
+    "float_name_negative": ("1 0 d1 1\n", "1 Q0 d1 1 1 r\n", ["-m", "Rprec_mult.-12345"], None,
+                            "Rprec_mult_-12345.0   \tall\t0.0000\n"),
+    # G's NaN: "-nan" as trec_eval prints it (pytrec_eval's is positive)
+    "G_negative_nan": ("1 0 d1 1\n", "1 Q0 x 1 1 r\n", ["-q", "-m", "G.-1=5"], None,
+                       "G_-1=5                \t1\t  -nan\nG_-1=5                \tall\t  -nan\n"),
+    # a later parameter for a measure that has one is ignored unchecked, as trec_eval does
+    "later_bad_cutoff_ignored": ("1 0 d1 1\n", "1 Q0 d1 1 1 r\n", ["-m", "P.5", "-m", "P.0"], None,
+                                 "P_5                   \tall\t0.2000\n"),
+    "later_gains_ignored": ("1 0 d1 1\n", "1 Q0 d1 1 1 r\n", ["-m", "success.1", "-m", "success.1,1"], None,
+                            "success_1             \tall\t1.0000\n"),
+    # a cutoff of nan: numpy's RuntimeWarning reached stderr
+    "iprec_nan_cutoff_quiet": ("1 0 d1 1\n", "1 Q0 d1 1 1 r\n", ["-m", "iprec_at_recall.nan"], None,
+                               "iprec_at_recall_nan   \tall\t1.0000\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(DIFF_CASES))
+def test_exam_qrels_prints_trec_eval_bytes_where_it_failed_or_differed(tmp_path, case, request):
+    qrels_text, run_text, flags, z_text, expected = DIFF_CASES[case]
+    qrels, runf, z = tmp_path / "q", tmp_path / "r", tmp_path / "z"
+    qrels.write_text(qrels_text)
+    runf.write_text(run_text)
+    if z_text is not None:
+        z.write_text(z_text)
+    flags = [f.format(z=z) for f in flags]
+    res = run("qrels", *flags, qrels, runf)
+    assert res.escaped is None and res.code == 0, (res.escaped, res.stderr)
+    assert res.stdout == expected
+    warned = case.startswith("later_")
+    assert (res.stderr != "") == warned, res.stderr
+    try:
+        binary = request.getfixturevalue("trec_eval_binary")
+    except pytest.skip.Exception:
+        return
+    import subprocess
+
+    te = subprocess.run([str(binary), *flags, str(qrels), str(runf)], capture_output=True, text=True, timeout=60)
+    assert te.returncode == 0 and te.stdout == res.stdout, te.stdout

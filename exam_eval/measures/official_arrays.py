@@ -316,7 +316,8 @@ def _values(requests: list[Request], counts: np.ndarray, seg: np.ndarray, rank: 
             prec = _rows(hit_seg, hit_index, (hit_index + 1) / hit_rank, nq, most)
             best = np.maximum.accumulate(prec[:, ::-1], axis=1)[:, ::-1]
             for name, pct in zip(r.names, r.cutoffs):
-                cut = np.trunc(fl(pct) * num_rel.astype(fl) + 0.9).astype(np.int64)
+                with np.errstate(invalid="ignore"):  # a cutoff of nan or 1e20: C's (long) gives LONG_MIN too
+                    cut = np.trunc(fl(pct) * num_rel.astype(fl) + 0.9).astype(np.int64)
                 value = np.where((cut <= 0) & (rel_ret > 0), best[:, 0], 0.0)
                 inside = np.flatnonzero((cut >= 1) & (cut <= rel_ret))
                 value[inside] = best[inside, cut[inside] - 1]

@@ -7,6 +7,7 @@ pytrec_eval computes is one ``register(...)`` line.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..errors import UsageError
@@ -15,6 +16,16 @@ from ..io.c_numbers import c_atof, c_atol
 _CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 _RECALL_LEVELS = tuple(i / 10 for i in range(11))
 _RPREC_MULTS = tuple(i / 10 for i in range(2, 21, 2))
+
+
+def _float_name(name: str, value: float) -> str:
+    """trec_eval's append_float: "%s_%3.2f" into strlen(name) + 10 bytes, so at most 8
+    characters of the number are kept (iprec_at_recall_123456.0); C prints a NaN with its
+    sign."""
+    number = f"{value:3.2f}"
+    if value != value and math.copysign(1.0, value) < 0:
+        number = "-" + number
+    return f"{name}_{number}"[:len(name) + 9]
 
 
 @dataclass(frozen=True)
@@ -130,7 +141,7 @@ class Request:
             return [self.measure.name if self.raw is None else f"{self.measure.name}_{self.raw}"]
         if self.measure.params == "long":
             return [f"{self.measure.name}_{c}" for c in self.cutoffs]
-        return [f"{self.measure.name}_{c:3.2f}" for c in self.cutoffs]
+        return [_float_name(self.measure.name, c) for c in self.cutoffs]
 
     @property
     def pytrec_keys(self) -> list[str]:
@@ -181,14 +192,23 @@ def _parse_cutoffs(m: TrecMeasure, text: str, spec: str) -> tuple:
     return tuple(values)
 
 
+def _same_params(m: TrecMeasure, param: str, spec: str, first: tuple, first_raw: str) -> bool:
+    try:
+        cutoffs = _parse_cutoffs(m, param, spec)
+    except UsageError:
+        return False
+    return (cutoffs, param if m.params == "gains" else None) == (first, first_raw if m.params == "gains" else None)
+
+
 def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Request]:
     """``-m`` arguments -> requests in trec_eval's table order.
 
     As in trec_eval, marking a measure and giving it parameters are separate: the first
     parameter string given for a measure wins wherever it appears (``-m official -m P.5``
-    gives P_5 only); a later, different one is ignored, and we say so through ``warn``.
-    A nickname with parameters (``-m official.5``) gives them to the measure of that name
-    (none), as trec_eval does.
+    gives P_5 only); a later, different one is ignored unchecked (``-m P.5 -m P.0`` is
+    P_5, as in trec_eval), and we say so through ``warn``. A parameter on a nickname or on
+    a measure that takes none (``-m official.5``, ``-m map.5``), which trec_eval ignores,
+    is refused: it was most likely meant as a cutoff.
     """
     if not specs:
         specs = ["official"]
@@ -211,14 +231,11 @@ def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Reques
         if param and not m.params:
             raise UsageError(f"measure {root!r} takes no parameters (got {spec!r})")
         marked.add(root)
-        if param:
-            cutoffs = _parse_cutoffs(m, param, spec)
-            if root not in params:
-                params[root] = cutoffs
-                raws[root] = param
-            elif (cutoffs, param if m.params == "gains" else None) != \
-                    (params[root], raws[root] if m.params == "gains" else None) and warn:
-                warn(f"-m {spec}: trec_eval uses the first parameters given for {root}; ignoring these")
+        if param and root not in params:
+            params[root] = _parse_cutoffs(m, param, spec)
+            raws[root] = param
+        elif param and warn and not _same_params(m, param, spec, params[root], raws[root]):
+            warn(f"-m {spec}: trec_eval uses the first parameters given for {root}; ignoring these")
     return [Request(m, params.get(name, m.defaults), raws.get(name)) for name, m in REGISTRY.items()
             if name in marked]
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 from ..errors import InputError, UsageError
-from ..io.c_numbers import c_floats, trec_ranked
+from ..io.c_numbers import LABEL_MAX, c_floats, trec_ranked
 from ..io.trec import Qrels, Run
 from .per_qrels import per_qrels
 
@@ -221,6 +221,9 @@ def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, leve
         # trec_eval reads -M with atol: a number past LONG_MAX is LONG_MAX (no limit);
         # numpy cannot compare its rank arrays with a larger Python int
         max_docs = min(max_docs, sys.maxsize)
+    if level > LABEL_MAX:
+        # pytrec_eval takes a C int; every level above the largest label means the same
+        level = max(LABEL_MAX + 1, 1 + max((lab for docs in qrels.values() for lab in docs.values()), default=0))
     table = None if isinstance(run, dict) else run
     qids = table.qids if table is not None else list(run)
     in_qrels = set(qrels)
@@ -305,6 +308,8 @@ def _score_batch(qrels: Qrels, run: Run, evaluated: list[str], requests: list[Re
                 row = per_query[qid]
                 for name, key in keys:
                     row[name] = values.get(key, 0.0)
+                    if key == "G" and row[name] != row[name]:
+                        row[name] = _G_NAN
                 if helpers:
                     for r in utilities:
                         row[r.names[0]] = _utility(r.cutoffs, values)
@@ -312,6 +317,20 @@ def _score_batch(qrels: Qrels, run: Run, evaluated: list[str], requests: list[Re
         if r.measure.name == "relstring":
             for qid in evaluated:
                 per_query[qid][r.names[0]] = _relstring(qrels[qid], run[qid], r.cutoffs[0], judged_only)
+
+
+# G's NaN (a gain given to a negative level): trec_eval, built here, prints the negative
+# NaN of x86 ("-nan"); pytrec_eval's wheel returns a positive one for the same C code
+_G_NAN = -math.nan
+
+
+def _c_exp(x: float) -> float:
+    """C's exp: past a double's range it is inf, where math.exp raises (z-scores of gm_map
+    reach it: a per-query value of 1000 is exp(1000))."""
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
 
 
 def _summarize(qrels: Qrels, evaluated: list[str], requests: list[Request],
@@ -340,7 +359,7 @@ def _summarize(qrels: Qrels, evaluated: list[str], requests: list[Request],
                 for q in evaluated:
                     total += per_query[q][name]
                 total += (n_div - n_eval) * math.log(MIN_GEO_MEAN)
-                summary[name] = math.exp(total / n_div) if n_div else 0.0
+                summary[name] = _c_exp(total / n_div) if n_div else 0.0
             else:
                 total = 0.0
                 for q in evaluated:  # same order as trec_eval's accumulation (NaN sign included)
