@@ -238,3 +238,59 @@ def test_exam_qrels_prints_trec_eval_bytes_where_it_failed_or_differed(tmp_path,
 
     te = subprocess.run([str(binary), *flags, str(qrels), str(runf)], capture_output=True, text=True, timeout=60)
     assert te.returncode == 0 and te.stdout == res.stdout, te.stdout
+
+
+# ---- interrupts of the chat commands ---------------------------------------------------
+
+def test_sigterm_stops_assign_as_ctrl_c_does_and_keeps_the_answers_that_came(tmp_path):
+    """SIGTERM killed exam-nuggets assign outright (no message, nothing committed), and a
+    Ctrl-C threw away the answers of the 256-window chunk in flight: the rerun asked every
+    window again. Now it stops with status 130 and the five answers that came are cached:
+    the rerun asks the other seven only."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from openai_stub import OpenAIStub, Reply
+
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text("".join(json.dumps({"metadata": {"run_id": f"r{i}", "topic_id": "101", "team_id": "t"},
+                                           "responses": [{"text": f"Bees make honey, report {i}.", "citations": []}],
+                                           "references": []}) + "\n" for i in range(12)))
+    five = "['support', 'support', 'not_support', 'support', 'partial_support']"
+    cache, out = tmp_path / "c.sqlite", tmp_path / "a.jsonl"
+    turn = {"n": 0}
+
+    def five_then_hang(req):
+        turn["n"] += 1
+        return Reply(text=five) if turn["n"] <= 5 else Reply(delay=1000)
+
+    def argv(url):
+        return [sys.executable, "-c", "import exam_eval.commands.nuggets as m; m.main()", "assign", "--reports",
+                str(reports), "--bank", str(DEMO / "nuggetized.jsonl"), "--topics", str(DEMO / "topics.tsv"),
+                "--backend", "endpoint", "--base-url", url, "--model", "m", "--concurrency", "4",
+                "--cache", str(cache), "-o", str(out)]
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), EXAM_EVAL_PROGRESS="0")
+    with OpenAIStub(five_then_hang) as stub:
+        proc = subprocess.Popen(argv(stub.url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while len(stub.requests) < 8:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.3)  # the five answers are read by now
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1] == "exam-nuggets: interrupted" and "Traceback" not in err, err
+    assert not out.exists()
+    with OpenAIStub(lambda r: five) as stub:
+        done = subprocess.run(argv(stub.url), capture_output=True, text=True, env=env, timeout=120)
+        asked = len(stub.requests)
+    assert done.returncode == 0, done.stderr
+    assert asked == 7
+    assert len(out.read_text().splitlines()) == 12 * 5  # a line per (report, nugget)

@@ -13,7 +13,7 @@ import sys
 import click
 
 from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, IN_PLACE, FiniteRange, make_main, output_option
+from ._base import CONTEXT_SETTINGS, IN_PLACE, FiniteRange, make_main, output_option, stop_on_signals
 from ._chat import chat_options
 
 EXIT_PARTIAL = 3
@@ -173,6 +173,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     what = "facets" if style == "car" else "queries"
     _log(f"generating {kind}s for {len(units)} {what} with {backend}:{getattr(gen, 'model', model)} "
          f"(prompt {prompt.name})")
+    stop_on_signals()  # SIGTERM (a batch system's time limit) ends it as Ctrl-C does: exit 130
     outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items)
     if outcome.items or base:
         write_merged(base, outcome.items, output)
@@ -312,6 +313,7 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
         texts.update(read_passages(passages, wanted))
     chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
                      backend_options, script)
+    stop_on_signals()  # SIGTERM stops as Ctrl-C does: the answers that came are cached, exit 130
     result = nuggetize_topics(queries, doc_ids, texts, chat, cache_path=cache_file(cache_path, no_cache),
                               retries=retries, window=window, max_nuggets=max_nuggets, log=_log)
     bank = result.bank()

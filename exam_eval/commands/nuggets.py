@@ -18,7 +18,7 @@ import os
 import click
 
 from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, claim_output, make_main, output_option
+from ._base import CONTEXT_SETTINGS, claim_output, make_main, output_option, stop_on_signals
 from ._chat import chat_options, make_chat, open_cache
 from ._options import backend_flags, backend_settings, run_flags
 
@@ -415,6 +415,7 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     queries = read_requests(topics)
     chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
                      backend_options, script)
+    stop_on_signals()  # SIGTERM stops as Ctrl-C does: the answers that came are cached, exit 130
     result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
                         window=window, retries=retries, output=output, log=_log, bank_name=bank, topics_name=topics)
     if getattr(chat, "memory_note", None):

@@ -8,8 +8,9 @@ few calls, not hundreds.
 The persistent grade cache (:mod:`exam_eval.grading.cache`) keeps every answer that
 parsed, keyed by the caller (model, prompt and every text the prompt shows); an answer
 that never parsed and a call that failed are not cached, so a rerun asks again. Work is
-done in chunks and each chunk's answers are committed before the next is sent: an
-interrupt loses at most the chunk in flight, and the rerun takes the rest from the cache.
+done in chunks and each chunk's answers are committed before the next is sent; on an
+interrupt the answers of the chunk in flight that came (and parsed) are committed too, so
+only the calls still out are lost, and the rerun takes the rest from the cache.
 A chunk is CHUNK conversations, or what the chat model asks for (``chunk_size``: a local
 model answers a few batches at a time, where 256 conversations can be hours of work).
 """
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..io.jsonl import LONE_SURROGATE
-from .types import GradeResult
+from .types import GradeResult, InterruptedBatch
 from .cache import NullCache
 
 RETRY_TEMPERATURE = 0.2
@@ -91,13 +92,20 @@ class Asker:
         size = max(1, int(getattr(self.chat, "chunk_size", None) or CHUNK))
         for start in range(0, len(todo), size):
             chunk = todo[start:start + size]
-            got = self._ask_chunk(chunk)
+            try:
+                got = self._ask_chunk(chunk)
+            except InterruptedBatch as stop:  # the answers that came were paid for: kept for the rerun
+                self._keep(getattr(stop, "answers", {}))
+                raise
             out.update(got)
-            self.cache.put_many([(k, GradeResult(a.text, None, None, True)) for k, a in got.items() if a.parsed],
-                                self.chat.cache_identity, self.prompt_hash)
+            self._keep(got)
             if self.on_chunk is not None:
                 self.on_chunk(len(chunk))
         return out
+
+    def _keep(self, answers: dict[str, Answer]) -> None:
+        self.cache.put_many([(k, GradeResult(a.text, None, None, True)) for k, a in answers.items() if a.parsed],
+                            self.chat.cache_identity, self.prompt_hash)
 
     def _ask_chunk(self, chunk: Sequence[Ask]) -> dict[str, Answer]:
         answers = {a.key: Answer(None, None) for a in chunk}
@@ -106,7 +114,14 @@ class Asker:
         for _round in range(self.retries + 1):
             if not pending:
                 break
-            results = self.chat.chat([a.messages for a in pending], temperature=temperature)
+            try:
+                results = self.chat.chat([a.messages for a in pending], temperature=temperature)
+            except InterruptedBatch as stop:  # what came before the interrupt (None: no answer)
+                for a, res in zip(pending, stop.results):
+                    if res is not None and res.error is None and res.text is not None:
+                        answers[a.key].text, answers[a.key].value = res.text, self.parse(res.text)
+                stop.answers = answers
+                raise
             self.stats.calls += len(pending)
             again = []
             for a, res in zip(pending, results):
