@@ -294,3 +294,28 @@ def test_sigterm_stops_assign_as_ctrl_c_does_and_keeps_the_answers_that_came(tmp
     assert done.returncode == 0, done.stderr
     assert asked == 7
     assert len(out.read_text().splitlines()) == 12 * 5  # a line per (report, nugget)
+
+
+# ---- -O values -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("backend, option, why", [
+    ("endpoint", "concurrency=0", "-O concurrency= must be an integer at least 1"),
+    ("endpoint", "batch_size=0", "-O batch_size= must be an integer at least 1"),
+    ("endpoint", "max_new_tokens=0", "-O max_new_tokens= must be an integer at least 1"),
+    ("endpoint", "logprobs=maybe", "-O logprobs= must be true or false"),
+    ("endpoint", "logprobs=ture", "-O logprobs= must be true or false"),
+    ("scripted", "score=maybe", "-O score= must be true or false"),
+])
+def test_backend_option_values_out_of_range_or_not_a_switch_are_refused(tmp_path, run_file, backend, option, why):
+    """0 became the default (64, 256, 64) through ``int(x or default)``, and a switch that
+    was not "true" was false: scoring turned off by a typo. Both with exit 0."""
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text('{"query_id": "q1", "item_id": "q1/i1", "kind": "question", "text": "What?"}\n')
+    passages = tmp_path / "p.jsonl"
+    passages.write_text('{"doc_id": "d1", "text": "Bees."}\n')
+    where = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"] if backend == "endpoint" else []
+    out = tmp_path / "g.jsonl"
+    msg = _usage_line(run("grade", "--backend", backend, *where, "-O", option, "--prompt", "question-selfrating",
+                          "--bank", bank, "--passages", passages, "--no-cache", run_file, "-o", out), "grade")
+    assert why in msg
+    assert not out.exists()

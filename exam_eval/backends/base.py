@@ -34,6 +34,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..grading.prompts.base import Parsed, Prompt
 
 
+
+def flag_option(name: str, value) -> bool:
+    """An -O value that is a switch: true/false (1/0, yes/no, on/off); anything else, a typo
+    such as "ture", is a usage error, not a silent false."""
+    if isinstance(value, bool):
+        return value
+    low = str(value).strip().lower()
+    if low in ("1", "true", "yes", "on"):
+        return True
+    if low in ("0", "false", "no", "off"):
+        return False
+    raise UsageError(f"-O {name}= must be true or false, got {value!r}")
+
 class Backend(ABC):
     """What the engine needs from any grader."""
 

@@ -22,7 +22,7 @@ from typing import Sequence
 
 from ..errors import UsageError
 from ..grading.types import InterruptedBatch
-from .base import FAILED, GradeRequest, GradeResult, PromptBackend, scored_result
+from .base import FAILED, GradeRequest, GradeResult, PromptBackend, flag_option, scored_result
 
 
 DEFAULT_CONCURRENCY = 64
@@ -39,10 +39,6 @@ def checked_endpoint(base_url: str | None, model: str | None) -> str:
     if not model:
         raise UsageError("the endpoint back end needs --model (the name the server serves)")
     return base_url
-
-
-def _flag(value) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
 
 
 def _number(name: str, value, default, kind=float, minimum: float = 0.0, above: bool = False):
@@ -76,17 +72,17 @@ class EndpointBackend(PromptBackend):
         self.api_key_env = api_key_env or "OPENAI_API_KEY"
         # a vLLM-class server batches what is in flight: 64 keeps one GPU busy (man
         # exam-nuggets, THROUGHPUT: 8 in flight capped a 150 ms server at ~47 calls/s)
-        self.concurrency = int(concurrency or DEFAULT_CONCURRENCY)
+        self.concurrency = _number("concurrency", concurrency, DEFAULT_CONCURRENCY, int, 1)
         # enough requests per engine batch to keep every connection busy
-        self.batch_size = int(batch_size or self.concurrency * 4)
+        self.batch_size = _number("batch_size", batch_size, self.concurrency * 4, int, 1)
         self._window = None if max_input_tokens is None else int(max_input_tokens)
-        self.max_new_tokens = int(max_new_tokens or 64)
+        self.max_new_tokens = _number("max_new_tokens", max_new_tokens, 64, int, 1)
         self.timeout = _number("timeout", timeout, 60.0, above=True)
         self.max_retries = _number("max_retries", max_retries, 5, int)
         self.api = (api or "chat").lower()
         if self.api not in ("chat", "completions"):
             raise UsageError(f"-O api= must be chat or completions, got {api!r}")
-        self.logprobs = True if logprobs is None else _flag(logprobs)
+        self.logprobs = True if logprobs is None else flag_option("logprobs", logprobs)
         self.top_logprobs = _number("top_logprobs", top_logprobs, 20, int, 1)
         self.client = None
         self.errors: dict[str, int] = {}  # error message -> count, reported by exam-grade

@@ -26,7 +26,7 @@ from typing import Callable, Sequence
 from ..errors import InputError
 from ..io.jsonl import iter_jsonl, loads_checked
 from ..io.openers import display_name, open_text
-from .base import GradeRequest, PromptBackend
+from .base import GradeRequest, PromptBackend, flag_option
 
 Script = Callable[[GradeRequest, str], "str | dict | None"]
 
@@ -93,7 +93,7 @@ class ScriptedBackend(PromptBackend):
         self.model_id = model or "scripted"
         self.delay = float(delay)
         self.load_delay = float(load_delay)  # seconds load() takes: a slow model load, for tests
-        self.can_score = str(score).lower() in ("1", "true", "yes")  # type: ignore[misc]
+        self.can_score = flag_option("score", score)  # type: ignore[misc]
         self.batch_size = int(batch_size)
         self._window = None if window is None else int(window)
         if script is None or callable(script):
