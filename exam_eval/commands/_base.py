@@ -302,6 +302,10 @@ def claim_cache(ctx: click.Context, param: click.Parameter, value):
     sees the other) which one the user meant cannot be guessed."""
     if value and ctx.params.get("no_cache"):
         raise UsageError(f"--cache {value} and --no-cache: give one of them")
+    folder = os.path.dirname(os.path.abspath(value)) if value and not ctx.resilient_parsing else None
+    if folder and not os.path.isdir(folder):  # a typo would make a new, empty cache and regrade all
+        raise UsageError(f"--cache {value}: no such folder {folder} (the default cache's folder is made, "
+                         "a given one must exist)")
     return claim_output(ctx, param, value)
 
 

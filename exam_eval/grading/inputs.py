@@ -225,6 +225,8 @@ def support_units(reports, *, track_spec, passages, topics, on_missing, prompt, 
                              passages or ", ".join(reports))
         log(f"{len(missing)} cited documents have no text and are skipped (e.g. {', '.join(missing[:3])})")
     queries: dict[str, str] = {}
+    if topics and "query" not in prompt.placeholders:  # not read, so not checked: said, not ignored
+        raise UsageError(f"--topics: prompt {prompt.id!r} does not show the query text ({{query}}), so it reads none")
     if "query" in prompt.placeholders:
         if not topics:
             raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
