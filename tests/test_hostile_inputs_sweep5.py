@@ -319,3 +319,33 @@ def test_backend_option_values_out_of_range_or_not_a_switch_are_refused(tmp_path
                           "--bank", bank, "--passages", passages, "--no-cache", run_file, "-o", out), "grade")
     assert why in msg
     assert not out.exists()
+
+
+# ---- flags a back end does not take, in the chat and generation commands ------------------
+
+@pytest.mark.parametrize("argv, flag", [
+    (["genq", "generate", "--backend", "scripted", "--script", "x.jsonl", "--temperature", "0.5"], "--temperature"),
+    (["genq", "generate", "--backend", "scripted", "--script", "x.jsonl", "--concurrency", "3"], "--concurrency"),
+    (["genq", "generate", "--model", "m", "--device", "cuda"], "--device"),
+    (["genq", "generate", "--model", "m", "-O", "foo=bar"], "--backend-option"),
+    (["genq", "generate", "--model", "m", "--script", "x.jsonl"], "--script"),
+])
+def test_exam_genq_refuses_flags_its_back_end_does_not_take(argv, flag):
+    """exam-grade said so ("back end 'scripted' does not take --base-url"); exam-genq ran
+    with them ignored, exit 0."""
+    prog, *rest = argv
+    msg = _usage_line(run(prog, *rest, DEMO / "topics.tsv", "--dry-run"), "genq")
+    assert msg.startswith(f"exam-genq: back end '{rest[rest.index('--backend') + 1] if '--backend' in rest else 'endpoint'}'"
+                          f" does not take {flag}"), msg
+
+
+def test_exam_nuggets_assign_refuses_flags_its_chat_back_end_does_not_take(tmp_path):
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text('{"metadata": {"run_id": "r", "topic_id": "101", "team_id": "t"}, '
+                       '"responses": [{"text": "Bees make honey.", "citations": []}], "references": []}\n')
+    out = tmp_path / "a.jsonl"
+    msg = _usage_line(run("nuggets", "assign", "--backend", "scripted", "--script", DEMO / "assign-script.jsonl",
+                          "--timeout", "5", "--reports", reports, "--bank", DEMO / "nuggetized.jsonl",
+                          "--topics", DEMO / "topics.tsv", "--no-cache", "-o", out), "nuggets")
+    assert msg == "exam-nuggets: back end 'scripted' does not take --timeout"
+    assert not out.exists()

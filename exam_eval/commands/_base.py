@@ -315,6 +315,22 @@ def check_no_cache(ctx: click.Context, param: click.Parameter, value):
     return value
 
 
+def refuse_untaken(ctx: click.Context | None, backend: str, cls, keywords: dict[str, str]) -> None:
+    """Flags given on the command line that ``backend``'s class does not take (``keywords``:
+    the command's parameter -> the class's keyword; a class's ``**kwargs`` takes nothing)
+    would change nothing: a usage error, worded as exam-grade's back ends say it."""
+    import inspect
+
+    if ctx is None:
+        return
+    takes = inspect.signature(cls.__init__).parameters
+    for param in ctx.command.params:
+        keyword = keywords.get(param.name or "")
+        if keyword and keyword not in takes and \
+                ctx.get_parameter_source(param.name) == click.core.ParameterSource.COMMANDLINE:
+            raise UsageError(f"back end {backend!r} does not take {_flag(param)}")
+
+
 def check_output_param(ctx: click.Context, param: click.Parameter, value):
     if value is not None and not ctx.resilient_parsing:
         check_output(value)  # before any input is read or model loaded

@@ -7,7 +7,7 @@ import click
 
 from ..backends.endpoint import DEFAULT_CONCURRENCY
 from ..errors import UsageError
-from ._base import FiniteRange, check_no_cache, claim_cache
+from ._base import FiniteRange, check_no_cache, claim_cache, refuse_untaken
 
 
 def chat_options(f):
@@ -45,6 +45,10 @@ def chat_options(f):
     return f
 
 
+#: the chat flags a chat model's class may take (by its keyword of the same name)
+CHAT_KEYWORDS = {k: k for k in ("base_url", "api_key_env", "concurrency", "max_retries", "timeout", "max_tokens")}
+
+
 def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens, backend_options,
               script=None):
     """The chat model of the flags; checks them, loads nothing."""
@@ -55,6 +59,10 @@ def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, t
         raise UsageError("--backend-option is for --backend hf-causal")
     if script and backend != "scripted":
         raise UsageError("--script is for --backend scripted")
+    from ..backends.chat import CHAT_MODELS
+
+    if backend in CHAT_MODELS:
+        refuse_untaken(click.get_current_context(silent=True), backend, CHAT_MODELS[backend], CHAT_KEYWORDS)
     return get_chat_model(backend, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                           max_retries=max_retries, timeout=timeout, max_tokens=max_tokens,
                           backend_options=split_backend_options(backend_options), script=script)

@@ -13,7 +13,7 @@ import sys
 import click
 
 from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, IN_PLACE, FiniteRange, make_main, output_option, stop_on_signals
+from ._base import CONTEXT_SETTINGS, IN_PLACE, FiniteRange, make_main, output_option, refuse_untaken, stop_on_signals
 from ._chat import chat_options
 
 EXIT_PARTIAL = 3
@@ -22,6 +22,12 @@ PROG = "exam-genq"
 
 def _log(msg: str) -> None:
     click.echo(f"{PROG}: {msg}", err=True)
+
+
+#: generate's flags that only some generators take (the command's name -> the class's keyword)
+GENERATOR_KEYWORDS = {**{k: k for k in ("base_url", "api_key_env", "concurrency", "max_retries", "timeout",
+                                        "max_tokens", "temperature", "device", "dtype", "batch_size", "script")},
+                      "backend_options": "backend_options"}
 
 
 def _check_output(output: str | None, force: bool) -> None:
@@ -124,7 +130,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
       exam-genq generate --dry-run --style car --kind nugget car-topics.jsonl
     """
     from ..genq.generate import build_units, generate_bank, rough_tokens
-    from ..genq.generators import GENERATORS, get_generator
+    from ..genq.generators import GENERATORS, generator_class, get_generator
     from ..genq.merge import existing_units, raw_bytes, write_merged
     from ..genq.prompts import STYLES, families, get_prompt
     from ._grading import split_backend_options
@@ -138,6 +144,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
         raise UsageError(f"unknown prompt family {family!r} (choose from: {', '.join(families())})")
     if backend not in GENERATORS:
         raise UsageError(f"unknown back end {backend!r} (choose from: {', '.join(sorted(GENERATORS))})")
+    refuse_untaken(click.get_current_context(), backend, generator_class(backend), GENERATOR_KEYWORDS)
     prompt = get_prompt(family, style, kind)
     extra = split_backend_options(backend_options)   # numbers and booleans as exam-grade reads them
     _check_output(output, force)

@@ -24,13 +24,17 @@ GENERATORS: dict[str, str] = {
 }
 
 
-def get_generator(name: str, **options: Any):
+def generator_class(name: str) -> type:
     try:
         target = GENERATORS[name]
     except KeyError:
         raise UsageError(f"unknown back end {name!r} (choose from: {', '.join(sorted(GENERATORS))})") from None
     module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)(name=name, **options)
+    return getattr(importlib.import_module(module), cls)
+
+
+def get_generator(name: str, **options: Any):
+    return generator_class(name)(name=name, **options)
 
 
 class EndpointGenerator:
