@@ -349,3 +349,55 @@ def test_exam_nuggets_assign_refuses_flags_its_chat_back_end_does_not_take(tmp_p
                           "--topics", DEMO / "topics.tsv", "--no-cache", "-o", out), "nuggets")
     assert msg == "exam-nuggets: back end 'scripted' does not take --timeout"
     assert not out.exists()
+
+
+# ---- options given where they change nothing ---------------------------------------------
+
+def _grade_world(tmp_path: Path) -> list:
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text('{"query_id": "q1", "item_id": "q1/i1", "kind": "question", "text": "What?"}\n')
+    passages = tmp_path / "p.jsonl"
+    passages.write_text('{"doc_id": "d1", "text": "Bees."}\n')
+    return ["--backend", "scripted", "--prompt", "question-selfrating", "--bank", bank, "--passages", passages,
+            "--no-cache"]
+
+
+def test_exam_grade_refuses_the_depth_without_runs_and_a_verifier_without_verification(tmp_path, run_file):
+    qrels = tmp_path / "q.txt"
+    qrels.write_text("q1 0 d1 1\n")
+    out = tmp_path / "g.jsonl"
+    msg = _usage_line(run("grade", *_grade_world(tmp_path), "--qrels", qrels, "--depth", "3", "-o", out), "grade")
+    assert msg == "exam-grade: --depth is the pool depth of RUNs: give a RUN"
+    msg = _usage_line(run("grade", *_grade_world(tmp_path), "--verifier-backend", "endpoint", run_file, "-o", out),
+                      "grade")
+    assert msg == "exam-grade: --verifier-backend needs --verify llm"
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("extra, flag", [(["-q", "--methods", "bootstrap"], "--methods"),
+                                         (["--methods", "bootstrap", "--crc-correction", "crc"], "--crc-correction")])
+def test_interval_options_that_would_change_nothing_are_refused(extra, flag):
+    msg = _usage_line(run("correlate", "interval", DEMO / "qrels.txt", DEMO / "qrels.txt", DEMO / "good.run",
+                          *extra), "correlate")
+    assert msg.startswith(f"exam-correlate: {flag} ")
+
+
+def test_exam_nuggets_refuses_inputs_and_options_its_source_does_not_read(tmp_path):
+    grades, support = _grades_file(tmp_path), tmp_path / "support.jsonl"
+    support.write_text(grades.read_text())
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text('{"metadata": {"run_id": "r", "topic_id": "q1", "team_id": "t"}, '
+                       '"responses": [{"text": "Bees.", "citations": []}], "references": []}\n')
+    cases = [
+        (["qrels", grades, "--reports", reports, "--from", "support", "--support-grades", support],
+         "--from support reads --support-grades only"),
+        (["qrels", "--reports", reports, "--from", "support", "--support-grades", support, "--support-min", "1"],
+         "--support-min applies to GRADES"),
+        (["qrels", grades, "--reports", reports, "--from", "nuggets", "--support-grades", support],
+         "--from nuggets reads GRADES only"),
+        (["bank", "--to", "ours", "--topics", DEMO / "topics.tsv", DEMO / "nuggets.jsonl"],
+         "--topics applies to --to nuggetizer|autojudge"),
+    ]
+    for argv, why in cases:
+        msg = _usage_line(run("nuggets", *argv), "nuggets")
+        assert why in msg, msg

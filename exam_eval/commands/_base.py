@@ -315,6 +315,15 @@ def check_no_cache(ctx: click.Context, param: click.Parameter, value):
     return value
 
 
+def refuse_given(ctx: click.Context, names, why: str, *, short: bool = False) -> None:
+    """Options of ``names`` given on the command line where they would change nothing:
+    a usage error ("--depth is the pool depth of RUNs"), not a silent exit 0. ``short``:
+    named by their short flag (exam-qrels' trec_eval flags: -q, -m)."""
+    for param in ctx.command.params:
+        if param.name in names and ctx.get_parameter_source(param.name) == click.core.ParameterSource.COMMANDLINE:
+            raise UsageError(f"{min(param.opts, key=len) if short else _flag(param)} {why}")
+
+
 def refuse_untaken(ctx: click.Context | None, backend: str, cls, keywords: dict[str, str]) -> None:
     """Flags given on the command line that ``backend``'s class does not take (``keywords``:
     the command's parameter -> the class's keyword; a class's ``**kwargs`` takes nothing)

@@ -19,7 +19,7 @@ from ..io.leaderboard import FORMATS as LEADERBOARD_FORMATS
 from ..io.openers import atomic_output, display_name
 from ..measures.labels import read_llm_qrels
 from ..stats.leaderboards import fmt as _fmt
-from ._base import CONTEXT_SETTINGS, check_output_param, grader_options, make_main, output_option
+from ._base import CONTEXT_SETTINGS, check_output_param, grader_options, make_main, output_option, refuse_given
 
 PROG = "exam-correlate"
 
@@ -117,6 +117,15 @@ def leaderboard_cmd(truth, preds, truth_columns, pred_columns, truth_format, pre
         out.write("\t".join(res.header) + "\n")
         for row in res.rows:
             out.write("\t".join(row) + "\n")
+
+
+def _check_interval_methods(ctx: click.Context, chosen: list[str], per_query: bool) -> None:
+    """-q computes per-query CRC intervals only, and --crc-correction is CRC's: given where
+    they change nothing, they are usage errors."""
+    if per_query and chosen != ["crc"]:
+        refuse_given(ctx, ("methods",), "with -q: -q gives per-query CRC intervals only (give crc, or no --methods)")
+    if not per_query and "crc" not in chosen:
+        refuse_given(ctx, ("crc_correction",), "applies to the crc method, which --methods leaves out")
 
 
 # --------------------------------------------------------------------------- agreement
@@ -308,6 +317,7 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
         raise UsageError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}")
     if labelled_file and n_labelled is not None:
         raise UsageError("give --labelled or --n-labelled, not both")
+    _check_interval_methods(click.get_current_context(), chosen, per_query)
     # the shared bar, once the inputs are read: rich's own Progress around the reading left a
     # blank line on a stderr that is no terminal, before a refused input's line
     table = interval_rows(human, llm, runs, metric=metric, rel_level=rel_level, min_grade=min_grade,

@@ -13,7 +13,7 @@ import click
 
 from ..errors import UsageError
 from ..backends.factory import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
-from ._base import CONTEXT_SETTINGS, claim_output, make_main
+from ._base import CONTEXT_SETTINGS, claim_output, make_main, refuse_given
 from ._options import backend_flags, backend_settings, run_flags
 
 EPILOG = """\b
@@ -123,8 +123,10 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     grader = make_grader(backend, options, backend_options, prompt)
     if verify == "llm":
         attach_verifier(grader, backend, verifier_model, verifier_backend, options)
-    elif verifier_model:
-        raise UsageError("--verifier-model needs --verify llm")
+    else:
+        refuse_given(click.get_current_context(), ("verifier_model", "verifier_backend"), "needs --verify llm")
+    if not runs:
+        refuse_given(click.get_current_context(), ("depth",), "is the pool depth of RUNs: give a RUN")
 
     # ---- inputs (all validated before anything loads or is written) --------------------
     plan_inputs = read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,

@@ -18,7 +18,7 @@ import os
 import click
 
 from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, claim_output, make_main, output_option, stop_on_signals
+from ._base import CONTEXT_SETTINGS, claim_output, make_main, output_option, refuse_given, stop_on_signals
 from ._chat import chat_options, make_chat, open_cache
 from ._options import backend_flags, backend_settings, run_flags
 
@@ -171,6 +171,8 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     from ..io.assignments import is_assignment_file, read_assignment_grades
 
     if is_assignment_file(grades):  # the nuggetizer's assign output, ours or its own
+        refuse_given(click.get_current_context(), ("model", "prompt", "kind"),
+                     "selects among a grades file's graders: GRADES is an assignment file")
         graded = read_assignment_grades(grades, all_reports, items_by_query(read_bank(bank, kind="nugget")))
     else:
         graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
@@ -246,6 +248,13 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
         raise UsageError(f"--from {source} needs GRADES (sentence grades against a bank)")
     if source in ("support", "both") and not support_grades:
         raise UsageError(f"--from {source} needs --support-grades")
+    if source == "support":  # GRADES and what reads them would change nothing
+        if grades:
+            raise UsageError("--from support reads --support-grades only: GRADES would not be read")
+        refuse_given(click.get_current_context(), ("support_min", "partial_min", "model", "prompt"),
+                     "applies to GRADES, which --from support does not read")
+    if source == "nuggets" and support_grades:
+        raise UsageError("--from nuggets reads GRADES only: --support-grades would not be read")
     nug = sup = None
     if grades and source != "support":
         graded = read_grades(grades, model=model, prompt=prompt)
@@ -297,6 +306,11 @@ def bank_cmd(bank, target, topics, kind, default_importance, output):
     """
     from ..io.banks import convert_bank
 
+    ctx = click.get_current_context()
+    if target == "ours":
+        refuse_given(ctx, ("topics", "default_importance"), "applies to --to nuggetizer|autojudge")
+    elif target == "autojudge":
+        refuse_given(ctx, ("default_importance",), "applies to --to nuggetizer")
     convert_bank(bank, target, output, topics=topics, kind=kind, default_importance=default_importance,
                  log=_log)
     return 0

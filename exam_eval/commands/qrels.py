@@ -20,7 +20,7 @@ from ..measures.judgment_formats import REL_FORMATS, check_measures, evaluate_ju
 from ..measures.trec_eval import Evaluation, TrecEvalRefusal, evaluate, require_overlap, write_trec_eval
 from ..measures.zscores import read_zscores
 from ..parallel import fork_map
-from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
+from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given
 from ._runs import read_run_any, run_names
 
 PROG = "exam-qrels"
@@ -58,11 +58,8 @@ def labels_source(ctx: click.Context, labels: str, runs) -> str:
 
 
 def refuse_scoring_options(ctx: click.Context) -> None:
-    for param in ctx.command.params:
-        if param.name in SCORING_OPTIONS and ctx.get_parameter_source(param.name) == click.core.ParameterSource.COMMANDLINE:
-            flag = min(param.opts, key=len)
-            raise click.UsageError(f"{flag} says how to score a RUN: give a RUN to score (with no RUN, exam-qrels "
-                                   "writes LABELS as qrels)")
+    refuse_given(ctx, SCORING_OPTIONS, "says how to score a RUN: give a RUN to score (with no RUN, exam-qrels "
+                 "writes LABELS as qrels)", short=True)
 
 
 GRADE_OPTIONS = ("--label", "--min-grade", "--bank", "--model", "--prompt", "--kind")
