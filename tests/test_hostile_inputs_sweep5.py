@@ -401,3 +401,27 @@ def test_exam_nuggets_refuses_inputs_and_options_its_source_does_not_read(tmp_pa
     for argv, why in cases:
         msg = _usage_line(run("nuggets", *argv), "nuggets")
         assert why in msg, msg
+
+
+# ---- thresholds off the grades' scale ------------------------------------------------------
+
+def test_thresholds_off_the_scale_are_refused_or_said(tmp_path, run_file):
+    """--support-min 99 made every score 0 and --support-min -3 every score 1, exit 0;
+    --min-grade 99 made every label 0 without a word."""
+    grades = _grades_file(tmp_path)  # question-selfrating grades 1..3 on the scale 0-5
+    counted = run("qrels", "--label", "count", "--min-grade", "9", grades)
+    assert counted.code == 0 and all(line.endswith(" 0") for line in counted.stdout.splitlines())
+    assert counted.stderr == f"exam-qrels: {grades}: no grade reaches --min-grade 9 (the highest is 3): every label is 0\n"
+    assert _usage_line(run("qrels", "--label", "count", "--min-grade", "-1", grades), "qrels")
+    covered = run("cover", "--min-grade", "5", grades, run_file)
+    assert covered.code == 0 and "no grade reaches --min-grade 5 (the highest is 3)" in covered.stderr
+    from exam_eval.errors import UsageError
+    from exam_eval.measures.nugget_scores import thresholds_for
+
+    for support, partial in ((99, 50), (-3, -5), (5, 0), (6, 2)):
+        with pytest.raises(UsageError, match="on the scale 0-5"):
+            thresholds_for((0, 5), support, partial)
+    top_and_bottom = thresholds_for((0, 5), 5, 1)  # the scale's own levels pass
+    assert (top_and_bottom.support, top_and_bottom.partial) == (5, 1)
+    with pytest.raises(UsageError, match="--support-min 9: .* on the scale 0-2"):
+        thresholds_for((0, 2), 9, 1)

@@ -36,7 +36,7 @@ def _line(name: str, qid: str, value) -> str:
 @click.argument("runs", nargs=-1, required=True, metavar="RUN...")
 @click.option("-k", "--depth", "k", type=click.IntRange(min=1), default=20, show_default=True,
               help="Passages of each run considered per query (top k in trec_eval order).")
-@click.option("--min-grade", type=int, default=4, show_default=True,
+@click.option("--min-grade", type=click.IntRange(min=0), default=4, show_default=True,
               help="An item counts as answered by a passage graded >= this.")
 @click.option("-q", "per_query", is_flag=True, help="Also print per-query values (one run only).")
 @click.option("-c", "complete", is_flag=True,

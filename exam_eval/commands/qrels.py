@@ -110,7 +110,7 @@ def _check_level(ctx, param, value: int) -> int:
 @click.option("-M", "max_docs", type=int, default=None, metavar="N", help="Evaluate only the top N documents per query.")
 @click.option("--label", "label_mode", type=click.Choice(LABEL_MODES), default="max", show_default=True,
               help="From grades: max grade, count of items with grade >= --min-grade, or binary.")
-@click.option("--min-grade", type=int, default=None, metavar="T",
+@click.option("--min-grade", type=click.IntRange(min=0), default=None, metavar="T",
               help="Grade threshold for --label count|binary (default 4).")
 @click.option("--bank", default=None, metavar="FILE",
               help="From grades: use only grades of this bank's items as they read now (drops grades "

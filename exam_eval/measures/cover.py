@@ -135,6 +135,10 @@ def read_cover_index(grades: str, min_grade: int, *, bank: str | None = None, mo
     unparsed = sum(1 for g in graded if not g.parse_ok)
     if unparsed:
         notices.append(f"{grades}: {unparsed} unparsed grades (they count as not answering)")
+    top = max((g.grade for g in graded if g.parse_ok and g.grade is not None), default=None)
+    if top is not None and top < min_grade:  # every score 0: most likely a threshold on another scale
+        notices.append(f"{grades}: no grade reaches --min-grade {min_grade} (the highest is {top}): "
+                       "no item is answered")
     index = build_index(graded, min_grade, bank_items)
     if not index.items:
         raise InputError("no grades for bank items (direct relevance grades cannot give a cover score)", grades)

@@ -28,6 +28,8 @@ class LabelStats:
     passages: int = 0
     unlabelled: int = 0   # every grade unparsed
     unparsed_grades: int = 0
+    top_grade: int | None = None  # the highest parsed grade
+
 
 
 def grades_to_qrels(grades: Iterable[Grade], label: str = "max", min_grade: int | None = None,
@@ -67,4 +69,5 @@ def grades_to_qrels(grades: Iterable[Grade], label: str = "max", min_grade: int 
         stats.passages = len(best) - unlabelled
         stats.unlabelled = unlabelled
         stats.unparsed_grades = unparsed
+        stats.top_grade = max((g for g in best.values() if g is not None), default=None)
     return qrels

@@ -41,6 +41,9 @@ def load_labels(spec: str, *, label: str = "max", min_grade: int | None = None,
             f"{stats.unlabelled} passages had no parsed grade and get no label")
     if not qrels:
         raise InputError("no passage has a parsed grade", spec)
+    if label != "max" and min_grade is not None and stats.top_grade is not None and min_grade > stats.top_grade \
+            and log is not None:  # every label 0: most likely a threshold on another scale
+        log(f"{spec}: no grade reaches --min-grade {min_grade} (the highest is {stats.top_grade}): every label is 0")
     return qrels
 
 

@@ -94,6 +94,14 @@ def thresholds_for(scale: tuple[int, int] | None, support_min: int | None = None
     partial = default[1] if partial_min is None else partial_min
     if partial > support:
         raise UsageError(f"--partial-min {partial} is above --support-min {support}")
+    low, high = scale if scale else (0, None)
+    for flag, value in (("--support-min", support_min), ("--partial-min", partial_min)):
+        # at the scale's bottom every grade would count, above its top none: every score 1 or 0
+        if value is not None and (value <= low or (high is not None and value > high)):
+            where = f"grades of {grader}" if grader else "these grades"
+            span = f"{low + 1} to {high}" if high is not None else f"above {low}"
+            raise UsageError(f"{flag} {value}: {where} are on the scale {low}-{high if high is not None else '?'}; "
+                             f"give a level from {span}")
     return Thresholds(support, partial)
 
 
