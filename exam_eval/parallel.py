@@ -86,7 +86,11 @@ def worker_count() -> int:
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     env = os.environ.get("EXAM_EVAL_WORKERS", "").strip()
-    if env.isdigit() and int(env) > 0:
+    if env:
+        if not (env.isascii() and env.isdigit() and int(env) > 0):  # a typo fell back to the default unsaid
+            from .errors import UsageError
+
+            raise UsageError(f"EXAM_EVAL_WORKERS={env!r}: give a whole number of processes, 1 or more")
         return min(int(env), _MAX_WORKERS)
     idle = int(cores - _busy_cores() + 0.5)
     return max(1, min(cores, idle, _MAX_WORKERS))

@@ -71,9 +71,10 @@ def silence_library_progress() -> None:
 def progress_bar(total: int | None, description: str, unit: str = "items") -> Iterator[_Bar]:
     """``with progress_bar(n, "grading", "pairs") as bar: ... bar.advance(k)``.
 
-    Disabled by ``EXAM_EVAL_PROGRESS=0`` (tests, batch logs); absent when ``total`` is 0.
+    Disabled by ``EXAM_EVAL_PROGRESS=0`` (or false, no, off: tests, batch logs); absent when
+    ``total`` is 0.
     """
-    if os.environ.get("EXAM_EVAL_PROGRESS", "1") == "0" or total == 0:
+    if os.environ.get("EXAM_EVAL_PROGRESS", "1").strip().lower() in ("0", "false", "no", "off") or total == 0:
         # total 0: all served from the cache or the output; an empty 0/0 bar says nothing
         yield _Bar(None, None)
         return

@@ -425,3 +425,23 @@ def test_thresholds_off_the_scale_are_refused_or_said(tmp_path, run_file):
     assert (top_and_bottom.support, top_and_bottom.partial) == (5, 1)
     with pytest.raises(UsageError, match="--support-min 9: .* on the scale 0-2"):
         thresholds_for((0, 2), 9, 1)
+
+
+# ---- environment variables -----------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["abc", "0", "-2", "2.5"])
+def test_a_workers_count_that_is_not_one_or_more_is_a_usage_error(monkeypatch, value):
+    """It fell back to the default without a word."""
+    monkeypatch.setenv("EXAM_EVAL_WORKERS", value)
+    msg = _usage_line(run("qrels", DEMO / "qrels.txt", DEMO / "good.run", DEMO / "poor.run"), "qrels")
+    assert msg == f"exam-qrels: EXAM_EVAL_WORKERS={value!r}: give a whole number of processes, 1 or more"
+
+
+@pytest.mark.parametrize("value, shown", [("off", False), ("false", False), ("No", False), ("0", False),
+                                          ("1", True)])
+def test_progress_switch_reads_the_usual_words_for_off(monkeypatch, value, shown):
+    from exam_eval.progress import _RateBar, progress_bar
+
+    monkeypatch.setenv("EXAM_EVAL_PROGRESS", value)
+    with progress_bar(3, "test", "items") as bar:
+        assert isinstance(bar, _RateBar) == shown
