@@ -445,3 +445,13 @@ def test_progress_switch_reads_the_usual_words_for_off(monkeypatch, value, shown
     monkeypatch.setenv("EXAM_EVAL_PROGRESS", value)
     with progress_bar(3, "test", "items") as bar:
         assert isinstance(bar, _RateBar) == shown
+
+
+@pytest.mark.parametrize("argv, why", [
+    (["--run", DEMO / "good.run", "--min-label", "2"], "--min-label applies to --qrels"),
+    (["--qrels", DEMO / "qrels.txt", "--depth", "5"], "--depth applies to --run"),
+])
+def test_nuggetize_refuses_document_options_of_another_source(argv, why):
+    msg = _usage_line(run("genq", "nuggetize", DEMO / "topics.tsv", *argv, "--backend", "scripted", "--script",
+                          DEMO / "nuggetize-script.jsonl", "--no-cache"), "genq")
+    assert msg == f"exam-genq: {why}"

@@ -19,8 +19,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "exam_eval"
 # (the first two dotted parts of its name); never a higher layer, nor another package of
 # its own layer.
 LAYERS: list[tuple[str, ...]] = [
-    ("exam_eval", "exam_eval.errors", "exam_eval.progress", "exam_eval.data", "exam_eval.parallel",
-     "exam_eval.allocator"),
+    ("exam_eval.errors",),
+    ("exam_eval", "exam_eval.progress", "exam_eval.data", "exam_eval.parallel", "exam_eval.allocator"),
     # the grade types, output parsers and published prompts are data that needs only
     # errors: below io, so the grades reader can hold a grade to its prompt's scale
     ("exam_eval.grading.types",),
@@ -194,9 +194,9 @@ def test_the_layer_rule_catches_an_upward_import():
     fake = {"exam_eval.io.trec": {"exam_eval.grading.engine"}, "exam_eval.grading.engine": {"exam_eval.io.trec"},
             "exam_eval.backends.base": {"exam_eval.measures.cover"}, "exam_eval.measures.cover": set()}
     assert _violations(fake, LAYERS, "exam_eval") == [
-        "exam_eval.backends.base (layer 6, exam_eval.backends) imports exam_eval.measures.cover "
-        "(layer 6, exam_eval.measures)",
-        "exam_eval.io.trec (layer 4, exam_eval.io) imports exam_eval.grading.engine (layer 5, exam_eval.grading)",
+        "exam_eval.backends.base (layer 7, exam_eval.backends) imports exam_eval.measures.cover "
+        "(layer 7, exam_eval.measures)",
+        "exam_eval.io.trec (layer 5, exam_eval.io) imports exam_eval.grading.engine (layer 6, exam_eval.grading)",
     ]
 
 

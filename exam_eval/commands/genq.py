@@ -13,7 +13,7 @@ import sys
 import click
 
 from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, IN_PLACE, FiniteRange, make_main, output_option, refuse_untaken, stop_on_signals
+from ._base import CONTEXT_SETTINGS, IN_PLACE, FiniteRange, make_main, output_option, refuse_given, refuse_untaken, stop_on_signals
 from ._chat import chat_options
 
 EXIT_PARTIAL = 3
@@ -263,7 +263,8 @@ Exit status: 0 ok, 1 usage error, 2 bad input, 3 some topics failed (the bank ho
 @cli.command("nuggetize", context_settings=CONTEXT_SETTINGS, epilog=NUGGETIZE_EPILOG)
 @click.argument("topics", metavar="TOPICS")
 @click.option("--qrels", default=None, metavar="FILE", help="Documents: the judged ones with label >= --min-label.")
-@click.option("--min-label", type=int, default=1, show_default=True, help="With --qrels: lowest label used.")
+@click.option("--min-label", type=click.IntRange(min=0), default=1, show_default=True,
+              help="With --qrels: lowest label used.")
 @click.option("--run", "runs", multiple=True, metavar="FILE", help="Documents: the pool of these runs (repeatable).")
 @click.option("--depth", type=click.IntRange(1), default=20, show_default=True, help="With --run: pool depth.")
 @click.option("--reports", multiple=True, metavar="FILE|DIR",
@@ -294,6 +295,11 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
 
     if sum(bool(x) for x in (qrels, runs, reports)) != 1:
         raise UsageError("give the documents with exactly one of --qrels, --run, --reports")
+    ctx = click.get_current_context()
+    if not qrels:
+        refuse_given(ctx, ("min_label",), "applies to --qrels")
+    if not runs:
+        refuse_given(ctx, ("depth",), "applies to --run")
     _check_output(output, force)
     queries = read_requests(topics)
     texts: dict[str, str] = {}

@@ -134,8 +134,9 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
                                cited_documents=cited_documents,
                                topics=topics, on_missing=on_missing, bank=None if direct else bank,
                                prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids, log=_log)
-    if direct and bank:
-        _log(f"prompt {prompt.id!r} grades passages directly; --bank is not used")
+    if direct and (bank or keep_edited_ids):
+        unused = " and ".join(f for f, v in (("--bank", bank), ("--keep-edited-ids", keep_edited_ids)) if v)
+        _log(f"prompt {prompt.id!r} grades passages directly; {unused} {'are' if ' and ' in unused else 'is'} not used")
     run_files = {option: segment_run_files(plan_inputs[key], path, option)
                  for key, path, option in (("segments", responses_run_out, "--responses"),
                                            ("report_segments", reports_run_out, "--reports")) if path}
