@@ -455,3 +455,18 @@ def test_nuggetize_refuses_document_options_of_another_source(argv, why):
     msg = _usage_line(run("genq", "nuggetize", DEMO / "topics.tsv", *argv, "--backend", "scripted", "--script",
                           DEMO / "nuggetize-script.jsonl", "--no-cache"), "genq")
     assert msg == f"exam-genq: {why}"
+
+
+@pytest.mark.parametrize("backend, why", [
+    (["scripted", "-O", "score=true"], "scores the labels' probabilities: add --generate-ratings"),
+    (["embedding"], "generates no text"),
+])
+def test_a_rating_rule_where_nothing_generated_is_read_is_refused(tmp_path, run_file, backend, why):
+    """The grades were scored, the rule never applied, and yet the lines said
+    question-selfrating/exam-pp and were cached apart, exit 0."""
+    world = _grade_world(tmp_path)
+    world[1:2] = backend
+    out = tmp_path / "g.jsonl"
+    msg = _usage_line(run("grade", *world, "--rating-rule", "exam-pp", run_file, "-o", out), "grade")
+    assert msg == f"exam-grade: --rating-rule exam-pp reads generated ratings, and back end '{backend[0]}' {why}"
+    assert not out.exists()

@@ -69,7 +69,21 @@ def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], p
     options.update(extra)
     grader = get_backend(backend, **options)
     grader.check_prompt(prompt)
+    _check_rating_rule(grader, backend, prompt)
     return grader
+
+
+def _check_rating_rule(grader, backend: str, prompt) -> None:
+    """--rating-rule reads a generated rating; where the back end scores the labels (or
+    reads no text at all) it would change nothing but the prompt's id."""
+    from ..grading.parsing import RATING_RULES
+
+    rule = next((name for name, parser in RATING_RULES.items() if parser == prompt.parser), "strict")
+    uses_scoring = getattr(grader, "uses_scoring", None)
+    if rule != "strict" and (uses_scoring is None or uses_scoring(prompt)):
+        raise UsageError(f"--rating-rule {rule} reads generated ratings, and back end {backend!r} "
+                         + ("scores the labels' probabilities: add --generate-ratings" if uses_scoring
+                            else "generates no text"))
 
 
 def attach_verifier(grader, backend: str, verifier_model, verifier_backend: str, options: dict) -> None:
