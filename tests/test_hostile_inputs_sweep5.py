@@ -470,3 +470,16 @@ def test_a_rating_rule_where_nothing_generated_is_read_is_refused(tmp_path, run_
     msg = _usage_line(run("grade", *world, "--rating-rule", "exam-pp", run_file, "-o", out), "grade")
     assert msg == f"exam-grade: --rating-rule exam-pp reads generated ratings, and back end '{backend[0]}' {why}"
     assert not out.exists()
+
+
+@pytest.mark.parametrize("shape, flag", [("table", "--summary-only"), ("trec_eval", "--digits")])
+def test_nugget_score_options_a_format_does_not_use_are_refused(tmp_path, shape, flag):
+    """--summary-only with a table (means only already), --digits with trec_eval (always
+    4): the same output, exit 0."""
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text('{"metadata": {"run_id": "r", "topic_id": "q1", "team_id": "t"}, '
+                       '"responses": [{"text": "Bees.", "citations": []}], "references": []}\n')
+    extra = ["--summary-only"] if flag == "--summary-only" else ["--digits", "6"]
+    msg = _usage_line(run("nuggets", "score", "--reports", reports, "--bank", DEMO / "nuggets.jsonl", "--format", shape,
+                          *extra, _grades_file(tmp_path)), "nuggets")
+    assert msg.startswith(f"exam-nuggets: {flag} applies to --format ")

@@ -20,6 +20,7 @@ import click
 from ..errors import InputError, UsageError
 from ._base import CONTEXT_SETTINGS, claim_output, make_main, output_option, refuse_given, stop_on_signals
 from ._chat import chat_options, make_chat, open_cache
+from ._nugget_options import check_shape_options, check_file_or_dir, reports_option, threshold_options
 from ._options import backend_flags, backend_settings, run_flags
 
 PROG = "exam-nuggets"
@@ -54,40 +55,7 @@ def _reports(paths, track_spec=None):
     return read_reports(list(paths), track_spec=track_spec)
 
 
-def threshold_options(f):
-    f = click.option("--partial-min", type=int, default=None, metavar="N",
-                     help="Grades >= N (and below --support-min) are partial support "
-                          "[0-2 scales: 1; 0-5 self-rating: 2].")(f)
-    f = click.option("--support-min", type=int, default=None, metavar="N",
-                     help="Grades >= N are support [0-2 scales: 2; 0-5 self-rating: 4].")(f)
-    return f
-
-
-def _spec_names() -> str:
-    from ..io.track_specs import SPECS
-
-    return ", ".join(SPECS)
-
-
-def reports_option(f):
-    f = click.option("--track-spec", default=None, metavar="NAME",
-                     help="Validate the reports against this track spec (" + _spec_names() + ").")(f)
-    f = click.option("--reports", "reports", multiple=True, required=True, metavar="FILE|DIR",
-                     help="RAG report files (JSONL) or directories of them (repeatable).")(f)
-    return f
-
-
 # --------------------------------------------------------------------------- score
-
-def _check_file_or_dir(ctx, param, value):
-    """-o of score: a file as everywhere, or a directory for per-run trec_eval files
-    (an existing one is fine: its RUN.txt files are replaced, as any output is)."""
-    if value is not None and not ctx.resilient_parsing and not (value.endswith(os.sep) or os.path.isdir(value)):
-        from ..io.openers import check_output
-
-        check_output(value)
-    return claim_output(ctx, param, value)
-
 
 SCORE_EPILOG = """\b
 Examples:
@@ -132,7 +100,7 @@ Exit status: 0 success, 1 usage error, 2 bad input. See man exam-nuggets.
 @click.option("--assignments", default=None, metavar="FILE", callback=claim_output,
               help="Also write each report's nugget assignment in the nuggetizer's assign-output "
                    "format (qid, run_id, nuggets with importance and assignment).")
-@click.option("-o", "--output", "output", default=None, metavar="FILE|DIR/", callback=_check_file_or_dir,
+@click.option("-o", "--output", "output", default=None, metavar="FILE|DIR/", callback=check_file_or_dir,
               help="Write results to FILE (atomically) instead of stdout; with --format trec_eval and "
                    "several runs, a directory (one RUN.txt each, overwritten on a rerun).")
 def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures, summary_only, complete,
@@ -154,6 +122,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     from ..io.track_leaderboards import write_score_outputs
     from ..measures import nugget_scores as ns
 
+    check_shape_options(click.get_current_context(), shape)
     all_reports = _reports(reports, track_spec)
     to_dir = bool(output) and (output.endswith(os.sep) or os.path.isdir(output))
     nruns = len({r.run_id for r in all_reports})
