@@ -483,3 +483,15 @@ def test_nugget_score_options_a_format_does_not_use_are_refused(tmp_path, shape,
     msg = _usage_line(run("nuggets", "score", "--reports", reports, "--bank", DEMO / "nuggets.jsonl", "--format", shape,
                           *extra, _grades_file(tmp_path)), "nuggets")
     assert msg.startswith(f"exam-nuggets: {flag} applies to --format ")
+
+
+@pytest.mark.parametrize("extra, flag", [(["-m", "ndcg@10", "-l", "3"], "--rel-level"), (["-l", "2"], "--rel-level"),
+                                         (["-m", "p@5", "--min-grade", "3"], "--min-grade")])
+def test_interval_thresholds_of_another_metric_are_refused(extra, flag):
+    """-l 3 with ndcg@10 gave -l 2's output, --min-grade with a rank metric the same."""
+    msg = _usage_line(run("correlate", "interval", DEMO / "qrels.txt", DEMO / "qrels.txt", DEMO / "good.run",
+                          "--methods", "bootstrap", *extra), "correlate")
+    assert msg.startswith(f"exam-correlate: {flag} ")
+    ok = run("correlate", "interval", DEMO / "qrels.txt", DEMO / "qrels.txt", DEMO / "good.run", "--methods",
+             "bootstrap", "--samples", "100", "-m", "P_5", "-l", "2")
+    assert ok.code == 0, ok.stderr

@@ -119,9 +119,16 @@ def leaderboard_cmd(truth, preds, truth_columns, pred_columns, truth_format, pre
             out.write("\t".join(row) + "\n")
 
 
-def _check_interval_methods(ctx: click.Context, chosen: list[str], per_query: bool) -> None:
-    """-q computes per-query CRC intervals only, and --crc-correction is CRC's: given where
-    they change nothing, they are usage errors."""
+def _check_interval_methods(ctx: click.Context, chosen: list[str], per_query: bool, metric: str) -> None:
+    """-q computes per-query CRC intervals only, --crc-correction is CRC's, -l p@K's and
+    --min-grade exam-cover's: given where they change nothing, they are usage errors."""
+    import re
+
+    name = metric.strip().lower()
+    if not re.fullmatch(r"p[@_.]\d+", name):  # p@5, P_5, p.5
+        refuse_given(ctx, ("rel_level",), f"is the relevance level of p@K: -m {metric} uses the graded labels")
+    if not name.startswith("exam-cover"):
+        refuse_given(ctx, ("min_grade",), f"applies to -m exam-cover@K, not to -m {metric}")
     if per_query and chosen != ["crc"]:
         refuse_given(ctx, ("methods",), "with -q: -q gives per-query CRC intervals only (give crc, or no --methods)")
     if not per_query and "crc" not in chosen:
@@ -317,7 +324,7 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
         raise UsageError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}")
     if labelled_file and n_labelled is not None:
         raise UsageError("give --labelled or --n-labelled, not both")
-    _check_interval_methods(click.get_current_context(), chosen, per_query)
+    _check_interval_methods(click.get_current_context(), chosen, per_query, metric)
     # the shared bar, once the inputs are read: rich's own Progress around the reading left a
     # blank line on a stderr that is no terminal, before a refused input's line
     table = interval_rows(human, llm, runs, metric=metric, rel_level=rel_level, min_grade=min_grade,
