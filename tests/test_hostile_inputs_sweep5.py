@@ -495,3 +495,9 @@ def test_interval_thresholds_of_another_metric_are_refused(extra, flag):
     ok = run("correlate", "interval", DEMO / "qrels.txt", DEMO / "qrels.txt", DEMO / "good.run", "--methods",
              "bootstrap", "--samples", "100", "-m", "P_5", "-l", "2")
     assert ok.code == 0, ok.stderr
+
+
+@pytest.mark.parametrize("extra", [["--min-grade", "3"], ["--passages", "p.jsonl"]])
+def test_grid_tsv_refuses_the_page_options(tmp_path, extra):
+    msg = _usage_line(run("verify", "grid", _grades_file(tmp_path), *extra), "verify")
+    assert msg == f"exam-verify: {extra[0]} applies to --format html"

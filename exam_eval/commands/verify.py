@@ -18,7 +18,7 @@ from ..verify.table import (
     passage_texts,
     read_human_qrels,
 )
-from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
+from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given
 
 PROG = "exam-verify"
 
@@ -265,6 +265,8 @@ def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, extrac
     from ..verify.grid import build_grid, grid_page, write_grid_tsv
 
     _check_threshold(min_grade)
+    if fmt == "tsv":  # colours and passage texts are the page's
+        refuse_given(click.get_current_context(), ("min_grade", "passages"), "applies to --format html")
     table, bank_items = load_grade_table(grades, model, prompt, kind, bank, queries)
     extracted = extraction_answers(grades, extraction_prompt, extraction_grades)
     qrels_d = read_human_qrels(qrels) if qrels else None
