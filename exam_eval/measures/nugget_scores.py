@@ -403,8 +403,8 @@ def score_reports(reports: Sequence[Report], grades: Sequence[Grade], items: Map
         per[(a.run_id, a.topic_id)] = report_nugget_scores(a, items[a.topic_id], default_importance)
         ungraded += len(a.ungraded)
     if ungraded:
-        log(f"{ungraded} (report, item) pairs have no parsed grade for any of the report's sentences "
-            "(scored as no support)")
+        log(f"{ungraded} (report, item) pairs have no parsed grade (for the report, or any of its sentences: "
+            "ungraded or unparsed) and are scored as no support")
     unlabelled = sum(1 for its in items.values() for i in its if i.importance is None)
     if unlabelled and any(m.startswith(("nugget_vital", "nugget_weighted")) for m in chosen):
         log(f"{unlabelled} bank items have no importance and count as {default_importance}")
