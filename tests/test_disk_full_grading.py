@@ -58,13 +58,23 @@ def test_a_full_cache_disk_keeps_the_output_whole_and_resumable(tmp_path):
 
 
 def test_a_cache_that_cannot_even_be_created_leaves_nothing(tmp_path):
+    """The default cache's folder is made (here $EXAM_EVAL_CACHE's, on a full disk); a
+    --cache FILE in a missing folder is refused before any work."""
+    import subprocess
+
+    from test_output_failures import ENV, command
+
     out = tmp_path / "g.jsonl"
     with small_tmpfs(tmp_path / "small", "64k") as small:
         _fill(small)
         cache = small / "cache" / "grades.sqlite"
-        r = run("exam-grade", *GRADE, "--cache", cache, "-o", out)
+        r = subprocess.run([*command("exam-grade"), *map(str, GRADE), "-o", str(out)], stderr=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True, env={**ENV, "EXAM_EVAL_CACHE": str(cache)}, timeout=300)
         one_line_failure(r, "exam-grade", f"{cache}: cannot use as grade cache: ")
         assert sorted(p.name for p in small.rglob("*")) == ["filler"]  # no sqlite file, no empty folder
+        r = run("exam-grade", *GRADE, "--cache", cache, "-o", out)
+        one_line_failure(r, "exam-grade", f"--cache {cache}: no such folder {cache.parent}", code=1)
+        assert sorted(p.name for p in small.rglob("*")) == ["filler"]
     assert not out.exists()
 
 
