@@ -301,6 +301,8 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     if not runs:
         refuse_given(ctx, ("depth",), "applies to --run")
     _check_output(output, force)
+    chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
+                     backend_options, script)  # its flags are checked before any input is read
     queries = read_requests(topics)
     texts: dict[str, str] = {}
     if qrels:
@@ -324,8 +326,6 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
         from ..io.passages import read_passages
 
         texts.update(read_passages(passages, wanted))
-    chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
-                     backend_options, script)
     stop_on_signals()  # SIGTERM stops as Ctrl-C does: the answers that came are cached, exit 130
     result = nuggetize_topics(queries, doc_ids, texts, chat, cache_path=cache_file(cache_path, no_cache),
                               retries=retries, window=window, max_nuggets=max_nuggets, log=_log)

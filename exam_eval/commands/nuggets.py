@@ -393,11 +393,11 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     from ..io.banks import items_by_query, read_bank
     from ..io.reports import read_requests
 
+    chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
+                     backend_options, script)  # its flags are checked before any input is read
     rs = _reports(reports, track_spec)
     items = items_by_query(read_bank(bank, kind=kind))
     queries = read_requests(topics)
-    chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
-                     backend_options, script)
     stop_on_signals()  # SIGTERM stops as Ctrl-C does: the answers that came are cached, exit 130
     result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
                         window=window, retries=retries, output=output, log=_log, bank_name=bank, topics_name=topics)
