@@ -34,7 +34,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..grading.prompts.base import Parsed, Prompt
 
 
-
 def flag_option(name: str, value) -> bool:
     """An -O value that is a switch: true/false (1/0, yes/no, on/off); anything else, a typo
     such as "ture", is a usage error, not a silent false."""
@@ -46,6 +45,7 @@ def flag_option(name: str, value) -> bool:
     if low in ("0", "false", "no", "off"):
         return False
     raise UsageError(f"-O {name}= must be true or false, got {value!r}")
+
 
 class Backend(ABC):
     """What the engine needs from any grader."""

@@ -46,7 +46,7 @@ def chat_options(f):
 
 
 #: the chat flags a chat model's class may take (by its keyword of the same name)
-CHAT_KEYWORDS = {k: k for k in ("base_url", "api_key_env", "concurrency", "max_retries", "timeout", "max_tokens")}
+CHAT_KEYWORDS = ("base_url", "api_key_env", "concurrency", "max_retries", "timeout", "max_tokens")
 
 
 def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens, backend_options,

@@ -24,10 +24,9 @@ def _log(msg: str) -> None:
     click.echo(f"{PROG}: {msg}", err=True)
 
 
-#: generate's flags that only some generators take (the command's name -> the class's keyword)
-GENERATOR_KEYWORDS = {**{k: k for k in ("base_url", "api_key_env", "concurrency", "max_retries", "timeout",
-                                        "max_tokens", "temperature", "device", "dtype", "batch_size", "script")},
-                      "backend_options": "backend_options"}
+#: generate's flags that only some generators take (each the keyword of the same name)
+GENERATOR_KEYWORDS = ("base_url", "api_key_env", "concurrency", "max_retries", "timeout", "max_tokens", "temperature",
+                      "device", "dtype", "batch_size", "script", "backend_options")
 
 
 def _check_output(output: str | None, force: bool) -> None:

@@ -31,7 +31,6 @@ class LabelStats:
     top_grade: int | None = None  # the highest parsed grade
 
 
-
 def grades_to_qrels(grades: Iterable[Grade], label: str = "max", min_grade: int | None = None,
                     stats: LabelStats | None = None) -> Qrels:
     if label not in LABEL_MODES:

@@ -178,8 +178,9 @@ def correlate_leaderboards(truth: str, preds, *, truth_columns=(), pred_columns=
             t_board = tb.recomputed(common, display_name(truth))
             p_board = pb.recomputed(common, display_name(pred))
         tvals, pvals = t_board.column(tcol), p_board.column(pcol)
-        if len(set(tvals) & set(pvals)) < 3:  # refused in one line, before notes about the systems
-            _too_few(len(set(tvals) & set(pvals)), truth, pred)
+        shared = len(set(tvals) & set(pvals))
+        if shared < 3:  # refused in one line, before notes about the systems
+            _too_few(shared, truth, pred)
         if len(pairs) <= 4:  # with every measure of big leaderboards, one line per pair is noise
             for side, board, path, col in (("truth", tb, truth, tcol), ("pred", pb, pred, pcol)):
                 rank = " (rank: lower is better)" if board.format == "tsv" and is_rank(col) else ""
