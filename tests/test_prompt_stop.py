@@ -151,6 +151,9 @@ def test_a_second_signal_never_gives_a_traceback(gap, tmp_path):
         took, err = _interrupt(proc, signal.SIGINT, signal.SIGINT, gap=gap)
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
     _clean(err)
+    # nothing was graded: the empty output it had locked is gone even where the second
+    # signal ended the process at once, before the first one's ending removed it
+    assert not out.exists()
 
 
 def test_sigterm_then_sigint_never_gives_a_traceback(tmp_path):
@@ -174,6 +177,20 @@ def test_an_interrupt_during_the_model_load(tmp_path):
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
     assert err.strip() == f"exam-grade: {RESUME}"
     assert not out.exists()
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.01])
+def test_two_interrupts_during_the_model_load_leave_no_empty_output(gap, tmp_path):
+    out = tmp_path / "g.jsonl"
+    bank, run = _topic_101(tmp_path)
+    proc = _start(["--backend", "scripted", "-O", "load_delay=60", "--prompt", "question-selfrating",
+                   "--bank", bank, "--passages", DEMO / "passages.jsonl", run, "--no-cache", "-o", out])
+    _wait_for(out.exists, proc)
+    time.sleep(0.2)
+    took, err = _interrupt(proc, signal.SIGINT, signal.SIGINT, gap=gap)
+    assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
+    _clean(err)
+    assert {p.name for p in tmp_path.iterdir()} == {bank.name, run.name}  # no g.jsonl, no temp file
 
 
 def test_a_server_that_refuses_connections_ends_the_run_after_the_bound(tmp_path):

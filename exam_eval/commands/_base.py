@@ -21,6 +21,7 @@ from typing import Callable, Iterator, NoReturn
 import click
 
 from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed, UsageError, printable
+from ..io import unfinished
 from ..io.openers import _StdoutGuard, check_output, existing_non_regular, silence_stdout
 from ..progress import silence_library_progress
 
@@ -78,6 +79,7 @@ def _end_by_sigpipe() -> NoReturn:
 
 
 def _exit_interrupted(signum, frame) -> None:
+    unfinished.remove_all()  # what the skipped endings would have removed: temp files, an empty -o
     os._exit(EXIT_INTERRUPTED)
 
 

@@ -27,6 +27,7 @@ from typing import Iterable, Iterator
 
 from ..errors import InputError, OutputError
 from ..io.grades import Grade, grade_line, iter_grades
+from ..io import unfinished
 from ..io.openers import check_output, write_error
 
 
@@ -217,12 +218,15 @@ class OutputLock:
         self.real = path
         self.fd: int | None = None
         self.created = False
+        self.token: int | None = None
 
     def _open(self) -> None:
         self.real = os.path.realpath(self.path)  # a symlink's target, created where missing
         try:
             self.fd = os.open(self.real, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
             self.created = True
+            # an exit that skips release (a second Ctrl-C) removes it too while still empty
+            self.token = unfinished.begun(self.real, only_if_empty=True)
         except FileExistsError:
             self.fd = os.open(self.real, os.O_RDWR | os.O_CLOEXEC)
             self.created = False
@@ -261,6 +265,8 @@ class OutputLock:
         raise OutputError("cannot lock: the file keeps being replaced", self.path)
 
     def _close(self) -> None:
+        unfinished.finished(self.token)
+        self.token = None
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None

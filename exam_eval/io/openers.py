@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import IO, Iterator
 
 from ..errors import InputError, OutputClosed, OutputError, UsageError
+from . import unfinished
 
 STDOUT_NAME = "<stdout>"
 
@@ -37,6 +38,7 @@ def display_name(path: str | os.PathLike) -> str:
 def copy_named(data: bytes, name: str) -> Iterator[str]:
     """``data`` in a temp file that messages call ``name``, for a reader that takes a path."""
     fd, path = tempfile.mkstemp(prefix="exam_eval-copy-", suffix=".gz" if data[:2] == b"\x1f\x8b" else "")
+    token = unfinished.begun(path)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -46,6 +48,7 @@ def copy_named(data: bytes, name: str) -> Iterator[str]:
         _COPIES.pop(path, None)
         with contextlib.suppress(OSError):
             os.unlink(path)
+        unfinished.finished(token)
 
 
 @contextlib.contextmanager
@@ -446,6 +449,7 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
         fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise write_error(path, exc, _shown_dir(path)) from None
+    token = unfinished.begun(tmp)
     raw = None
     try:
         raw = NamedOutputRaw(fd, "wb", display=path)
@@ -467,6 +471,7 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
             os.replace(tmp, real)
         except OSError as exc:
             raise write_error(path, exc, _shown_dir(path)) from None
+        unfinished.finished(token)
     except BaseException:
         if raw is not None:
             # drop what is still buffered above raw: their flush on garbage collection
@@ -477,6 +482,7 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
             os.close(fd)
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        unfinished.finished(token)
         raise
 
 
