@@ -448,6 +448,42 @@ def test_a_local_chat_model_is_asked_and_cached_a_few_batches_at_a_time(tmp_path
     assert chat.chunk_size == CHUNK_BATCHES  # the batch fell to 1
 
 
+def test_an_interrupt_inside_a_local_chat_models_chunk_keeps_the_batches_it_finished(tmp_path, tiny_llama):
+    """Ctrl-C while the third batch of a chunk generates: the two batches finished before
+    it are committed to the cache (a rerun asks only the rest), as an endpoint's answers
+    that came before the signal are."""
+    from exam_eval.backends.chat import CHUNK_BATCHES, get_chat_model
+    from exam_eval.grading.asking import Ask, Asker
+    from exam_eval.grading.cache import GradeCache
+    from exam_eval.grading.types import InterruptedBatch
+
+    assert CHUNK_BATCHES >= 3
+    chat = get_chat_model("hf-causal", model=str(tiny_llama), max_tokens=3,
+                          backend_options={"device": "cpu", "batch_size": 2})
+    asks = [Ask(f"k{i}", [{"role": "user", "content": f"question {i}"}]) for i in range(6)]
+    chat.chat([asks[0].messages])  # loads the model
+    generate = chat.backend.model.generate
+    calls: list[int] = []
+
+    def interrupted_third(*a, **kw):
+        calls.append(kw["input_ids"].shape[0])
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return generate(*a, **kw)
+
+    chat.backend.model.generate = interrupted_third
+    cache = GradeCache(str(tmp_path / "c.sqlite"))
+    with pytest.raises(InterruptedBatch):
+        Asker(chat, lambda text: text or None, retries=0, cache=cache).ask(asks)
+    kept = cache.get_many(a.key for a in asks)
+    assert sorted(kept) == ["k0", "k1", "k2", "k3"] and calls == [2, 2, 2]
+    chat.backend.model.generate = generate
+    done: list[int] = []
+    answers = Asker(chat, lambda text: text or None, retries=0, cache=cache, on_chunk=done.append).ask(asks)
+    assert len(answers) == 6 and done == [4, 2]  # four from the cache, two asked
+    cache.close()
+
+
 def test_question_generation_halves_a_batch_and_fails_only_a_prompt_too_large_alone(tiny_llama):
     from exam_eval.genq.generators import HFGenerator
 

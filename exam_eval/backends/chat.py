@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputError, UsageError
+from ..grading.types import InterruptedBatch
 from .endpoint import DEFAULT_CONCURRENCY, checked_endpoint
 from .http_client import ChatResult, OpenAIClient
 
@@ -36,7 +37,9 @@ def generate_fitting(backend, requests: Sequence, max_tokens: int, limit, advanc
     call (a :class:`~exam_eval.grading.fitting.BatchLimit`): a call that runs the device
     out of memory is made in halves and later calls are cut to half its size; a prompt
     that does not fit alone, and every prompt of a call that fails otherwise, fails with
-    its reason (a rerun asks again), never the run. ``advance(n)`` after each call."""
+    its reason (a rerun asks again), never the run. ``advance(n)`` after each call.
+    An interrupt raises :class:`InterruptedBatch` with the calls finished before it (None
+    for the rest), so that the caller keeps the answers already computed."""
     from ..grading.fitting import TooLarge, call_in_halves
 
     out: list[ChatResult] = []
@@ -46,6 +49,8 @@ def generate_fitting(backend, requests: Sequence, max_tokens: int, limit, advanc
         try:
             texts = call_in_halves(backend, lambda rs: backend._generate(rs, max_tokens), chunk, limit)
             err = "the model returned no text"
+        except KeyboardInterrupt:
+            raise InterruptedBatch(out + [None] * (len(requests) - len(out))) from None
         except Exception as exc:  # noqa: BLE001 - a failing call fails its prompts, not the run
             texts, err = [None] * len(chunk), f"{type(exc).__name__}: {exc}"
         for t in texts:
