@@ -6,6 +6,7 @@ import gzip
 import io
 import re
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -164,6 +165,22 @@ def test_ir_datasets_offline_fails_fast_with_hint(tmp_path, run_cli):
     assert "ir_datasets" in res.stderr and "local file" in res.stderr
     unknown = run_cli("exam-qrels", "no-such/dataset")
     assert unknown.returncode == 2 and "not a known ir_datasets ID" in unknown.stderr
+
+
+def test_ir_datasets_passages_offline_are_one_line_without_its_progress_bar(tmp_path, run_cli):
+    """The passages of an ID are its docs store, which ir_datasets builds behind a tqdm bar:
+    on a stderr that is not a terminal that bar would be text before the one line."""
+    dead = "http://127.0.0.1:9"
+    demo = Path(__file__).resolve().parents[1] / "exam_eval" / "demo_data"
+    out = tmp_path / "g.jsonl"
+    res = run_cli("exam-grade", "--backend", "scripted", "--prompt", "question-selfrating", "--bank",
+                  demo / "questions.jsonl", "--passages", "msmarco-passage/trec-dl-2019/judged", demo / "good.run",
+                  "--no-cache", "-o", out, timeout=120,
+                  env={"IR_DATASETS_HOME": str(tmp_path / "irds"), "HTTPS_PROXY": dead, "HTTP_PROXY": dead,
+                       "https_proxy": dead, "http_proxy": dead})
+    assert res.returncode == 2 and not out.exists()
+    assert res.stderr.startswith("exam-grade: msmarco-passage/trec-dl-2019/judged: ir_datasets could not provide "
+                                 "documents") and len(res.stderr.splitlines()) == 1, res.stderr
 
 
 def test_atomic_output_gets_umask_mode(tmp_path):

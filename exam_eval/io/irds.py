@@ -23,6 +23,37 @@ def looks_like_irds_id(spec: str) -> bool:
 
 
 @contextlib.contextmanager
+def _bars_on_a_terminal_only() -> Iterator[None]:
+    """ir_datasets' tqdm bars (a download, a docs store being built: minutes) stay on a
+    terminal, where they are redrawn in place and wiped; in a batch log they would be
+    text left before the command's own lines, a failure's one line included."""
+    try:
+        import tqdm
+        from ir_datasets import lazy_libs
+
+        cache = lazy_libs._cache  # where ir_datasets keeps the tqdm module it draws with
+    except (ImportError, AttributeError):  # another ir_datasets: its bars as they are
+        yield
+        return
+
+    class TerminalOnly(tqdm.tqdm):
+        def __init__(self, *args, **kwargs):
+            kwargs.setdefault("disable", None)  # tqdm's None: drawn on a terminal only
+            super().__init__(*args, **kwargs)
+
+    before = cache.get("tqdm")
+    cache["tqdm"] = type(tqdm)("tqdm_terminal_only")
+    cache["tqdm"].tqdm = TerminalOnly
+    try:
+        yield
+    finally:
+        if before is None:
+            cache.pop("tqdm", None)
+        else:
+            cache["tqdm"] = before
+
+
+@contextlib.contextmanager
 def _fail_fast(spec: str, what: str) -> Iterator[None]:
     import logging
 
@@ -32,7 +63,8 @@ def _fail_fast(spec: str, what: str) -> Iterator[None]:
     # INFO level); our one-line error says it all
     logging.disable(logging.WARNING)
     try:
-        yield
+        with _bars_on_a_terminal_only():
+            yield
     except InputError:
         raise
     except KeyError:
