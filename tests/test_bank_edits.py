@@ -199,6 +199,29 @@ def test_bank_option_drops_stale_grades(tmp_path, run_cli):
     assert cover == pytest.approx(_expected_cover(rows(out), objs, run))
 
 
+def test_an_edited_item_graded_under_both_its_ids_counts_once(tmp_path, run_cli):
+    """Graded once with --keep-edited-ids (old id, new text) and once without (new id):
+    two current grades of one pair, one item for --label count and for EXAM-Cover."""
+    old_id, new_text = "1/" + md5("What was it?"), "What is new?"
+    bank = write_jsonl(tmp_path / "b.jsonl", [
+        {"query_id": "1", "item_id": old_id, "kind": "question", "text": new_text},
+        {"query_id": "1", "item_id": "1/" + md5("Other?"), "kind": "question", "text": "Other?"}])
+
+    def line(item_id, text, grade):
+        return {"query_id": "1", "doc_id": "d1", "item_id": item_id, "kind": "question", "grade": grade,
+                "probs": None, "answer": str(grade), "parse_ok": True, "model": "m", "prompt": "question-selfrating",
+                "prompt_hash": None, "item_hash": md5(text)}
+
+    grades = write_jsonl(tmp_path / "g.jsonl", [line(old_id, new_text, 5), line("1/" + md5(new_text), new_text, 5),
+                                                line("1/" + md5("Other?"), "Other?", 1)])
+    r = run_cli("exam-qrels", "--label", "count", "--min-grade", "4", "--bank", bank, grades)
+    assert r.returncode == 0 and r.stdout == "1 0 d1 1\n", (r.stdout, r.stderr)
+    run = tmp_path / "r.run"
+    run.write_text("1 Q0 d1 1 1.0 r\n")
+    c = run_cli("exam-cover", "-q", "--bank", bank, grades, run)
+    assert c.returncode == 0 and "exam_cover\t1\t0.5000" in c.stdout.replace(" ", ""), (c.stdout, c.stderr)
+
+
 def _expected_cover(grade_rows, bank_objs, run: Path, k=20, tau=4) -> dict[str, float]:
     items = {}
     for o in bank_objs:

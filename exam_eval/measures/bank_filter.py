@@ -12,8 +12,9 @@ deleted items and grades of the old text of edited items. A grade is current whe
   workbench's graded files) is taken as current unless the item's text is known to have
   changed under its id.
 
-Kept grades carry the item's one id (the new-text id for an edited item), so EXAM-Cover
-counts an edited item once whichever id it was graded under. Direct relevance grades (no
+Kept grades carry the item's one id (the new-text id for an edited item), one grade per
+pair and grader (the last line's), so EXAM-Cover and ``--label count`` count an edited
+item once whichever id, or ids, it was graded under. Direct relevance grades (no
 item) are kept.
 """
 
@@ -64,10 +65,14 @@ def current_grades(grades: Iterable[Grade], items: Iterable[BankItem],
         if item.edited:
             accepted[(item.query_id, effective_id(item))] = item
     stats = stats if stats is not None else BankFilterStats()
-    kept: list[Grade] = []
+    # by key, the last line winning: an edited item graded under its old id (exam-grade
+    # --keep-edited-ids) and under its new one has two current grades of one pair, which
+    # the renaming below makes one key, so it is counted once (--label count, EXAM-Cover)
+    kept: dict[tuple, Grade] = {}
     for g in grades:
         if g.item_id is None:
-            kept.append(g)
+            kept.pop(g.key, None)
+            kept[g.key] = g
             continue
         item = accepted.get((g.query_id, g.item_id))
         if item is None:
@@ -78,5 +83,7 @@ def current_grades(grades: Iterable[Grade], items: Iterable[BankItem],
             stats.stale += 1
             continue
         eid = effective_id(item)
-        kept.append(g if g.item_id == eid else dataclasses.replace(g, item_id=eid))
-    return kept
+        g = g if g.item_id == eid else dataclasses.replace(g, item_id=eid)
+        kept.pop(g.key, None)
+        kept[g.key] = g
+    return list(kept.values())
