@@ -58,7 +58,8 @@ def cli(grades, runs, k, min_grade, per_query, complete, no_summary, bank, model
     log = stderr_log(PROG)
     if per_query and len(runs) > 1:
         raise click.UsageError("-q prints per-query values for one run; give a single RUN")
-    index = read_cover_index(grades, min_grade, bank=bank, model=model, prompt=prompt, kind=kind, log=log)
+    notes: list[str] = []  # said once no run can be refused: a refusal is one line
+    index = read_cover_index(grades, min_grade, bank=bank, model=model, prompt=prompt, kind=kind, log=notes.append)
     loaded = read_runs(runs)
     results = []
     for (name, run, _), path in zip(loaded, runs):
@@ -66,8 +67,10 @@ def cli(grades, runs, k, min_grade, per_query, complete, no_summary, bank, model
         if not res.per_query:
             raise InputError(f"no query of this run has graded items in {grades}", path)
         if res.ungraded_in_topk:
-            log(f"{path}: {res.ungraded_in_topk} of its top-{k} passages have no grades and answer nothing")
+            notes.append(f"{path}: {res.ungraded_in_topk} of its top-{k} passages have no grades and answer nothing")
         results.append((name, res))
+    for note in notes:
+        log(note)
     with atomic_output(output) as out:
         if len(results) == 1:
             res = results[0][1]

@@ -136,18 +136,15 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     requests = parse_measures(list(measures), warn=log)
     if per_query and len(runs) > 1:
         raise click.UsageError("-q prints per-query values for one run; give a single RUN")
-    bank_items = None if bank is None else read_bank_noting_repeats(bank, log, keep_edited_ids=True)  # see bank_filter
-    if rel_format == "qrels":
-        qrels = load_labels(labels, label=label_mode, min_grade=min_grade, model=model, prompt=prompt,
-                            kind=kind, bank_items=bank_items, log=log)
-    else:
-        if not runs:
-            raise click.UsageError(f"-R {rel_format}: give a RUN to score (only qrels are written out)")
-        qrels = read_judgments(rel_format, labels)
+    notes: list[str] = []  # the labels' notices: said once nothing is refused (a refusal is one line)
+    qrels = _read_labels(labels, rel_format, runs, dict(label=label_mode, min_grade=min_grade, model=model,
+                                                        prompt=prompt, kind=kind), bank, notes)
     options = dict(level=level, judged_only=judged_only, max_docs=max_docs, complete=complete)
     if zscores_file is not None:
         options["zscores"] = read_zscores(zscores_file)
     if not runs:
+        for note in notes:
+            log(note)
         with atomic_output(output) as out:
             write_qrels(qrels, out)
         return 0
@@ -188,6 +185,8 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     refused = next((ev for ev in scored if isinstance(ev, ExamEvalError)), None)
     if refused is not None:
         raise refused
+    for note in notes:
+        log(note)
     evaluations = list(zip((name for name, _ in named), scored))
     with atomic_output(output) as out:
         if len(evaluations) == 1:
@@ -197,6 +196,16 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
             rows = {name: {c: ev.summary[c] for c in columns} for name, ev in evaluations}
             write_leaderboard(rows, columns, out)
     return 0
+
+
+def _read_labels(labels: str, rel_format: str, runs, grade_options: dict, bank: str | None, notes: list):
+    """LABELS as -R reads them; the notices of grades and bank go to ``notes``."""
+    if rel_format != "qrels":
+        if not runs:
+            raise click.UsageError(f"-R {rel_format}: give a RUN to score (only qrels are written out)")
+        return read_judgments(rel_format, labels)
+    bank_items = None if bank is None else read_bank_noting_repeats(bank, notes.append, keep_edited_ids=True)
+    return load_labels(labels, **grade_options, bank_items=bank_items, log=notes.append)
 
 
 def _size(path: str) -> int:

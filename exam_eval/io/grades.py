@@ -9,7 +9,7 @@ Our format is JSONL (gzip optional), one line per graded
      "prompt_hash": "3f2a...", "item_hash": "96a7..."}
 
 - ``grade`` is an integer on the prompt's scale, or null when the output could not be
-  parsed (then ``parse_ok`` is false; such lines never count as a grade).
+  parsed (then, and only then, ``parse_ok`` is false; such lines never count as a grade).
 - ``item_id`` and ``kind`` are null for direct relevance prompts (no bank item): the
   grade is then the passage's label itself.
 - ``item_hash`` is md5(item text.strip()), the text the grade was given for: after a
@@ -153,6 +153,9 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
         raise InputError(f"'grade' must be an integer or null, got {grade!r}", name, lineno)
     if grade is None and parse_ok:
         raise InputError("'grade' is null but 'parse_ok' is true", name, lineno)
+    if grade is not None and not parse_ok:  # an unparsed output has no grade: which one is wrong?
+        raise InputError(f"'grade' is {grade} but 'parse_ok' is false (an unparsed output's grade is null)",
+                         name, lineno)
     for key in ("model", "prompt"):
         if not isinstance(obj[key], str) or not obj[key]:
             raise InputError(f"'{key}' must be a non-empty string, got {_show(obj[key])}", name, lineno)

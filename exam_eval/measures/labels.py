@@ -29,18 +29,21 @@ def load_labels(spec: str, *, label: str = "max", min_grade: int | None = None,
     if what == "qrels":
         return read_qrels(spec)
     grades = read_grades(spec, model=model, prompt=prompt, kind=kind)
+    dropped = BankFilterStats()
     if bank_items is not None:
-        dropped = BankFilterStats()
         grades = current_grades(grades, bank_items, dropped)
-        for notice in dropped.notices(spec) if log is not None else ():
-            log(notice)
+        if not grades:  # the refusal is the one line, so it says why
+            raise InputError(f"no grade is of an item of the bank as it is now ({dropped.not_in_bank} of items "
+                             f"not in it, {dropped.stale} of an edited item's older text)", spec)
     stats = LabelStats()
     qrels = grades_to_qrels(grades, label=label, min_grade=min_grade, stats=stats)
+    if not qrels:
+        raise InputError(f"no passage has a parsed grade ({stats.unparsed_grades} unparsed grades)", spec)
+    for notice in dropped.notices(spec) if log is not None else ():
+        log(notice)
     if stats.unparsed_grades and log is not None:
         log(f"{spec}: {stats.unparsed_grades} unparsed grades ignored; "
             f"{stats.unlabelled} passages had no parsed grade and get no label")
-    if not qrels:
-        raise InputError("no passage has a parsed grade", spec)
     if label != "max" and min_grade is not None and stats.top_grade is not None and min_grade > stats.top_grade \
             and log is not None:  # every label 0: most likely a threshold on another scale
         log(f"{spec}: no grade reaches --min-grade {min_grade} (the highest is {stats.top_grade}): every label is 0")
@@ -55,9 +58,9 @@ def read_llm_qrels(path: str, model, prompt, kind, log) -> Qrels:
         return read_qrels(path)
     stats = LabelStats()
     qrels = grades_to_qrels(read_grades(path, model=model, prompt=prompt, kind=kind), label="max", stats=stats)
+    if not qrels:
+        raise InputError(f"no passage has a parsed grade ({stats.unparsed_grades} unparsed grades)", display_name(path))
     if stats.unlabelled or stats.unparsed_grades:
         log(f"{display_name(path)}: {stats.unparsed_grades} unparsed grade(s) ignored; "
             f"{stats.unlabelled} passage(s) without any parsed grade left unlabelled")
-    if not qrels:
-        raise InputError("no passage has a parsed grade", display_name(path))
     return qrels

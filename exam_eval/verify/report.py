@@ -55,8 +55,8 @@ class RunRow:
     qrels_se: float
     cover_mean: float
     cover_se: float
-    ncover_mean: float
-    ncover_se: float
+    ncover_mean: float | None  # None: no query of the run has a normalized value (exam-cover's "-")
+    ncover_se: float | None
     queries: int
 
 
@@ -171,11 +171,12 @@ def compute(grades_path: str, qrels_path: str, run_paths: Sequence[str], *, offi
         if official is not None and off is not None and (opts.official_column or value).endswith("rank"):
             off = -off
         rows.append(RunRow(name, off, official_rank.get(name), float(ev.summary[value]), mean_stderr(pq)[1],
-                           cov.mean, cov.stderr, cov.n_mean, cov.n_stderr, cov.n_queries))
+                           cov.mean, cov.stderr, cov.n_mean if cov.n_defined else None,
+                           cov.n_stderr if cov.n_defined else None, cov.n_queries))
     truth = official if official is not None else computed_official
     qrels_lb = {r.run: r.qrels_mean for r in rows}
     cover_lb = {r.run: r.cover_mean for r in rows}
-    ncover_lb = {r.run: r.ncover_mean for r in rows}
+    ncover_lb = {r.run: r.ncover_mean for r in rows if r.ncover_mean is not None}
     correlations = {
         f"EXAM-Qrels ({value})": correlate(truth, qrels_lb),
         f"EXAM-Cover@{opts.depth}": correlate(truth, cover_lb),
@@ -238,7 +239,8 @@ def _leaderboard_section(data: ReportData) -> str:
                      "&ndash;" if r.official_rank is None else f"{r.official_rank:g}",
                      f"{num(r.qrels_mean)} &plusmn; {num(r.qrels_se)}",
                      f"{num(r.cover_mean)} &plusmn; {num(r.cover_se)}",
-                     f"{num(r.ncover_mean)} &plusmn; {num(r.ncover_se)}", str(r.queries)])
+                     "&ndash;" if r.ncover_mean is None else f"{num(r.ncover_mean)} &plusmn; {num(r.ncover_se)}",
+                     str(r.queries)])
     lb = table(["#", "run", "official", "official rank", f"EXAM-Qrels {data.measure_name}",
                 f"EXAM-Cover@{o.depth}", "normalized cover", "queries"], rows)
     return (f'<h2 id="leaderboards">Leaderboards</h2>'

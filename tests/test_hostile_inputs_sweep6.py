@@ -1,0 +1,99 @@
+"""Findings of a sixth sweep (2026-11-26): exam-cover, exam-qrels' labels and exam-verify
+against an independent computation on random grades. A grade line that says both "graded
+5" and "unparsed", a normalized cover shown as 0 where it is undefined, and notices
+printed before a refusal (exit 2 is one line on stderr)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from exam_eval.verify.report import ReportOptions, compute, render
+from inproc import run
+
+
+def _grade(qid, doc, item, grade, parse_ok=True):
+    return {"query_id": qid, "doc_id": doc, "item_id": item, "kind": "question", "grade": grade, "probs": None,
+            "answer": str(grade), "parse_ok": parse_ok, "model": "m", "prompt": "question-selfrating",
+            "prompt_hash": None}
+
+
+def _jsonl(path: Path, objs) -> Path:
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    return path
+
+
+def _one_line(res, prog: str, code: int = 2) -> str:
+    assert res.escaped is None, res.escaped
+    assert res.code == code, (res.code, res.stderr)
+    lines = res.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{prog}: "), res.stderr
+    return lines[0]
+
+
+def test_a_grade_that_is_also_unparsed_is_refused(tmp_path):
+    """exam-grade writes null for an output it could not parse; a line with both a grade
+    and parse_ok false was shown as the grade by exam-verify and as unparsed elsewhere."""
+    grades = _jsonl(tmp_path / "g.jsonl", [_grade("1", "a", "1/x", 4), _grade("1", "b", "1/x", 5, parse_ok=False)])
+    for prog, args in (("qrels", [grades]), ("verify", ["grid", grades]), ("verify", ["grading", grades])):
+        msg = _one_line(run(prog, *args), f"exam-{prog}")
+        assert f"{grades}:2:" in msg and "'grade' is 5 but 'parse_ok' is false" in msg
+
+
+def test_the_report_leaves_an_undefined_normalized_cover_out(tmp_path):
+    """runB's only query has no item any passage answers: exam-cover leaves its
+    n_exam_cover out; the report showed 0.0000 and counted it in the correlation."""
+    grades = _jsonl(tmp_path / "g.jsonl", [_grade("1", "a", "1/x", 5), _grade("1", "b", "1/x", 1),
+                                           _grade("2", "c", "2/y", 1)])
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("1 0 a 1\n1 0 b 0\n2 0 c 1\n")
+    run_a, run_b = tmp_path / "runA.run", tmp_path / "runB.run"
+    run_a.write_text("1 Q0 a 1 2 A\n1 Q0 b 2 1 A\n")
+    run_b.write_text("2 Q0 c 1 1 B\n")
+    cover = run("cover", grades, run_a, run_b)
+    assert cover.code == 0 and cover.stdout.splitlines()[2].split("\t")[3:] == ["", ""], cover.stdout
+    data = compute(str(grades), str(qrels), [str(run_a), str(run_b)], opts=ReportOptions(relevant_min=1))
+    rows = {r.run: r for r in data.rows}
+    assert rows["runA"].ncover_mean == 1.0 and rows["runB"].ncover_mean is None and rows["runB"].ncover_se is None
+    assert data.correlations["EXAM-Cover@20 normalized"]["n"] == 1
+    assert data.correlations["EXAM-Cover@20"]["n"] == 2
+    html = render(data)
+    assert "&ndash; &plusmn;" not in html and "runB" in html
+
+
+@pytest.fixture
+def two_runs(tmp_path):
+    grades = _jsonl(tmp_path / "g.jsonl", [_grade("1", "a", "1/x", 5), _grade("1", "b", "1/x", None, parse_ok=False)])
+    ok, other = tmp_path / "ok.run", tmp_path / "other.run"
+    ok.write_text("1 Q0 a 1 2 A\n1 Q0 z 2 1 A\n")  # z: ungraded, a notice
+    other.write_text("2 Q0 c 1 1 B\n")
+    return grades, ok, other
+
+
+def test_exam_cover_refuses_a_run_before_any_notice(two_runs):
+    grades, ok, other = two_runs
+    msg = _one_line(run("cover", grades, ok, other), "exam-cover")
+    assert msg == f"exam-cover: {other}: no query of this run has graded items in {grades}"
+    good = run("cover", grades, ok)  # the notices are still said when nothing is refused
+    assert good.code == 0 and "1 unparsed grades" in good.stderr and "have no grades" in good.stderr
+
+
+def test_exam_qrels_refuses_before_the_labels_notices(two_runs, tmp_path):
+    grades, ok, other = two_runs
+    msg = _one_line(run("qrels", grades, other), "exam-qrels")
+    assert msg.startswith(f"exam-qrels: {other}: no queries in common")
+    unparsed = _jsonl(tmp_path / "u.jsonl", [_grade("1", "b", "1/x", None, parse_ok=False)])
+    msg = _one_line(run("qrels", unparsed), "exam-qrels")
+    assert msg == f"exam-qrels: {unparsed}: no passage has a parsed grade (1 unparsed grades)"
+    good = run("qrels", grades, ok)
+    assert good.code == 0 and "1 unparsed grades ignored" in good.stderr
+
+
+def test_a_bank_that_leaves_no_grade_is_one_line_that_says_why(tmp_path):
+    grades = _jsonl(tmp_path / "g.jsonl", [_grade("1", "a", "1/x", 5)])
+    bank = _jsonl(tmp_path / "b.jsonl", [{"query_id": "1", "kind": "question", "text": "Another question?"}])
+    msg = _one_line(run("qrels", "--bank", bank, grades), "exam-qrels")
+    assert msg == (f"exam-qrels: {grades}: no grade is of an item of the bank as it is now (1 of items not in "
+                   "it, 0 of an edited item's older text)")
