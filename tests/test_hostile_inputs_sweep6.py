@@ -97,3 +97,17 @@ def test_a_bank_that_leaves_no_grade_is_one_line_that_says_why(tmp_path):
     msg = _one_line(run("qrels", "--bank", bank, grades), "exam-qrels")
     assert msg == (f"exam-qrels: {grades}: no grade is of an item of the bank as it is now (1 of items not in "
                    "it, 0 of an edited item's older text)")
+
+
+def test_grades_without_bank_items_are_bad_input_to_every_command(tmp_path):
+    """Only direct relevance grades: exam-cover said exit 2 (bad input), exam-verify 1."""
+    direct = dict(_grade("1", "a", None, 2), kind=None, prompt="umbrela")
+    grades = _jsonl(tmp_path / "g.jsonl", [direct])
+    qrels = tmp_path / "q.txt"
+    qrels.write_text("1 0 a 1\n")
+    run_file = tmp_path / "r.run"
+    run_file.write_text("1 Q0 a 1 1.0 r\n")
+    for prog, args in (("cover", [grades, run_file]), ("verify", ["grid", grades]), ("verify", ["grading", grades]),
+                       ("verify", ["spurious", grades, qrels]), ("verify", ["uncovered", grades, qrels])):
+        msg = _one_line(run(prog, *args), f"exam-{prog}")
+        assert msg.startswith(f"exam-{prog}: {grades}: no grades ") and "direct relevance grades" in msg

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from ..io.grades import Grade, read_grades
 from ..io.trec import Qrels, read_run, run_name
 from .htmlkit import esc, grade_class, num, page, table
@@ -113,7 +113,7 @@ def compute(grades_path: str, qrels_path: str, run_paths: Sequence[str], *, offi
     grades: list[Grade] = read_grades(grades_path, model=opts.model, prompt=opts.prompt, kind=opts.kind)
     table_ = GradeTable.from_grades(grades)
     if not table_.by_item:
-        raise UsageError(f"{grades_path} has no grades of bank items (only direct relevance grades?)")
+        raise InputError("no grades of bank items (only direct relevance grades?)", grades_path)
     bank = load_bank(bank_path)
     check_bank_matches(table_, bank, bank_path)
     human = read_human_qrels(qrels_path)

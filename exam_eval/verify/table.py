@@ -147,7 +147,7 @@ def load_grade_table(grades_path, model, prompt, kind, bank_path, queries=()):
     grades = read_grades(grades_path, model=model, prompt=prompt, kind=kind)
     table = GradeTable.from_grades(grades)
     if not table.by_item:
-        raise UsageError(f"{grades_path} has no grades of bank items (only direct relevance grades?)")
+        raise InputError("no grades of bank items (only direct relevance grades?)", grades_path)
     missing = [q for q in queries if q not in table.by_item]
     if missing:
         shown = ", ".join(table.queries()[:5])
