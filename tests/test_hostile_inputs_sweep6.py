@@ -111,3 +111,12 @@ def test_grades_without_bank_items_are_bad_input_to_every_command(tmp_path):
                        ("verify", ["spurious", grades, qrels]), ("verify", ["uncovered", grades, qrels])):
         msg = _one_line(run(prog, *args), f"exam-{prog}")
         assert msg.startswith(f"exam-{prog}: {grades}: no grades ") and "direct relevance grades" in msg
+
+
+def test_exam_cover_counts_the_unparsed_grades_of_items_only(tmp_path):
+    direct = dict(_grade("1", "a", None, None, parse_ok=False), kind=None, prompt="umbrela")
+    grades = _jsonl(tmp_path / "g.jsonl", [direct, _grade("1", "a", "1/x", 5), _grade("1", "b", "1/x", None, False)])
+    run_file = tmp_path / "r.run"
+    run_file.write_text("1 Q0 a 1 2.0 r\n1 Q0 b 2 1.0 r\n")
+    res = run("cover", grades, run_file)
+    assert res.code == 0 and f"{grades}: 1 unparsed grades (they count as not answering)" in res.stderr, res.stderr

@@ -132,7 +132,7 @@ def read_cover_index(grades: str, min_grade: int, *, bank: str | None = None, mo
         dropped = BankFilterStats()
         graded = current_grades(graded, items, dropped)
         notices += dropped.notices(grades)
-    unparsed = sum(1 for g in graded if not g.parse_ok)
+    unparsed = sum(1 for g in graded if not g.parse_ok and g.item_id is not None)  # direct grades cover nothing
     if unparsed:
         notices.append(f"{grades}: {unparsed} unparsed grades (they count as not answering)")
     top = max((g.grade for g in graded if g.parse_ok and g.grade is not None), default=None)
