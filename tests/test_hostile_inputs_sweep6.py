@@ -114,7 +114,7 @@ def test_grades_without_bank_items_are_bad_input_to_every_command(tmp_path):
 
 
 def test_exam_cover_counts_the_unparsed_grades_of_items_only(tmp_path):
-    direct = dict(_grade("1", "a", None, None, parse_ok=False), kind=None, prompt="umbrela")
+    direct = dict(_grade("1", "a", None, None, parse_ok=False), kind=None)  # no item: a passage's own grade
     grades = _jsonl(tmp_path / "g.jsonl", [direct, _grade("1", "a", "1/x", 5), _grade("1", "b", "1/x", None, False)])
     run_file = tmp_path / "r.run"
     run_file.write_text("1 Q0 a 1 2.0 r\n1 Q0 b 2 1.0 r\n")
