@@ -88,3 +88,44 @@ def test_only_common_systems_and_degenerate_cases():
     assert r["n"] == 1 and math.isnan(r["spearman"]) and math.isnan(r["tau_ap"])
     r = correlate({"a": 1, "b": 1, "c": 1}, {"a": 1, "b": 2, "c": 3})  # constant truth
     assert math.isnan(r["kendall_tau_b"]) and r["kendall_tau_a"] == 0.0
+
+
+def _exact_pearson(x, y) -> float:
+    """Pearson in exact rational arithmetic (the square root at the end)."""
+    from fractions import Fraction
+
+    fx, fy = [Fraction(v) for v in x], [Fraction(v) for v in y]
+    mx, my = sum(fx) / len(fx), sum(fy) / len(fy)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(fx, fy))
+    sxx, syy = sum((a - mx) ** 2 for a in fx), sum((b - my) ** 2 for b in fy)
+    r2 = sxy * sxy / (sxx * syy)  # exact, in [0, 1]
+    return math.sqrt(float(r2)) * (1 if sxy > 0 else -1)
+
+
+def _exact_tau_gap(truth, pred, names) -> float:
+    """tau_GAP by its definition, the gaps as exact fractions."""
+    from fractions import Fraction
+
+    order = sorted(range(len(names)), key=lambda i: (-pred[i], names[i]))
+    shares = []
+    for pos in range(1, len(order)):
+        i = order[pos]
+        gaps = [abs(Fraction(truth[j]) - Fraction(truth[i])) for j in order[:pos]]
+        good = [g for j, g in zip(order[:pos], gaps) if truth[j] > truth[i]]
+        if sum(gaps):
+            shares.append(sum(good) / sum(gaps))
+    return float(2 * sum(shares) / len(shares) - 1)
+
+
+@pytest.mark.parametrize("truth, pred", [
+    ([1e308, 1e308, 0.0, 1.0], [4, 3, 1, 2]),            # 1e308 twice: the mean overflowed, Pearson was NaN
+    ([1.7976931348623157e308, -1.7976931348623157e308, 3.0], [1, 3, 2]),
+    ([1e-300, 0.0, 1e300], [3, 2, 1]),                    # a gap of 1e-300 beside 1e300: tau_gap was -1
+    ([5e-310, 0.0, 2e-310, 1e-320], [1, 2, 3, 4]),        # subnormal values
+    ([1e-200, 3e-200, 2e-200], [2e200, 1e200, 3e200]),
+])
+def test_values_at_the_float_limits(truth, pred):
+    names = [f"s{i}" for i in range(len(truth))]
+    r = correlate(dict(zip(names, truth)), dict(zip(names, map(float, pred))))
+    assert r["tau_gap"] == pytest.approx(_exact_tau_gap(truth, pred, names), abs=1e-12)
+    assert r["pearson"] == pytest.approx(_exact_pearson(truth, pred), abs=1e-9)

@@ -108,11 +108,17 @@ def tau_gap(truth: np.ndarray, pred: np.ndarray, names: list[str]) -> float:
         return math.nan
     order = sorted(range(n), key=lambda i: (-pred[i], names[i]))
     t = np.asarray(truth, dtype=float)[order]
-    t = t / max(float(np.max(np.abs(t))), 1e-300)    # gaps of values near the float limit overflow; ratios do not change
-    gap = np.abs(t[None, :] - t[:, None])            # [i, j]
-    above = np.tri(n, k=-1, dtype=bool)             # j < i: j above i in pred's order
-    gaps = np.where(above, gap, 0.0).sum(axis=1)
-    correct = np.where(above & (t[None, :] > t[:, None]), gap, 0.0).sum(axis=1)
+    above = np.tri(n, k=-1, dtype=bool)             # [i, j], j < i: j above i in pred's order
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = np.abs(t[None, :] - t[:, None])
+        # a row with a gap past float's range takes its halves (exact, and the ratio is
+        # the same); scaling the values instead made a gap of 1e-300 beside 1e300 zero
+        gap = np.where(np.isinf(gap).any(axis=1, keepdims=True), np.abs(t[None, :] / 2 - t[:, None] / 2), gap)
+    gap = np.where(above, gap, 0.0)
+    top = gap.max(axis=1, keepdims=True)
+    gap = np.divide(gap, top, out=np.zeros_like(gap), where=top > 0)  # each row at most 1: its sums stay finite
+    gaps = gap.sum(axis=1)
+    correct = np.where(t[None, :] > t[:, None], gap, 0.0).sum(axis=1)
     used = gaps > 0
     if not used.any():
         return math.nan
@@ -140,6 +146,16 @@ def kendall_at_k(truth: Mapping[str, float], pred: Mapping[str, float], k: int) 
         return float(stats.kendalltau(x, y, variant="b").statistic)
 
 
+def _in_range(v: np.ndarray) -> np.ndarray:
+    """``v`` scaled (by a power of two) so that Pearson's sums of squares neither overflow
+    nor underflow: 1e308 twice made its mean inf and the coefficient NaN. Pearson does
+    not change under a positive scale."""
+    top = float(np.max(np.abs(v)))
+    if top == 0.0 or 1e-100 < top < 1e100:
+        return v
+    return np.ldexp(v, -math.frexp(top)[1])
+
+
 def correlate(truth: Mapping[str, float], pred: Mapping[str, float], top_k=DEFAULT_TOP_K) -> dict:
     """Correlation of two leaderboards over the systems present in both.
 
@@ -164,7 +180,7 @@ def correlate(truth: Mapping[str, float], pred: Mapping[str, float], top_k=DEFAU
             warnings.simplefilter("ignore")
             out["spearman"] = float(stats.spearmanr(x, y).statistic)
             out["kendall_tau_b"] = float(stats.kendalltau(x, y, variant="b").statistic)
-            out["pearson"] = float(stats.pearsonr(x, y).statistic)
+            out["pearson"] = float(stats.pearsonr(_in_range(x), _in_range(y)).statistic)
     out["kendall_tau_a"] = kendall_tau_a(x, y)
     out["tau_ap"] = tau_ap(x, y, names)
     out["tau_ap_b"] = tau_ap_b(x, y)
