@@ -108,3 +108,21 @@ def test_dl19_question_selfrating(shared_data):
     assert (a.binary.tp, a.binary.fn, a.binary.fp) == (tp, fn, fp)
     assert a.kappa == pytest.approx(_kappa_definition([[tp, fp], [fn, tn]]))
     assert a.n_topics == 43
+
+
+def test_weighted_kappas_go_by_label_value_where_a_label_never_occurs():
+    """Labels 0, 1 and 3 (no 2): 1 and 3 are two steps apart, as on the whole 0..3 scale,
+    not neighbours (sklearn's cohen_kappa_score weighs positions among the labels seen)."""
+    pairs = [(0, 0), (1, 1), (3, 3), (1, 3), (3, 1), (0, 1), (3, 3), (0, 0), (1, 0), (0, 3), (3, 3)]  # (llm, human)
+    human = _qrels([("1", f"d{i}", h) for i, (_, h) in enumerate(pairs)])
+    llm = _qrels([("1", f"d{i}", l_) for i, (l_, _) in enumerate(pairs)])
+    a = agreement(human, llm, human_min=1, llm_min=1)
+    scale = [0, 1, 2, 3]
+    full = [[sum(1 for l_, h in pairs if l_ == r and h == c) for c in scale] for r in scale]
+    assert a.kappa_linear == pytest.approx(_kappa_definition(full, "linear"))
+    assert a.kappa_quadratic == pytest.approx(_kappa_definition(full, "quadratic"))
+    seen = [0, 1, 3]
+    packed = [[sum(1 for l_, h in pairs if l_ == r and h == c) for c in seen] for r in seen]
+    assert a.kappa_linear != pytest.approx(_kappa_definition(packed, "linear"), abs=1e-3)  # the check can fail
+    assert a.kappa_quadratic != pytest.approx(_kappa_definition(packed, "quadratic"), abs=1e-4)
+    assert a.kappa_graded == pytest.approx(_kappa_definition(packed)) == pytest.approx(_kappa_definition(full))

@@ -114,8 +114,8 @@ def agreement(human: Qrels, llm: Qrels, human_min: int, llm_min: int) -> Agreeme
         strict=_table("STRICT", h, l, human_min, STRICT_MIN),
         human_labels=human_labels, llm_labels=llm_labels, graded=graded,
         kappa_graded=kappa_from_matrix(square),
-        kappa_linear=kappa_from_matrix(square, "linear"),
-        kappa_quadratic=kappa_from_matrix(square, "quadratic"),
+        kappa_linear=kappa_from_matrix(square, "linear", union),
+        kappa_quadratic=kappa_from_matrix(square, "quadratic", union),
         graded_rows=[_table(f"LLM>={g}", h, l, human_min, g) for g in llm_labels],
     )
 

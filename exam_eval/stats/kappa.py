@@ -20,14 +20,23 @@ def confusion(a, b, categories) -> np.ndarray:
     return m
 
 
-def kappa_from_matrix(m: np.ndarray, weights: str | None = None) -> float:
-    """kappa = 1 - sum(w * observed) / sum(w * expected); NaN when chance agreement is total."""
+def kappa_from_matrix(m: np.ndarray, weights: str | None = None, values=None) -> float:
+    """kappa = 1 - sum(w * observed) / sum(w * expected); NaN when chance agreement is total.
+
+    ``values``: the label of each row (and column), for weights by label value: with
+    labels 0, 1 and 3 observed, 1 and 3 are two steps apart, as in the matrix over the
+    whole scale 0..3 (whose empty rows change nothing), not neighbours. Without, the
+    positions are the values."""
     m = np.asarray(m, dtype=float)
     total = m.sum()
     k = m.shape[0]
     if total == 0 or k < 2:
         return math.nan
     i, j = np.indices(m.shape)
+    if values is not None:
+        v = np.asarray(values, dtype=float)
+        i, j = v[i], v[j]
+        k = int(v.max() - v.min()) + 1
     if weights is None:
         w = (i != j).astype(float)
     elif weights == "linear":
