@@ -12,6 +12,7 @@ import pytest
 
 from exam_eval.verify.report import ReportOptions, compute, render
 from inproc import run
+from tiny_models import tiny_llama, tiny_t5  # noqa: F401 (fixtures)
 
 
 def _grade(qid, doc, item, grade, parse_ok=True):
@@ -120,3 +121,25 @@ def test_exam_cover_counts_the_unparsed_grades_of_items_only(tmp_path):
     run_file.write_text("1 Q0 a 1 2.0 r\n1 Q0 b 2 1.0 r\n")
     res = run("cover", grades, run_file)
     assert res.code == 0 and f"{grades}: 1 unparsed grades (they count as not answering)" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("backend, model", [("hf-seq2seq", "tiny_t5"), ("hf-causal", "tiny_llama")])
+def test_a_rating_rule_on_a_local_model_that_scores_is_refused(tmp_path, request, backend, model):
+    """The check asked the back end before its tokenizer had loaded, which then said "does
+    not score": the grades were scored, the rule never applied, the lines said
+    question-selfrating/workbench, exit 0."""
+    bank = _jsonl(tmp_path / "bank.jsonl", [{"query_id": "q1", "item_id": "q1/i1", "kind": "question", "text": "What?"}])
+    passages = _jsonl(tmp_path / "p.jsonl", [{"doc_id": "d1", "text": "Bees."}])
+    run_file = tmp_path / "r.run"
+    run_file.write_text("q1 Q0 d1 1 1.0 r\n")
+    out = tmp_path / "g.jsonl"
+    args = ["--backend", backend, "--model", request.getfixturevalue(model), "--device", "cpu", "--prompt",
+            "question-selfrating", "--bank", bank, "--passages", passages, "--no-cache", run_file, "-o", out]
+    msg = _one_line(run("grade", *args, "--rating-rule", "workbench"), "exam-grade", code=1)
+    assert msg == (f"exam-grade: --rating-rule workbench reads generated ratings, and back end '{backend}' scores the "
+                   "labels' probabilities: add --generate-ratings")
+    assert not out.exists()
+    ok = run("grade", *args, "--rating-rule", "workbench", "--generate-ratings")
+    assert ok.code == 0, ok.stderr
+    assert {json.loads(x)["prompt"] for x in out.read_text().splitlines()} == {
+        "question-selfrating/generate/workbench"}

@@ -147,6 +147,12 @@ class PromptBackend(Backend):
     def uses_scoring(self, prompt: "Prompt") -> bool:
         return prompt.mode == "score" and self.can_score
 
+    def will_score(self, prompt: "Prompt") -> bool:
+        """:meth:`uses_scoring` as it will be once the model is loaded, asked before
+        (options are checked before any model loads): a local model's tokenizer decides
+        only then, and scores every label set it can read as single tokens."""
+        return self.uses_scoring(prompt)
+
     # -- hooks a back end implements ------------------------------------------------------
     def _score(self, requests: Sequence[GradeRequest], labels: tuple[str, ...]) -> list[dict[str, float] | None]:
         """Unnormalised probabilities (any positive weights) of each label as next token.

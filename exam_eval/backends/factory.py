@@ -79,10 +79,10 @@ def _check_rating_rule(grader, backend: str, prompt) -> None:
     from ..grading.parsing import RATING_RULES
 
     rule = next((name for name, parser in RATING_RULES.items() if parser == prompt.parser), "strict")
-    uses_scoring = getattr(grader, "uses_scoring", None)
-    if rule != "strict" and (uses_scoring is None or uses_scoring(prompt)):
+    will_score = getattr(grader, "will_score", None)
+    if rule != "strict" and (will_score is None or will_score(prompt)):
         raise UsageError(f"--rating-rule {rule} reads generated ratings, and back end {backend!r} "
-                         + ("scores the labels' probabilities: add --generate-ratings" if uses_scoring
+                         + ("scores the labels' probabilities: add --generate-ratings" if will_score
                             else "generates no text"))
 
 

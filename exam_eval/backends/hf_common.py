@@ -378,6 +378,9 @@ class HFGenerativeBase:
         if self.on_cuda:
             self._torch.cuda.empty_cache()
 
+    def will_score(self, prompt) -> bool:
+        return self.uses_scoring(prompt) if self.tokenizer is not None else prompt.mode == "score"
+
     def token_budget_for(self, prompt) -> int | None:
         """The padded prompt tokens a batch of ``prompt``'s requests may hold (None: batch
         by count): ``token_budget`` where it is scored, ``generate_budget`` where generated."""
