@@ -11,6 +11,15 @@ EXIT_USAGE = 1
 EXIT_INPUT = 2
 
 
+def missing_library(exc: ModuleNotFoundError) -> str:
+    """The one line for a library this Python lacks (a checkout's commands run with the
+    python3 first on PATH, not the one ``make install`` set up)."""
+    import sys
+
+    return (f"the library {exc.name or exc} is not installed in {sys.executable}: run `make install` in the "
+            "checkout and use its .venv/bin/exam-* (or pip install the package into this Python)")
+
+
 def printable(text: str) -> str:
     """``text`` as one printable line: a newline, NUL or lone surrogate taken from the
     input (an id, a file name) is shown escaped, never written raw to the terminal."""

@@ -18,6 +18,11 @@ def run(name: str, argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         print(f"exam-{name}: interrupted", file=sys.stderr)
         sys.exit(EXIT_INTERRUPTED)
+    except ModuleNotFoundError as exc:  # click itself, say: one line, not a traceback
+        from .errors import EXIT_USAGE, missing_library
+
+        print(f"exam-{name}: {missing_library(exc)}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
     main(argv)
 
 

@@ -49,3 +49,32 @@ def test_bin_launchers_work_without_install():
         assert launcher.is_file(), launcher
     res = subprocess.run([sys.executable, str(ROOT / "bin" / "exam-qrels"), "--help"], capture_output=True, text=True)
     assert res.returncode == 0 and "exam-qrels" in res.stdout
+
+
+def test_bin_launchers_run_in_the_checkouts_venv(tmp_path):
+    """The python3 first on PATH may lack pytrec_eval and torch: a launcher started by
+    another Python hands itself to the checkout's .venv (here a stand-in that says so)."""
+    import shutil
+
+    (tmp_path / "bin").mkdir()
+    for name in ("_checkout.py", "exam-qrels"):
+        shutil.copy(ROOT / "bin" / name, tmp_path / "bin" / name)
+    fake = tmp_path / ".venv" / "bin" / "python"
+    fake.parent.mkdir(parents=True)
+    fake.write_text('#!/bin/sh\necho "venv python: $*"\n')
+    fake.chmod(0o755)
+    res = subprocess.run([sys.executable, str(tmp_path / "bin" / "exam-qrels"), "-q", "a b"], capture_output=True,
+                         text=True)
+    assert res.returncode == 0 and res.stdout == f"venv python: {tmp_path / 'bin' / 'exam-qrels'} -q a b\n", res
+
+
+@pytest.mark.parametrize("missing, where", [("pytrec_eval", "scoring"), ("click", "the command's import")])
+def test_a_missing_library_is_one_line(missing, where):
+    demo = ROOT / "exam_eval" / "demo_data"
+    code = (f"import sys; sys.modules[{missing!r}] = None; "
+            f"sys.argv = ['exam-qrels', '-c', '-m', 'ndcg_cut.10', {str(demo / 'qrels.txt')!r}, "
+            f"{str(demo / 'good.run')!r}]; from exam_eval.launch import run; run('qrels')")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 1 and res.stdout == "", (where, res)
+    assert res.stderr.startswith(f"exam-qrels: the library {missing} is not installed in ") and \
+        len(res.stderr.splitlines()) == 1, (where, res.stderr)

@@ -20,7 +20,7 @@ from typing import Callable, Iterator, NoReturn
 
 import click
 
-from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed, UsageError, printable
+from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed, UsageError, missing_library, printable
 from ..io import unfinished
 from ..io.openers import _StdoutGuard, check_output, existing_non_regular, silence_stdout
 from ..progress import silence_library_progress
@@ -151,6 +151,9 @@ def run_guarded(prog: str, body: Callable[[], object]) -> NoReturn:
     except OSError as exc:
         _say(prog, _os_error_line(exc))
         code = EXIT_INPUT
+    except ModuleNotFoundError as exc:  # imported where first needed (pytrec_eval, torch)
+        _say(prog, missing_library(exc))
+        code = EXIT_USAGE
     finally:
         guard.restore()
     if closed:
