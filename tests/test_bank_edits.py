@@ -222,6 +222,40 @@ def test_an_edited_item_graded_under_both_its_ids_counts_once(tmp_path, run_cli)
     assert c.returncode == 0 and "exam_cover\t1\t0.5000" in c.stdout.replace(" ", ""), (c.stdout, c.stderr)
 
 
+def _grade_line(item_id, text, grade=5, doc="d1"):
+    return {"query_id": "1", "doc_id": doc, "item_id": item_id, "kind": "question", "grade": grade, "probs": None,
+            "answer": str(grade), "parse_ok": True, "model": "m", "prompt": "question-selfrating",
+            "prompt_hash": None, "item_hash": md5(text)}
+
+
+@pytest.mark.parametrize("case", ["swapped", "copied-and-edited"])
+def test_two_items_under_one_id_keep_their_own_grades(tmp_path, run_cli, case):
+    """Swapped: two texts exchanged between lines whose ids stayed (each id now also names
+    the other line's edited text). Copied: a line copied and its copy edited, so the copy
+    keeps its original's id. exam-grade grades both items; --bank must count both."""
+    a, b = "What is A?", "What is B?"
+    if case == "swapped":
+        bank_objs = [{"query_id": "1", "item_id": "1/" + md5(a), "kind": "question", "text": b},
+                     {"query_id": "1", "item_id": "1/" + md5(b), "kind": "question", "text": a}]
+    else:
+        bank_objs = [{"query_id": "1", "item_id": "1/" + md5(a), "kind": "question", "text": a},
+                     {"query_id": "1", "item_id": "1/" + md5(a), "kind": "question", "text": b}]
+    bank = write_jsonl(tmp_path / "b.jsonl", bank_objs)
+    grades = write_jsonl(tmp_path / "g.jsonl", [_grade_line("1/" + md5(a), a), _grade_line("1/" + md5(b), b)])
+    r = run_cli("exam-qrels", "--label", "count", "--min-grade", "4", "--bank", bank, grades)
+    assert r.returncode == 0 and r.stdout == "1 0 d1 2\n", (r.stdout, r.stderr)
+    assert "older text" not in r.stderr
+    run = tmp_path / "r.run"
+    run.write_text("1 Q0 d1 1 1.0 r\n")
+    c = run_cli("exam-cover", "-q", "--bank", bank, grades, run)
+    assert c.returncode == 0 and "exam_cover\t1\t1.0000" in c.stdout.replace(" ", ""), (c.stdout, c.stderr)
+    # a grade of a text that no line holds any more is still left out
+    stale = write_jsonl(tmp_path / "s.jsonl", [_grade_line("1/" + md5(a), "What was it?"),
+                                               _grade_line("1/" + md5(b), b)])
+    r = run_cli("exam-qrels", "--label", "count", "--min-grade", "4", "--bank", bank, stale)
+    assert r.stdout == "1 0 d1 1\n" and "1 grades given for an older text" in r.stderr, (r.stdout, r.stderr)
+
+
 def _expected_cover(grade_rows, bank_objs, run: Path, k=20, tau=4) -> dict[str, float]:
     items = {}
     for o in bank_objs:

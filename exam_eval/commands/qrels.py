@@ -8,7 +8,7 @@ import click
 
 from ..allocator import keep_freed_memory
 from ..errors import ExamEvalError, UsageError
-from ..io.banks import read_bank_noting_repeats
+from ..measures.bank_filter import read_current_bank
 from ..io.labels import refuse_unused_grade_options, sniff_labels, stderr_log
 from ..measures.labels import load_labels
 from ..io.leaderboard import write_leaderboard
@@ -204,7 +204,7 @@ def _read_labels(labels: str, rel_format: str, runs, grade_options: dict, bank: 
         if not runs:
             raise click.UsageError(f"-R {rel_format}: give a RUN to score (only qrels are written out)")
         return read_judgments(rel_format, labels)
-    bank_items = None if bank is None else read_bank_noting_repeats(bank, notes.append, keep_edited_ids=True)
+    bank_items = None if bank is None else read_current_bank(bank, notes.append)
     return load_labels(labels, **grade_options, bank_items=bank_items, log=notes.append)
 
 

@@ -284,14 +284,18 @@ def iter_bank(path: str | os.PathLike, *, skipped: list | None = None, report: B
 
 def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: bool = False,
               skipped: list | None = None, repeats: list | None = None, report: BankReport | None = None,
-              keep_edited_ids: bool = False) -> list[BankItem]:
+              keep_edited_ids: bool = False, unique_as_graded: bool = False) -> list[BankItem]:
     """All items (optionally one kind).
 
     An exact repeat (same id, same text: generators do repeat themselves, e.g. 3 of the 464
     DL19 nuggets) is dropped, and noted as ``(lineno, item_id)`` in ``repeats`` when given
     (else in ``report.repeats``, which its notices mention); the same id with a different
     text is an error naming both lines. Ids are unique per query. ``skipped``,
-    ``report``, ``keep_edited_ids``: see :func:`iter_bank`.
+    ``report``, ``keep_edited_ids``: see :func:`iter_bank`. ``unique_as_graded`` (with
+    ``keep_edited_ids``): the ids must be unique as exam-grade gives them by default (an
+    edited item under its new text's id), not as written: a line copied and then edited
+    keeps its original's id in the file, and the ``--bank`` filter takes grades under
+    either id.
     """
     name = display_name(path)
     items: list[BankItem] = []
@@ -300,6 +304,8 @@ def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: 
     seen: dict[tuple[str, str], tuple[int, BankItem]] = {}
     for lineno, item in iter_bank(path, skipped=skipped, report=report, keep_edited_ids=keep_edited_ids):
         key = (item.query_id, item.item_id)
+        if unique_as_graded and item.edited:
+            key = (item.query_id, make_item_id(item.query_id, item.text, item.facet_id))
         if key in seen:
             first_line, first = seen[key]
             first_text, first_kind, first_importance = first.text, first.kind, first.importance

@@ -12,6 +12,9 @@ deleted items and grades of the old text of edited items. A grade is current whe
   workbench's graded files) is taken as current unless the item's text is known to have
   changed under its id.
 
+Two items may answer to one id (a human swapped two texts, or copied a line and edited
+the copy, leaving the ids): a grade belongs to the one whose text it was given for.
+
 Kept grades carry the item's one id (the new-text id for an edited item), one grade per
 pair and grader (the last line's), so EXAM-Cover and ``--label count`` count an edited
 item once whichever id, or ids, it was graded under. Direct relevance grades (no
@@ -56,14 +59,32 @@ def effective_ids(items: Iterable[BankItem]) -> dict[str, list[str]]:
     return out
 
 
+def read_current_bank(path: str, log, kind: str | None = None) -> list[BankItem]:
+    """The bank as :func:`current_grades` takes it: ids as in the file, edits marked, and
+    unique as exam-grade grades them (see ``read_bank``'s ``unique_as_graded``)."""
+    from ..io.banks import read_bank_noting_repeats
+
+    return read_bank_noting_repeats(path, log, kind=kind, keep_edited_ids=True, unique_as_graded=True)
+
+
+def _item_of(g: Grade, candidates: list[BankItem]) -> BankItem | None:
+    """The item a grade under one of ``candidates``' ids was given for: the one whose text
+    it was given for (two items may answer to one id: texts swapped between two lines, or
+    a line copied and edited, keep their ids in the file), else None: stale."""
+    if g.item_hash is not None:
+        return next((i for i in candidates if i.text_hash == g.item_hash), None)
+    # a line written before grades carried item_hash: current unless its id's text changed
+    return next((i for i in candidates if not i.edited and i.item_id == g.item_id), None)
+
+
 def current_grades(grades: Iterable[Grade], items: Iterable[BankItem],
                    stats: BankFilterStats | None = None) -> list[Grade]:
-    """``items``: the bank read with ``keep_edited_ids=True`` (ids as in the file, edits marked)."""
-    accepted: dict[tuple[str, str], BankItem] = {}  # ids are unique per query (AutoJudge's: md5 of the text)
+    """``items``: the bank as :func:`read_current_bank` reads it."""
+    accepted: dict[tuple[str, str], list[BankItem]] = {}
     for item in items:
-        accepted[(item.query_id, item.item_id)] = item
+        accepted.setdefault((item.query_id, item.item_id), []).append(item)
         if item.edited:
-            accepted[(item.query_id, effective_id(item))] = item
+            accepted.setdefault((item.query_id, effective_id(item)), []).append(item)
     stats = stats if stats is not None else BankFilterStats()
     # by key, the last line winning: an edited item graded under its old id (exam-grade
     # --keep-edited-ids) and under its new one has two current grades of one pair, which
@@ -74,12 +95,12 @@ def current_grades(grades: Iterable[Grade], items: Iterable[BankItem],
             kept.pop(g.key, None)
             kept[g.key] = g
             continue
-        item = accepted.get((g.query_id, g.item_id))
-        if item is None:
+        candidates = accepted.get((g.query_id, g.item_id))
+        if candidates is None:
             stats.not_in_bank += 1
             continue
-        current = (g.item_hash == item.text_hash) if g.item_hash is not None else not item.edited
-        if not current:
+        item = _item_of(g, candidates)
+        if item is None:
             stats.stale += 1
             continue
         eid = effective_id(item)

@@ -118,13 +118,12 @@ def read_cover_index(grades: str, min_grade: int, *, bank: str | None = None, mo
     query's items and grades of deleted items or of edited items' old text are left out
     (see exam_eval.measures.bank_filter); unparsed grades answer nothing and are counted."""
     from ..errors import InputError
-    from ..io.banks import read_bank_noting_repeats
     from ..io.grades import read_grades
-    from .bank_filter import BankFilterStats, current_grades, effective_ids
+    from .bank_filter import BankFilterStats, current_grades, effective_ids, read_current_bank
 
     bank_items = items = None
     if bank is not None:
-        items = read_bank_noting_repeats(bank, log, kind=kind, keep_edited_ids=True)  # edits matched by text hash
+        items = read_current_bank(bank, log, kind=kind)  # edits matched by text hash
         bank_items = effective_ids(items)
     graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
     notices = []  # said once the refusal below cannot come: a refusal is one line

@@ -18,7 +18,7 @@ def load_labels(spec: str, *, label: str = "max", min_grade: int | None = None,
                 bank_items=None, log=None) -> Qrels:
     """Qrels from a qrels file, an ir_datasets ID, or grades.
 
-    With ``bank_items`` (the bank's items, read with ``keep_edited_ids=True``), only
+    With ``bank_items`` (the bank's items, as ``bank_filter.read_current_bank`` reads them), only
     grades of those items' current texts are used: the grades file is append-only, so
     after a bank edit it still holds grades of deleted and of edited questions (see
     :mod:`exam_eval.measures.bank_filter`). Direct relevance grades (no item) are kept.
