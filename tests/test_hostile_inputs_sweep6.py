@@ -143,3 +143,37 @@ def test_a_rating_rule_on_a_local_model_that_scores_is_refused(tmp_path, request
     assert ok.code == 0, ok.stderr
     assert {json.loads(x)["prompt"] for x in out.read_text().splitlines()} == {
         "question-selfrating/generate/workbench"}
+
+
+@pytest.mark.parametrize("case", ["old-text grade", "kept id, current text"])
+def test_exam_nuggets_score_takes_the_banks_current_grades_as_exam_cover_does(tmp_path, case):
+    """score read every grade of an item's id: one given for the text before a hand edit
+    counted (1 where exam-cover --bank says 0), and one under the kept id of an edited
+    item (exam-grade --keep-edited-ids) did not (0 where exam-cover says 1)."""
+    import hashlib
+
+    from exam_eval.io.reports import sentence_id
+
+    def md5(t):
+        return hashlib.md5(t.encode()).hexdigest()
+
+    sentence = "Bees make honey."
+    reports = _jsonl(tmp_path / "reports.jsonl", [{"metadata": {"run_id": "A", "topic_id": "101", "team_id": "x"},
+                                                   "responses": [{"text": sentence, "citations": []}],
+                                                   "references": []}])
+    item_id, hashed, want = (("101/n1", "old text", "0.0000") if case == "old-text grade"
+                             else ("101/" + md5("old text"), "new text", "1.0000"))
+    bank = _jsonl(tmp_path / "bank.jsonl", [{"query_id": "101", "item_id": item_id, "kind": "nugget",
+                                             "text": "new text", "importance": "vital"}])
+    doc = sentence_id("A", "101", 1, sentence)
+    grades = _jsonl(tmp_path / "g.jsonl", [{"query_id": "101", "doc_id": doc, "item_id": item_id, "kind": "nugget",
+                                            "grade": 2, "parse_ok": True, "model": "m", "prompt": "nuggetizer-assign",
+                                            "item_hash": md5(hashed)}])
+    res = run("nuggets", "score", "--reports", reports, "--bank", bank, "-m", "exam_cover", "-m", "nugget_all", grades)
+    assert res.code == 0, res.stderr
+    assert res.stdout.splitlines() == [f"A\texam_cover\t101\t{want}", f"A\texam_cover\tall\t{want}",
+                                       f"A\tnugget_all\t101\t{want}", f"A\tnugget_all\tall\t{want}"]
+    run_file = tmp_path / "r.run"
+    run_file.write_text(f"101 Q0 {doc} 1 1.0 A\n")
+    cover = run("cover", "-q", "--min-grade", "2", "--bank", bank, grades, run_file)
+    assert f"exam_cover            \t101\t{want}" in cover.stdout, (cover.stdout, cover.stderr)

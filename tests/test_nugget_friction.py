@@ -208,3 +208,12 @@ def test_nuggetize_says_when_the_model_gave_no_nuggets(tmp_path, run_cli):
     assert "the model's answers gave no nuggets for any of 1 topics (1 windows did not parse); nothing written" \
         in res.stderr
     assert not out.exists()
+
+
+def test_qrels_with_every_grade_unparsed_is_one_line(tmp_path, run_cli):
+    """The unparsed-grades notice came before the refusal: exit 2 is one line."""
+    bank, reports = _fixture(tmp_path)
+    grades, _ = _grades(tmp_path, bank, reports, parse_ok=False)
+    res = run_cli("exam-nuggets", "qrels", "--reports", reports, grades)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.splitlines() == [f"exam-nuggets: {grades}: no cited document has the grades its label needs"]

@@ -117,10 +117,11 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     (fraction of bank items the report supports), and with --support-grades
     support_precision and support_recall (TREC 2024 RAG support evaluation).
     """
-    from ..io.banks import BankReport, items_by_query, read_bank
+    from ..io.banks import items_by_query, read_bank
     from ..io.grades import read_grades
     from ..io.track_leaderboards import write_score_outputs
     from ..measures import nugget_scores as ns
+    from ..measures.bank_filter import bank_with_current_grades
 
     check_shape_options(click.get_current_context(), shape)
     all_reports = _reports(reports, track_spec)
@@ -151,20 +152,21 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
             raise UsageError(f"{grades} holds grades of {' and '.join(kinds) or 'no bank items'}; choose one with --kind")
         kind = kinds[0]
     th = ns.thresholds_of(graded, support_min, partial_min, "GRADES")
-    ns.warn_unparsed(graded, grades, _log)
-    bank_report = BankReport()
-    items = items_by_query(read_bank(bank, kind=kind, report=bank_report))
-    for notice in bank_report.notices(bank):
-        _log(notice)
+    notes: list[str] = []  # said once nothing is refused (a refusal is one line)
+    ns.warn_unparsed(graded, grades, notes.append)
+    bank_items, graded = bank_with_current_grades(bank, graded, grades, notes.append, kind=kind)  # as exam-cover --bank
+    items = items_by_query(bank_items)
     sup_index = None
     if support_grades:
         sgraded = read_grades(support_grades)
         if not any(g.kind == "statement" for g in sgraded):  # (the nugget grades given twice)
             raise InputError("holds no citation-support grades (exam-nuggets support writes them)", support_grades)
-        ns.warn_unparsed(sgraded, support_grades, _log)
+        ns.warn_unparsed(sgraded, support_grades, notes.append)
         sup_index = ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
     if not any(items.get(r.topic_id) for r in all_reports):
         raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
+    for note in notes:
+        _log(note)
     res = ns.score_reports(all_reports, graded, items, th, measures=measures, default_importance=default_importance,
                            complete=complete, support_index=sup_index, kind=kind, log=_log)
     write_score_outputs(res, items, output=output, to_dir=to_dir, shape=shape, summary_only=summary_only,
@@ -225,22 +227,25 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
     if source == "nuggets" and support_grades:
         raise UsageError("--from nuggets reads GRADES only: --support-grades would not be read")
     nug = sup = None
+    notes: list[str] = []  # said once nothing is refused (a refusal is one line)
     if grades and source != "support":
         graded = read_grades(grades, model=model, prompt=prompt)
-        ns.warn_unparsed(graded, grades, _log)
+        ns.warn_unparsed(graded, grades, notes.append)
         nug = ns.sentence_levels(graded, ns.thresholds_of(graded, support_min, partial_min, "GRADES"))
     if support_grades and source != "nuggets":
         sgraded = read_grades(support_grades)
         if not any(g.kind == "statement" for g in sgraded):  # (the nugget grades given twice)
             raise InputError("holds no citation-support grades (exam-nuggets support writes them)", support_grades)
-        ns.warn_unparsed(sgraded, support_grades, _log)
+        ns.warn_unparsed(sgraded, support_grades, notes.append)
         sup = ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
     stats = ns.QrelsStats()
     qrels = ns.citation_qrels(_reports(reports, track_spec), source, support=sup, nuggets=nug, stats=stats)
-    if stats.unlabelled:
-        _log(f"{stats.unlabelled} of {stats.cited} cited documents lack the grades for a label and are left out")
     if not qrels:
         raise InputError("no cited document has the grades its label needs", support_grades or grades)
+    for note in notes:
+        _log(note)
+    if stats.unlabelled:
+        _log(f"{stats.unlabelled} of {stats.cited} cited documents lack the grades for a label and are left out")
     with atomic_output(output) as out:
         write_qrels(qrels, out)
     return 0

@@ -108,3 +108,21 @@ def current_grades(grades: Iterable[Grade], items: Iterable[BankItem],
         kept.pop(g.key, None)
         kept[g.key] = g
     return list(kept.values())
+
+
+def bank_with_current_grades(bank: str, grades: list[Grade], grades_name: str, log,
+                             kind: str | None = None) -> tuple[list[BankItem], list[Grade]]:
+    """The bank's items under the ids exam-grade grades them by default (an edited item's
+    new text's id), and those of ``grades`` that are current for them (exam-nuggets
+    score, as exam-cover --bank); the notices on ``log``."""
+    from ..io.banks import BankReport, read_bank
+
+    report = BankReport()
+    items = read_bank(bank, kind=kind, report=report, keep_edited_ids=True, unique_as_graded=True)
+    report.edited = []  # (their grades: the notices of current_grades below)
+    dropped = BankFilterStats()
+    kept = current_grades(grades, items, dropped)
+    for notice in report.notices(bank) + dropped.notices(grades_name):
+        log(notice)
+    graded_items = [dataclasses.replace(i, item_id=effective_id(i), edited=False) if i.edited else i for i in items]
+    return graded_items, kept
