@@ -177,3 +177,19 @@ def test_exam_nuggets_score_takes_the_banks_current_grades_as_exam_cover_does(tm
     run_file.write_text(f"101 Q0 {doc} 1 1.0 A\n")
     cover = run("cover", "-q", "--min-grade", "2", "--bank", bank, grades, run_file)
     assert f"exam_cover            \t101\t{want}" in cover.stdout, (cover.stdout, cover.stderr)
+
+
+@pytest.mark.parametrize("shape", ["tot", "ir_measures", "table"])
+def test_exam_nuggets_score_refuses_a_folder_for_a_one_file_format(tmp_path, shape):
+    """-o out/ (a folder: what the trec_eval shape takes) wrote a file named out."""
+    reports = _jsonl(tmp_path / "reports.jsonl", [{"metadata": {"run_id": "A", "topic_id": "101", "team_id": "x"},
+                                                   "responses": [{"text": "Bees make honey.", "citations": []}],
+                                                   "references": []}])
+    bank = _jsonl(tmp_path / "bank.jsonl", [{"query_id": "101", "kind": "nugget", "text": "bees"}])
+    grades = _jsonl(tmp_path / "g.jsonl", [{"query_id": "101", "doc_id": "x", "item_id": "101/x", "kind": "nugget",
+                                            "grade": 2, "parse_ok": True, "model": "m", "prompt": "nuggetizer-assign"}])
+    out = tmp_path / "out"
+    msg = _one_line(run("nuggets", "score", "--format", shape, "--reports", reports, "--bank", bank, "-o",
+                        f"{out}/", grades), "exam-nuggets")
+    assert msg == f"exam-nuggets: {out}/: cannot write: names a folder (it ends with a separator); give a file name"
+    assert not out.exists()

@@ -126,6 +126,10 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     check_shape_options(click.get_current_context(), shape)
     all_reports = _reports(reports, track_spec)
     to_dir = bool(output) and (output.endswith(os.sep) or os.path.isdir(output))
+    if to_dir and shape != "trec_eval":  # only that shape writes a folder (one RUN.txt per run)
+        from ..io.openers import check_output
+
+        check_output(output)
     nruns = len({r.run_id for r in all_reports})
     if shape == "trec_eval" and nruns > 1 and not to_dir:
         raise UsageError(f"the trec_eval shape holds one run per file and there are {nruns} runs: "
