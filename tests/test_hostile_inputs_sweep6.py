@@ -193,3 +193,29 @@ def test_exam_nuggets_score_refuses_a_folder_for_a_one_file_format(tmp_path, sha
                         f"{out}/", grades), "exam-nuggets")
     assert msg == f"exam-nuggets: {out}/: cannot write: names a folder (it ends with a separator); give a file name"
     assert not out.exists()
+
+
+def test_a_run_with_no_scored_topic_keeps_its_row(tmp_path):
+    """Run B's only report is on a topic the bank lacks: with -c its mean is 0 (it lacks
+    topic 101), without it has no mean (an empty cell); its row had vanished."""
+    from exam_eval.io.reports import sentence_id
+
+    sentence = "Bees make honey."
+    reports = _jsonl(tmp_path / "reports.jsonl", [
+        {"metadata": {"run_id": run, "topic_id": topic, "team_id": "x"},
+         "responses": [{"text": sentence, "citations": []}], "references": []}
+        for run, topic in (("A", "101"), ("B", "999"))])
+    bank = _jsonl(tmp_path / "bank.jsonl", [{"query_id": "101", "kind": "nugget", "text": "bees"}])
+    import hashlib
+
+    item = "101/" + hashlib.md5(b"bees").hexdigest()
+    grades = _jsonl(tmp_path / "g.jsonl", [{"query_id": "101", "doc_id": sentence_id("A", "101", 1, sentence),
+                                            "item_id": item, "kind": "nugget", "grade": 2, "parse_ok": True,
+                                            "model": "m", "prompt": "nuggetizer-assign"}])
+    base = ["nuggets", "score", "-m", "nugget_all", "--reports", reports, "--bank", bank, grades]
+    table = run(*base[:2], "-c", "--format", "table", *base[2:])
+    assert table.code == 0 and table.stdout == "run\tnugget_all\nA\t1.0000\nB\t0.0000\n", table.stdout
+    tot = run(*base[:2], "-c", *base[2:])
+    assert tot.stdout.splitlines()[-1] == "B\tnugget_all\tall\t0.0000", tot.stdout
+    table = run(*base[:2], "--format", "table", *base[2:])
+    assert table.stdout == "run\tnugget_all\nA\t1.0000\nB\t\n", table.stdout

@@ -82,8 +82,8 @@ def write_score_outputs(res, items, *, output: str | None, to_dir: bool, shape: 
     from .openers import atomic_output, output_folder
 
     chosen, means = res.measures, res.means
-    by_run: dict[str, dict[str, dict[str, float | None]]] = {}
-    for (run, topic), vals in res.per.items():
+    by_run: dict[str, dict[str, dict[str, float | None]]] = {run: {} for run in means}  # a run none of whose
+    for (run, topic), vals in res.per.items():                                           # topics was scored too
         by_run.setdefault(run, {})[topic] = vals
     with contextlib.ExitStack() as stack:
         if assignments:
@@ -92,7 +92,7 @@ def write_score_outputs(res, items, *, output: str | None, to_dir: bool, shape: 
         if shape == "trec_eval" and to_dir:
             stack.enter_context(output_folder(output))
             files = {run: stack.enter_context(atomic_output(os.path.join(output, f"{run}.txt")))
-                     for run in sorted(by_run)}
+                     for run in sorted(by_run) if by_run[run] or means[run]}  # (nothing to say: no file)
             for run, out in files.items():
                 write_track_leaderboard(out, "trec_eval", chosen, {run: by_run[run]}, {run: means[run]},
                                         with_topics=not summary_only)

@@ -249,12 +249,14 @@ def support_grade_index(grades: Iterable[Grade], thresholds: Thresholds) -> dict
 # -- per topic -> per run ---------------------------------------------------------------
 
 def average_runs(per_topic: Mapping[tuple[str, str], Mapping[str, float]], measures: Sequence[str],
-                 all_topics: Sequence[str] | None = None) -> dict[str, dict[str, tuple[float, float, int]]]:
+                 all_topics: Sequence[str] | None = None,
+                 runs_given: Iterable[str] = ()) -> dict[str, dict[str, tuple[float, float, int]]]:
     """run -> measure -> (mean, stderr, topics). ``all_topics``: average over these,
     topics a run lacks scoring 0 (like trec_eval -c); else over the run's own topics.
     A measure a topic has no value for (n_exam_cover where nothing is answerable) is
-    left out of that measure's mean."""
-    runs: dict[str, dict[str, dict[str, float]]] = {}
+    left out of that measure's mean. ``runs_given``: runs averaged even where none of
+    their topics was scored (all 0 with ``all_topics``, else no mean)."""
+    runs: dict[str, dict[str, dict[str, float]]] = {run: {} for run in runs_given}
     defined: set[tuple[str, str]] = set()  # (topic, measure) with a value for some run
     for (run, topic), vals in per_topic.items():
         runs.setdefault(run, {})[topic] = vals
@@ -422,7 +424,7 @@ def score_reports(reports: Sequence[Report], grades: Sequence[Grade], items: Map
             log(f"{bad} of {pairs} (sentence, citation) pairs have no support grade (scored 0)")
 
     topics = sorted({t for (_, t) in per}) if complete else None
-    summary = average_runs(per, chosen, topics)
+    summary = average_runs(per, chosen, topics, runs_given=sorted({r.run_id for r in reports}))
     # a measure no topic of the run has a value for has no mean: no 'all' row, not 0
     means = {run: {m: v[0] for m, v in ms.items() if v[2]} for run, ms in summary.items()}
     return ReportScores(per, means, assigned, chosen)
