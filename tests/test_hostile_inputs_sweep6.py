@@ -219,3 +219,10 @@ def test_a_run_with_no_scored_topic_keeps_its_row(tmp_path):
     assert tot.stdout.splitlines()[-1] == "B\tnugget_all\tall\t0.0000", tot.stdout
     table = run(*base[:2], "--format", "table", *base[2:])
     assert table.stdout == "run\tnugget_all\nA\t1.0000\nB\t\n", table.stdout
+
+
+@pytest.mark.parametrize("target", ["ours", "autojudge"])
+def test_bank_conversion_names_the_one_target_default_importance_applies_to(tmp_path, target):
+    bank = _jsonl(tmp_path / "bank.jsonl", [{"query_id": "101", "kind": "nugget", "text": "bees"}])
+    res = run("nuggets", "bank", "--to", target, "--default-importance", "okay", bank)
+    assert _one_line(res, "exam-nuggets", code=1) == "exam-nuggets: --default-importance applies to --to nuggetizer"

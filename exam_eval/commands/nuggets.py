@@ -286,8 +286,8 @@ def bank_cmd(bank, target, topics, kind, default_importance, output):
 
     ctx = click.get_current_context()
     if target == "ours":
-        refuse_given(ctx, ("topics", "default_importance"), "applies to --to nuggetizer|autojudge")
-    elif target == "autojudge":
+        refuse_given(ctx, ("topics",), "applies to --to nuggetizer|autojudge")
+    if target != "nuggetizer":
         refuse_given(ctx, ("default_importance",), "applies to --to nuggetizer")
     convert_bank(bank, target, output, topics=topics, kind=kind, default_importance=default_importance,
                  log=_log)
