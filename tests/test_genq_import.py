@@ -78,6 +78,11 @@ def test_import_keeps_every_id(shared_data, tmp_path, run_cli, rel):
     else:
         assert rederived == len(items)
     assert f"{len(items)} items" in r.stderr
+    # what import wrote reads back as itself: the same ids, here and when imported again
+    again = tmp_path / "again.jsonl"
+    r = run_cli("exam-genq", "import", str(out), "-o", str(again))
+    assert r.returncode == 0 and again.read_text(encoding="utf-8") == out.read_text(encoding="utf-8"), r.stderr
+    assert "edited by hand" not in r.stderr
 
 
 def test_tqa_blank_lines_skipped_and_counted(shared_data, run_cli, tmp_path):
@@ -187,3 +192,24 @@ def test_generating_the_reference_texts_reproduces_the_reference_ids(shared_data
     assert r.returncode == 0, r.stderr
     got = [json.loads(x)["item_id"] for x in r.stdout.splitlines()]
     assert sorted(got) == sorted(truth)
+
+
+def test_a_multiple_choice_bank_imported_keeps_its_hashed_looking_ids_when_read_again(tmp_path, run_cli):
+    """The CAR file's ids look like query/facet/<32 hex> but hash another text: kept on
+    import, they were then taken for hand edits by every reader of the imported file."""
+    src = tmp_path / "mc.jsonl"
+    qid = "L1/T1/" + md5("the generator's raw line")
+    src.write_text(json.dumps({"query_id": "L1", "qid": qid, "question": "What is skin?", "choices": None,
+                               "correctKey": None, "correct": None, "facet_id": "T1"}) + "\n")
+    out = tmp_path / "bank.jsonl"
+    assert run_cli("exam-genq", "import", src, "-o", out).returncode == 0
+    again = run_cli("exam-genq", "import", out)
+    assert again.returncode == 0 and again.stdout == out.read_text() and "edited" not in again.stderr
+    assert json.loads(again.stdout)["item_id"] == qid
+    grades = tmp_path / "g.jsonl"
+    grades.write_text(json.dumps({"query_id": "L1", "doc_id": "d1", "item_id": qid, "kind": "question", "grade": 5,
+                                  "probs": None, "answer": "5", "parse_ok": True, "model": "m",
+                                  "prompt": "question-selfrating", "prompt_hash": None}) + "\n")
+    for bank in (src, out):
+        r = run_cli("exam-qrels", "--bank", bank, grades)
+        assert r.returncode == 0 and r.stdout == "L1 0 d1 5\n", (bank, r.stderr)

@@ -21,7 +21,9 @@ Human edits (our format and the workbench's):
   item then gets the id of its new text, so grades of the old text never stand for it;
   with ``keep_edited_ids`` it keeps the old id (and is marked ``edited``).
 - ids of any other form are the user's own names and are kept as they are. So are the
-  ids of multiple-choice files, which hash something other than the question text.
+  ids of multiple-choice files, which hash something other than the question text; an
+  item converted from one carries ``"item_id_kept": true`` in our format, so that the
+  file ``exam-genq import`` writes keeps those ids when it is read in turn.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ from .jsonl import dumps, iter_jsonl, json_id, require_fields
 from .openers import atomic_output, display_name
 
 _OUR_KEYS = {"query_id", "item_id", "kind", "text", "facet_id", "answers", "importance"}
+#: our format's mark of an id that names, not hashes, its text (a multiple-choice file's)
+ID_KEPT = "item_id_kept"
 
 
 def _importance(value, name: str, lineno: int) -> str | None:
@@ -172,7 +176,7 @@ def _item_from_tqa(obj: dict, name: str, lineno: int) -> BankItem | None:
     key = obj.get("correctKey")
     correct = obj.get("correct")
     answer = None
-    extra = {}
+    extra: dict = {ID_KEPT: True}
     if choices:
         by_key = _choices_map(choices, name, lineno)
         extra["choices"] = choices
@@ -238,7 +242,8 @@ def _settle_id(item: BankItem, lineno: int, report: BankReport | None, keep_edit
         item.item_id = make_item_id(item.query_id, item.text, item.facet_id)
         if report is not None:
             report.assigned.append((lineno, item.item_id))
-    elif not id_fits_text(item.item_id, item.query_id, item.text, item.facet_id):
+    elif item.extra.get(ID_KEPT) is not True and not id_fits_text(item.item_id, item.query_id, item.text,
+                                                                   item.facet_id):
         old = item.item_id
         if keep_edited_ids:
             item.edited = True
