@@ -197,6 +197,19 @@ def test_merge_nothing_missing_makes_no_call(tmp_path, run_cli):
     assert "# 0 calls (1 queries/facets already in the merged bank)" in r.stdout
 
 
+def test_merge_in_the_dl_style_counts_a_querys_faceted_items(tmp_path, run_cli):
+    """A query whose questions are all under a facet has questions: the dl style (one call
+    a query) asks nothing for it; the car style still asks for its facets without any."""
+    bank = write(tmp_path / "b.jsonl", '{"query_id": "q1", "facet_id": "f1", "kind": "question", "text": "A?"}\n')
+    topics = write(tmp_path / "t.tsv", "q1\tone\nq2\ttwo\n")
+    r = run_cli("exam-genq", "--dry-run", "--merge-with", str(bank), str(topics), env=ENV)
+    assert "# 1 calls (1 queries/facets already in the merged bank)" in r.stdout and "### q2" in r.stdout
+    car = write(tmp_path / "car.jsonl", json.dumps({"query_id": "q1", "text": "one", "subtopics": [
+        {"facet_id": "f1", "text": "A"}, {"facet_id": "f2", "text": "B"}]}) + "\n")
+    r = run_cli("exam-genq", "--dry-run", "--style", "car", "--merge-with", str(bank), str(car), env=ENV)
+    assert "# 1 calls (1 queries/facets already in the merged bank)" in r.stdout, r.stdout
+
+
 @pytest.mark.parametrize("content,where", [
     ('{"query_id": "1", "text": "ok"}\n{"query_id": "2", "text": \n', ":2:"),
     ('{"query_id": "1", "text": "ok"}\n{"query_id": "2"}\n', ":2:"),

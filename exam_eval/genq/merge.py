@@ -33,8 +33,11 @@ def raw_bytes(path: str | os.PathLike) -> bytes:
 
 
 def existing_units(path: str | os.PathLike, kind: str) -> set[tuple[str, str | None]]:
-    """(query_id, facet_id) pairs that already have items of ``kind`` (validates the bank)."""
-    return {(i.query_id, i.facet_id) for i in read_bank(path, kind=kind, allow_empty=True)}
+    """(query_id, facet_id) pairs that already have items of ``kind`` (validates the bank),
+    and (query_id, None) for every query that has any: a query-level unit (the dl style)
+    is covered by items under its facets too."""
+    units = {(i.query_id, i.facet_id) for i in read_bank(path, kind=kind, allow_empty=True)}
+    return units | {(q, None) for q, _ in units}
 
 
 def write_merged(base: bytes | None, items: list[BankItem], out: str | None) -> None:
