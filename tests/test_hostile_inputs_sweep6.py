@@ -226,3 +226,25 @@ def test_bank_conversion_names_the_one_target_default_importance_applies_to(tmp_
     bank = _jsonl(tmp_path / "bank.jsonl", [{"query_id": "101", "kind": "nugget", "text": "bees"}])
     res = run("nuggets", "bank", "--to", target, "--default-importance", "okay", bank)
     assert _one_line(res, "exam-nuggets", code=1) == "exam-nuggets: --default-importance applies to --to nuggetizer"
+
+
+@pytest.mark.parametrize("second, ok", [("support", True), ("not_support", False)])
+def test_the_nuggetizers_output_for_a_bank_with_a_repeated_nugget(tmp_path, second, ok):
+    """The bank lists "n one" twice (its reader drops the repeat); the nuggetizer assigns it
+    twice in one line. Alike, that is one assignment; two labels contradict each other."""
+    reports = _jsonl(tmp_path / "reports.jsonl", [{"metadata": {"run_id": "A", "topic_id": "101", "team_id": "x"},
+                                                   "responses": [{"text": "Bees.", "citations": []}],
+                                                   "references": []}])
+    bank = _jsonl(tmp_path / "bank.jsonl", [{"qid": "101", "query": "q", "nuggets": [
+        {"text": "n one", "importance": "vital"}, {"text": "n one", "importance": "vital"},
+        {"text": "n two", "importance": "okay"}]}])
+    assigned = _jsonl(tmp_path / "assign.jsonl", [{"qid": "101", "query": "q", "candidate": {}, "nuggets": [
+        {"text": "n one", "importance": "vital", "assignment": "support"},
+        {"text": "n one", "importance": "vital", "assignment": second},
+        {"text": "n two", "importance": "okay", "assignment": "not_support"}]}])
+    res = run("nuggets", "score", "--reports", reports, "--bank", bank, "-m", "nugget_all", assigned)
+    if ok:
+        assert res.code == 0 and res.stdout == "A\tnugget_all\t101\t0.5000\nA\tnugget_all\tall\t0.5000\n", res.stderr
+    else:
+        msg = _one_line(res, "exam-nuggets")
+        assert "nugget 'n one' of run A is assigned again (first on line 1)" in msg

@@ -53,9 +53,11 @@ def read_assignment_grades(path: str | os.PathLike, reports: Sequence[Report],
     for r in reports:
         by_topic.setdefault(r.topic_id, []).append(r)
     out: list[Grade] = []
-    # (report, nugget) -> the line that assigned it: a second assignment is the input
-    # contradicting (or repeating) itself, where scoring took the best label silently
-    assigned: dict[tuple[str, str, str], int] = {}
+    # (report, nugget) -> the line that assigned it and the label: a second assignment is the
+    # input contradicting (or repeating) itself, where scoring took the best label silently;
+    # but the nuggetizer assigns a nugget its bank lists twice twice, in one line, alike
+    # (the bank's reader drops the repeat, with a notice): that one is the same assignment
+    assigned: dict[tuple[str, str, str], tuple[int, str]] = {}
     for lineno, obj in iter_jsonl(path):
         if not isinstance(obj, dict) or not isinstance(obj.get("nuggets"), list):
             raise InputError("expected an assignment line {qid, run_id, nuggets: [...]}", name, lineno)
@@ -75,12 +77,14 @@ def read_assignment_grades(path: str | os.PathLike, reports: Sequence[Report],
             item = texts.get(text.strip()) if isinstance(text, str) else None
             if item is None:
                 raise InputError(f"nugget {text!r} is not in the bank for topic {qid}", name, lineno)
-            first = assigned.get((qid, report.doc_id, item.item_id))
-            if first is not None:
-                raise InputError(f"nugget {text!r} of run {report.run_id} is assigned again (first on line {first})",
-                                 name, lineno)
-            assigned[(qid, report.doc_id, item.item_id)] = lineno
             label = str(n.get("assignment", "")).lower()
+            first = assigned.get((qid, report.doc_id, item.item_id))
+            if first == (lineno, label):
+                continue
+            if first is not None:
+                raise InputError(f"nugget {text!r} of run {report.run_id} is assigned again (first on line {first[0]})",
+                                 name, lineno)
+            assigned[(qid, report.doc_id, item.item_id)] = (lineno, label)
             grade = GRADES.get(label)
             out.append(Grade(qid, report.doc_id, item.item_id, item.kind, grade, None, label, grade is not None,
                              "assignments-file", PROMPT, item_hash=item.text_hash))
