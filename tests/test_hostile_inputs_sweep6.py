@@ -248,3 +248,18 @@ def test_the_nuggetizers_output_for_a_bank_with_a_repeated_nugget(tmp_path, seco
     else:
         msg = _one_line(res, "exam-nuggets")
         assert "nugget 'n one' of run A is assigned again (first on line 1)" in msg
+
+
+@pytest.mark.parametrize("backend", ["hf-seq2seq", "embedding"])
+def test_a_device_torch_does_not_know_is_one_line(tmp_path, request, backend):
+    """--device bogus reached torch's parser at the model load: a RuntimeError traceback."""
+    bank = _jsonl(tmp_path / "bank.jsonl", [{"query_id": "q1", "item_id": "q1/i1", "kind": "question", "text": "What?"}])
+    passages = _jsonl(tmp_path / "p.jsonl", [{"doc_id": "d1", "text": "Bees."}])
+    run_file = tmp_path / "r.run"
+    run_file.write_text("q1 Q0 d1 1 1.0 r\n")
+    out = tmp_path / "g.jsonl"
+    model = ["--model", request.getfixturevalue("tiny_t5"), "--engine", "torch"] if backend == "hf-seq2seq" else []
+    msg = _one_line(run("grade", "--backend", backend, *model, "--device", "bogus", "--prompt", "question-selfrating",
+                        "--bank", bank, "--passages", passages, "--no-cache", run_file, "-o", out), "exam-grade", code=1)
+    assert msg.startswith("exam-grade: --device bogus: not a device torch knows (")
+    assert not out.exists()

@@ -100,8 +100,10 @@ class Encoder:
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
+        from .hf_common import pick_device
+
         try:
-            self._model = SentenceTransformer(path, device=self.device)
+            self._model = SentenceTransformer(path, device=pick_device(self.device))
         except OSError as exc:
             raise InputError(f"cannot load sentence-transformers model: {exc}".splitlines()[0], self.model_name) from None
 

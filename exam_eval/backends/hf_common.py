@@ -74,8 +74,14 @@ def pick_device(device: str | None) -> str:
     import torch
 
     if device:
-        if device.startswith("cuda") and not torch.cuda.is_available():
+        try:
+            parsed = torch.device(device)
+        except (RuntimeError, ValueError, TypeError) as exc:  # "bogus", "cuda:x": torch's own words
+            raise UsageError(f"--device {device}: not a device torch knows ({str(exc).splitlines()[0][:200]})") from None
+        if parsed.type == "cuda" and not torch.cuda.is_available():
             raise UsageError(f"--device {device}: CUDA is not available on this machine")
+        if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise UsageError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
         return device
     return "cuda" if torch.cuda.is_available() else "cpu"
 

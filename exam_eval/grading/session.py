@@ -136,7 +136,7 @@ class GradingSession:
         for model in _models(self.grader):
             try:
                 model.load()
-            except (OSError, ValueError) as exc:
+            except (OSError, ValueError, RuntimeError) as exc:  # a library's own words, as one line
                 raise InputError(f"cannot load model: {exc}".splitlines()[0], model.model_id or model.name) from None
 
     def run(self, *, sink=None, batch_size: int | None = None, progress: str | None = None,
