@@ -263,3 +263,27 @@ def test_a_device_torch_does_not_know_is_one_line(tmp_path, request, backend):
                         "--bank", bank, "--passages", passages, "--no-cache", run_file, "-o", out), "exam-grade", code=1)
     assert msg.startswith("exam-grade: --device bogus: not a device torch knows (")
     assert not out.exists()
+
+
+@pytest.mark.parametrize("case", ["a 240-byte run id", "a folder in the way"])
+def test_run_out_files_are_refused_before_the_load_and_none_is_left(tmp_path, case):
+    """The run id fit NAME_MAX but its temp file's name did not, and a folder named as a run
+    file was met only when written: after the model load, leaving the other run's file."""
+    long_id = "x" * 240
+    other = long_id if case == "a 240-byte run id" else "zzz"
+    resp = _jsonl(tmp_path / "resp.jsonl", [{"query_id": "t1", "run_id": "aaa", "text": "Other text about one."},
+                                            {"query_id": "t1", "run_id": other, "text": "Some text about one."}])
+    bank = _jsonl(tmp_path / "bank.jsonl", [{"query_id": "t1", "kind": "nugget", "text": "fact one"}])
+    out = tmp_path / "out"
+    out.mkdir()
+    if case == "a folder in the way":
+        (out / "zzz.run").mkdir()
+    grades = tmp_path / "g.jsonl"
+    res = run("grade", "--responses", resp, "--responses-run-out", f"{out}/", "--bank", bank, "--prompt",
+              "nugget-selfrating", "--backend", "scripted", "-O", "load_delay=30", "--no-cache", "-o", grades)
+    msg = _one_line(res, "exam-grade")
+    if case == "a 240-byte run id":
+        assert msg.startswith(f"exam-grade: {resp}:2: run id '{long_id}' is too long for a file name (241 bytes")
+    else:
+        assert msg == f"exam-grade: {out}/zzz.run: cannot write: is a directory"
+    assert not grades.exists() and [p.name for p in out.iterdir()] == ([] if other == long_id else ["zzz.run"])

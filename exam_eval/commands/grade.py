@@ -129,14 +129,15 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         refuse_given(click.get_current_context(), ("depth",), "is the pool depth of RUNs: give a RUN")
 
     # ---- inputs (all validated before anything loads or is written) --------------------
+    notes: list[str] = []  # the inputs' notices, said once nothing is refused (a refusal is one line)
     plan_inputs = read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,
                                reports=reports, track_spec=track_spec, report_unit=report_unit or default_unit(prompt.id),
                                cited_documents=cited_documents,
                                topics=topics, on_missing=on_missing, bank=None if direct else bank,
-                               prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids, log=_log)
+                               prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids, log=notes.append)
     if direct and (bank or keep_edited_ids):
         unused = " and ".join(f for f, v in (("--bank", bank), ("--keep-edited-ids", keep_edited_ids)) if v)
-        _log(f"prompt {prompt.id!r} grades passages directly; {unused} {'are' if ' and ' in unused else 'is'} not used")
+        notes.append(f"prompt {prompt.id!r} grades passages directly; {unused} {'are' if ' and ' in unused else 'is'} not used")
     run_files = {option: segment_run_files(plan_inputs[key], path, option)
                  for key, path, option in (("segments", responses_run_out, "--responses"),
                                            ("report_segments", reports_run_out, "--reports")) if path}
@@ -151,6 +152,8 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     with GradingSession(grader, prompt, output=output, cache_path=cache_file(cache_path, no_cache),
                         dry_run=dry_run, log=_log) as session:
         plan = session.plan(units, npairs)
+        for note in notes:
+            _log(note)
         plan.stats.pool = plan_inputs["pool"]
         plan.stats.missing = plan_inputs["missing"]
         if dry_run:

@@ -167,7 +167,7 @@ def segment_run_files(segments, path: str, option: str = "--responses") -> tuple
     None, [(file, run id, run)]): one file, or one RUN_ID.run per run in a folder (PATH
     ends with a separator or is a folder). A run id that cannot be a file name there is an
     InputError naming the line it came from. Nothing is written here."""
-    from ..io.openers import file_name_problem
+    from ..io.openers import check_output, file_name_problem
     from .segment import segments_to_runs
 
     runs = segments_to_runs(segments)
@@ -180,7 +180,11 @@ def segment_run_files(segments, path: str, option: str = "--responses") -> tuple
             if problem:
                 raise InputError(f"run id {run_id!r} {problem}: it cannot name a file in {option}-run-out {path} "
                                  "(one RUN_ID.run per run); give a file instead, for a single run", *where[run_id])
-        return path, [(os.path.join(path, f"{run_id}.run"), run_id, run) for run_id, run in runs.items()]
+        files = [(os.path.join(path, f"{run_id}.run"), run_id, run) for run_id, run in runs.items()]
+        if os.path.isdir(path):  # each file as any output is probed: before the model loads
+            for file, _, _ in files:
+                check_output(file)
+        return path, files
     if len(runs) > 1:
         raise UsageError(f"{option} holds {len(runs)} runs; give {option}-run-out a directory (one file per run)")
     (run_id, run), = runs.items()
@@ -188,15 +192,15 @@ def segment_run_files(segments, path: str, option: str = "--responses") -> tuple
 
 
 def write_segment_runs(planned: tuple[str | None, list[tuple[str, str, dict]]]) -> None:
-    """Write what :func:`segment_run_files` planned, each file atomically."""
+    """Write what :func:`segment_run_files` planned, each file atomically, and all of them
+    to their temp files before any is renamed into place: one that fails leaves none."""
     from ..io.openers import atomic_output, output_folder
     from ..io.trec import write_run
 
     folder, files = planned
-    with output_folder(folder) if folder else contextlib.nullcontext():
+    with output_folder(folder) if folder else contextlib.nullcontext(), contextlib.ExitStack() as stack:
         for path, run_id, run in files:
-            with atomic_output(path) as out:
-                write_run(run, out, run_id)
+            write_run(run, stack.enter_context(atomic_output(path)), run_id)
 
 
 def support_units(reports, *, track_spec, passages, topics, on_missing, prompt, grader, shard, log: Log = _quiet):

@@ -61,6 +61,8 @@ def stdin_as_file() -> Iterator[str]:
 
 #: the longest file name most file systems take (NAME_MAX), in bytes
 _NAME_MAX = 255
+#: what atomic_output's temp file adds to a name: "." NAME "." 8 random characters ".tmp"
+_TEMP_EXTRA = 14
 
 
 def file_name_problem(name: str, suffix: str) -> str | None:
@@ -74,8 +76,9 @@ def file_name_problem(name: str, suffix: str) -> str | None:
             return f"holds {sep!r}"
     if "\0" in name:
         return "holds NUL"
-    if len(f"{name}{suffix}".encode("utf-8", "surrogatepass")) > _NAME_MAX:
-        return f"is too long for a file name ({_NAME_MAX} bytes with {suffix})"
+    if len(f"{name}{suffix}".encode("utf-8", "surrogatepass")) > _NAME_MAX - _TEMP_EXTRA:
+        # the file is written as .NAME.XXXXXXXX.tmp first (atomic_output): that name must fit too
+        return f"is too long for a file name ({_NAME_MAX - _TEMP_EXTRA} bytes with {suffix}, for its temp file's sake)"
     return None
 
 
