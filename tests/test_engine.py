@@ -282,6 +282,26 @@ def test_segmentation(tmp_path):
     assert ranked(runs["runA"]["q1"]) == [s.doc_id for s in segs]
 
 
+@pytest.mark.parametrize("text, most_chars", [
+    ("这是一个关于蜜蜂如何酿造蜂蜜的句子。" * 400, 420),       # Chinese sentences: full stops, no spaces
+    ("ภาษาไทยเขียนติดกันโดยไม่มีช่องว่าง" * 500, 420),         # Thai: no sentence marks, no spaces
+    ("See https://example.com/" + "a/" * 3000 + " for details.", 1000),  # one word of 6,000 characters
+])
+def test_text_without_spaces_or_sentence_ends_is_cut_too(text, most_chars):
+    """Such a text was one segment (1,200 to 3,200 tokens of its kind): the model window
+    then cut it, and most of the answer was never graded."""
+    segs = segment_response("q", "r", text)
+    assert len(segs) > 3 and max(len(s.text) for s in segs) <= most_chars, [len(s.text) for s in segs]
+    assert "".join("".join(s.text.split()) for s in segs) == "".join(text.split())  # nothing lost
+    assert min(len(s.text.split()) for s in segs) >= 1 and not any(s.text == "See" for s in segs)
+
+
+@pytest.mark.parametrize("brk", ["\r\r", "\r", "\u2029", "\u2028\u2028"])
+def test_paragraph_breaks_other_than_lf(brk):
+    a, b = "First paragraph is a full sentence of plain text.", "Second paragraph is another full sentence of text."
+    assert [s.text for s in segment_response("q", "r", a + brk + b)] == [a, b]
+
+
 def test_single_newline_responses_split_into_lines():
     segs = segment_response("q", "r", "Line one is a full sentence of plain text.\nLine two is another full sentence of text.")
     assert [s.text for s in segs] == ["Line one is a full sentence of plain text.", "Line two is another full sentence of text."]

@@ -1,10 +1,13 @@
 """Generated responses -> passages: paragraphs of at most ~400 tokens, stable ids.
 
 A response (``{"query_id", "run_id", "text"}``) is split at blank lines (at single line
-breaks when it has no blank line); a paragraph longer than the limit is split at
-sentence ends, and a sentence longer than the limit at word boundaries. Very short
-paragraphs (headings, "Sources:") are joined to the next one, because a heading alone
-answers nothing and would only add grading work.
+breaks when it has no blank line; CR, U+2028 and U+2029 break lines and paragraphs too);
+a paragraph longer than the limit is split at sentence ends (CJK full stops included),
+a sentence longer than the limit at word boundaries, and a word longer than the limit (a
+URL, a run of Chinese or Thai, which are written without spaces) between characters.
+Very short paragraphs (headings, "Sources:") are joined to the next one, because a
+heading alone answers nothing and would only add grading work; so are the crumbs such
+cuts leave ("See" before a URL).
 
 Segment id: ``run_id/query_id/N-md5(text)[:10]``: N keeps two identical paragraphs of one
 response apart, the digest makes sure that a regenerated response never reuses the id
@@ -24,13 +27,35 @@ from ..io.reports import segment_id
 
 MAX_TOKENS = 400
 MIN_TOKENS = 8
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+#: scripts written without spaces between words (Han, kana, Thai, Lao, Khmer, Myanmar,
+#: Tibetan): each character counts as a token, as subword tokenizers come close to
+_UNSPACED = "\u0e00-\u0eff\u0f00-\u0fff\u1000-\u109f\u1780-\u17ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_UNSPACED}]|[^\W{_UNSPACED}]+|[^\w\s]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)|(?<=[。！？])\s*(?=\S)")
+#: line and paragraph breaks other than LF, as split_paragraphs reads them
+_BREAKS = str.maketrans({"\r": "\n", "\u2028": "\n", "\u2029": "\n\n", "\x85": "\n"})
 
 
 def approx_tokens(text: str) -> int:
-    """Words and punctuation marks: close to a subword tokenizer's count for English."""
+    """Words and punctuation marks (a character of a script without spaces is one): close
+    to a subword tokenizer's count for English."""
     return len(_TOKEN.findall(text))
+
+
+def _cut_word(word: str, limit: int, count: Callable[[str], int]) -> list[str]:
+    """A "word" over the limit cut between characters, each piece the longest that fits."""
+    pieces = []
+    while count(word) > limit:
+        lo, hi = 1, len(word)  # the longest prefix within the limit: count grows with the prefix
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if count(word[:mid]) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        pieces.append(word[:lo])
+        word = word[lo:]
+    return pieces + [word] if word else pieces
 
 
 @dataclass(frozen=True)
@@ -54,7 +79,7 @@ def _split_long(text: str, limit: int, count: Callable[[str], int]) -> list[str]
             if current:
                 pieces.append(current)
                 current = ""
-            words = sentence.split()
+            words = [piece for w in sentence.split() for piece in _cut_word(w, limit, count)]
             chunk: list[str] = []
             for w in words:
                 if chunk and count(" ".join(chunk + [w])) > limit:
@@ -77,7 +102,7 @@ def _split_long(text: str, limit: int, count: Callable[[str], int]) -> list[str]
 
 def split_paragraphs(text: str, *, max_tokens: int = MAX_TOKENS, min_tokens: int = MIN_TOKENS,
                      count: Callable[[str], int] = approx_tokens) -> list[str]:
-    text = text.replace("\r\n", "\n").strip()
+    text = text.replace("\r\n", "\n").translate(_BREAKS).strip()
     if not text:
         return []
     blocks = re.split(r"\n\s*\n", text) if re.search(r"\n\s*\n", text) else text.split("\n")
@@ -98,7 +123,14 @@ def split_paragraphs(text: str, *, max_tokens: int = MAX_TOKENS, min_tokens: int
             merged.append(carry)
     out: list[str] = []
     for block in merged:
-        out.extend(_split_long(block, max_tokens, count))
+        for piece in _split_long(block, max_tokens, count):
+            # a crumb a cut left ("See" before a URL that did not fit beside it) goes with its
+            # neighbour, a few tokens past the limit at most
+            crumb = out and min(count(out[-1]), count(piece)) < min_tokens
+            if crumb and count(f"{out[-1]} {piece}") <= max_tokens + min_tokens:
+                out[-1] = f"{out[-1]} {piece}"
+            else:
+                out.append(piece)
     return out
 
 
