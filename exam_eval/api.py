@@ -57,6 +57,10 @@ def read_bank(path: str, *, kind: str | None = None) -> dict[str, list[BankItem]
 def as_reports(reports: Iterable[Any], *, track_spec: str | None = None) -> list[Report]:
     """Our :class:`Report` objects from ours, from report dicts (one JSONL line each), or
     from autojudge-base ``Report`` objects (pydantic models), validated the same way."""
+    if isinstance(reports, (str, bytes, os.PathLike)):  # iterated, a path is its characters
+        raise UsageError("reports= takes report objects or dicts; read files with api.read_reports(path)")
+    if isinstance(reports, Mapping) or not isinstance(reports, Iterable):
+        raise UsageError(f"reports= takes a list of reports, not {type(reports).__name__}")
     spec = resolve_track_spec(track_spec)
     out: list[Report] = []
     for n, r in enumerate(reports, 1):
@@ -79,6 +83,16 @@ def as_queries(topics: Any) -> dict[str, str]:
     if isinstance(topics, (str, os.PathLike)):
         return read_requests(str(topics))
     return {str(t.request_id): t.title for t in topics}
+
+
+def _one_grader(grades: Sequence[Grade]) -> None:
+    """The commands' rule: the grades of one model and prompt (the labels of two graders
+    would be mixed into one maximum)."""
+    graders = sorted({g.grader for g in grades})
+    if len(graders) > 1:
+        shown = "; ".join(f"model {m!r} prompt {p!r}" for m, p in graders[:3])
+        raise UsageError(f"grades of {len(graders)} graders ({shown}{' ...' if len(graders) > 3 else ''}): "
+                         "give those of one")
 
 
 def _as_bank(bank) -> dict[str, list[BankItem]]:
@@ -134,13 +148,22 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
         from .progress import silence_library_progress
 
         silence_library_progress()
+    if not isinstance(prompt, str):
+        raise UsageError(f"prompt= takes a prompt id (see exam-grade --list-prompts), not {prompt!r}")
     the_prompt = get_prompt(prompt)
     unit = unit or default_unit(the_prompt.id)
+    if unit not in ("sentence", "report"):
+        raise UsageError(f"unit= is 'sentence' or 'report', not {unit!r}")
     direct = the_prompt.target == "direct"
     if not direct and bank is None:
         raise UsageError(f"prompt {the_prompt.id!r} grades {the_prompt.target}s: give bank=")
     reps = as_reports(reports)
-    cited = cited_texts(reps, passages)[0] if cited_documents else None
+    cited = None
+    if cited_documents:
+        cited, wanted = cited_texts(reps, passages)
+        if wanted - set(cited):  # as exam-grade: the bare sentence is not what was asked for
+            raise InputError(f"{len(wanted - set(cited))} cited documents need texts (e.g. "
+                             f"{sorted(wanted - set(cited))[0]}): give passages=", "<reports>")
     segs = report_segments(reps, unit, cited)
     docs: dict[str, list[str]] = {}
     for s in segs:
@@ -167,18 +190,31 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
         stats = session.run(sink=sink, progress="grading" if progress else None)
     if stats.failed:
         raise InputError(f"{stats.failed} model calls failed; call again to retry them", grader.model_id or backend)
-    if output:
-        wanted_docs = {d for ds in docs.values() for d in ds}
+    if output:  # this call's pairs only: the file may hold grades of other items and reports
+        wanted = {(q, d, i) for q, ds in docs.items() for d in ds
+                  for i in ([None] if items is None else [it.item_id for it in items[q]])}
         return [g for g in read_grades(output, model=grader.model_id, prompt=the_prompt.id)
-                if g.doc_id in wanted_docs]
+                if (g.query_id, g.doc_id, g.item_id) in wanted]
     return sink.grades
 
 
 def qrels(grades: Iterable[Grade], *, label: str = "max", min_grade: int | None = None) -> dict[str, dict[str, int]]:
-    """EXAM-Qrels (as exam-qrels): topic -> graded unit -> label (best grade by default)."""
+    """EXAM-Qrels (as exam-qrels): topic -> graded unit -> label (best grade by default;
+    ``label`` count or binary: of the grades >= ``min_grade``, 4 unless given)."""
     from .measures.exam_qrels import grades_to_qrels
 
-    return grades_to_qrels(grades, label=label, min_grade=min_grade)
+    grades = list(grades)
+    _one_grader(grades)
+    if label == "max" and min_grade is not None:
+        raise UsageError("min_grade is the threshold of label='count'|'binary'; label='max' takes the maximum grade")
+    if min_grade is not None and (isinstance(min_grade, bool) or not isinstance(min_grade, int) or min_grade < 0):
+        raise UsageError(f"min_grade must be a whole number of 0 or more, not {min_grade!r}")
+    if label != "max" and min_grade is None:
+        min_grade = 4  # exam-qrels' default
+    out = grades_to_qrels(grades, label=label, min_grade=min_grade)
+    if not out:
+        raise InputError("no passage has a parsed grade", "<grades>")
+    return out
 
 
 def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, float]]], *, min_grade: int = 4,
@@ -186,8 +222,24 @@ def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, 
     """EXAM-Cover (as exam-cover) of ranked runs (run -> topic -> doc -> score):
     run -> {"exam_cover", "n_exam_cover"} means over topics (n_exam_cover None where no
     topic has an item any passage answers: undefined, not 0)."""
+    import math
+
     from .measures.cover import build_index, exam_cover
 
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise UsageError(f"k must be a whole number of 1 or more, not {k!r}")
+    if isinstance(min_grade, bool) or not isinstance(min_grade, int):
+        raise UsageError(f"min_grade must be a whole number, not {min_grade!r}")
+    if not isinstance(runs, Mapping) or not all(isinstance(r, Mapping) for r in runs.values()):
+        raise UsageError("runs= takes run -> topic -> doc -> score mappings")
+    for name, run in runs.items():
+        for topic, scored in run.items():
+            bad = next((d for d, s in scored.items() if not isinstance(s, (int, float)) or not math.isfinite(s)), None)
+            if bad is not None:  # exam-cover refuses such a run line
+                raise InputError(f"run {name!r} topic {topic!r}: the score of {bad!r} is {scored[bad]!r}, not a finite "
+                                 "number", "<runs>")
+    grades = list(grades)
+    _one_grader(grades)
     index = build_index(grades, min_grade)
     out = {}
     for name, run in runs.items():
@@ -213,9 +265,17 @@ def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, supp
     from .measures import nugget_scores as ns
 
     log = log or _warn
+    if default_importance not in ("vital", "okay"):
+        raise UsageError(f"default_importance is 'vital' or 'okay', not {default_importance!r}")
     grades = list(grades)
+    _one_grader(grades)
     reps = as_reports(reports)
+    if not reps:
+        raise InputError("no reports", "<reports>")
     items = _as_bank(bank)
+    if not any(items.get(r.topic_id) for r in reps):  # as exam-nuggets score
+        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)",
+                         "<bank>")
     kinds = {g.kind for g in grades if g.kind}
     if len(kinds) == 1:
         items = {q: [i for i in its if i.kind in kinds] for q, its in items.items()}
@@ -233,5 +293,9 @@ def citation_qrels(reports: Iterable[Any], grades: Sequence[Grade], *, support_m
     from .measures import nugget_scores as ns
 
     grades = list(grades)
+    _one_grader(grades)
     levels = ns.sentence_levels(grades, ns.thresholds_of(grades, support_min, partial_min))
-    return ns.citation_qrels(as_reports(reports), "nuggets", nuggets=levels)
+    out = ns.citation_qrels(as_reports(reports), "nuggets", nuggets=levels)
+    if not out:  # as exam-nuggets qrels (whole-report grades label no citing sentence)
+        raise InputError("no cited document has the grades its label needs", "<grades>")
+    return out

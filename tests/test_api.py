@@ -189,3 +189,83 @@ def test_as_reports_and_queries(tmp_path):
     f = tmp_path / "q.jsonl"
     f.write_text(json.dumps({"request_id": "7", "title": "seven"}) + "\n")
     assert api.as_queries(str(f)) == {"7": "seven"}
+
+
+# -- the commands' refusals, and their results, through the API (a sweep, 2026-11-26) --------
+
+def test_grade_with_output_returns_this_calls_pairs_only(setup, tmp_path):
+    """An output already holding the grades of every bank item: a call with one item
+    returned them all (its qrels then differed from the same call without output=)."""
+    _, objs, bank = setup
+    out = tmp_path / "g.jsonl"
+    api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted", output=str(out))
+    one = {q: its[:1] for q, its in api.read_bank(str(bank)).items()}
+    plain = api.grade(objs, bank=one, prompt="nugget-selfrating", backend="scripted")
+    resumed = api.grade(objs, bank=one, prompt="nugget-selfrating", backend="scripted", output=str(out))
+    assert sorted(g.key for g in resumed) == sorted(g.key for g in plain) and len({g.item_id for g in plain}) == len(one)
+
+
+def test_grades_of_two_graders_are_refused_as_the_commands_refuse_them(setup):
+    import dataclasses
+
+    _, objs, bank = setup
+    grades = api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted")
+    other = [dataclasses.replace(g, model="another") for g in grades]
+    for call in (lambda: api.qrels(grades + other), lambda: api.nugget_scores(objs, grades + other, str(bank)),
+                 lambda: api.citation_qrels(objs, grades + other),
+                 lambda: api.cover(grades + other, {"r": {"101": {"d": 1.0}}})):
+        with pytest.raises(api.UsageError, match="grades of 2 graders"):
+            call()
+
+
+def test_qrels_take_exam_qrels_defaults_and_refusals(setup, tmp_path):
+    tmp, objs, bank = setup
+    grades = api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted")
+    out = tmp_path / "g.jsonl"
+    out.write_text("".join(json.dumps(g.to_json()) + "\n" for g in grades))
+    lines = cli("qrels", "--label", "count", out).splitlines()
+    got = api.qrels(grades, label="count")  # --min-grade 4 unless given, as exam-qrels
+    assert sorted(f"{q} 0 {d} {v}" for q, ds in got.items() for d, v in ds.items()) == sorted(lines)
+    for kw in (dict(label="max", min_grade=3), dict(label="binary", min_grade=-1)):
+        with pytest.raises(api.UsageError):
+            api.qrels(grades, **kw)
+
+
+@pytest.mark.parametrize("kw, error", [(dict(k=0), "UsageError"), (dict(k=-1), "UsageError"),
+                                       (dict(runs={"r": {"101": {"p001": float("nan")}}}), "InputError")])
+def test_cover_refuses_what_exam_cover_refuses(setup, kw, error):
+    _, objs, bank = setup
+    grades = api.grade(objs[:2], bank=str(bank), prompt="nugget-selfrating", backend="scripted")
+    runs = kw.pop("runs", {"r": {"101": {"p001": 1.0}}})
+    with pytest.raises((api.UsageError, api.InputError)) as caught:
+        api.cover(grades, runs, **kw)
+    assert type(caught.value).__name__ == error
+
+
+def test_empty_results_are_the_commands_refusals(setup, tmp_path):
+    _, objs, bank = setup
+    report_grades = api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted", unit="report")
+    with pytest.raises(api.InputError, match="no cited document has the grades its label needs"):
+        api.citation_qrels(objs, report_grades)
+    grades = api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted")
+    with pytest.raises(api.InputError, match="no reports"):
+        api.nugget_scores([], grades, str(bank))
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"query_id": "999", "kind": "nugget", "text": "x"}) + "\n")
+    with pytest.raises(api.InputError, match="no report is on a topic of the bank"):
+        api.nugget_scores(objs, grades, str(other))
+    with pytest.raises(api.UsageError, match="default_importance"):
+        api.nugget_scores(objs, grades, str(bank), default_importance="high")
+
+
+def test_wrong_calls_to_grade_are_usage_errors(setup, tmp_path):
+    _, objs, bank = setup
+    for kw in (dict(unit="para"), dict(prompt=None), dict(reports=str(DEMO))):
+        args = dict(bank=str(bank), prompt="nugget-selfrating", backend="scripted") | kw
+        with pytest.raises(api.UsageError):
+            api.grade(args.pop("reports", objs), **args)
+    with pytest.raises(api.InputError, match="cited documents need texts"):
+        api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted", cited_documents=True)
+    with pytest.raises(api.InputError, match="no such"):
+        api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted",
+                  output=str(tmp_path / "missing" / "g.jsonl"))

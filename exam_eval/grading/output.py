@@ -239,8 +239,10 @@ class OutputLock:
         for _ in range(10):
             try:
                 self._open()
-            except FileNotFoundError:  # removed between our two opens: start again
-                continue
+            except FileNotFoundError as exc:
+                if not os.path.isdir(os.path.dirname(self.real) or "."):  # no folder to create it in
+                    raise write_error(self.path, exc) from None
+                continue  # removed between our two opens: start again
             except OSError as exc:
                 raise write_error(self.path, exc) from None
             try:
