@@ -56,7 +56,9 @@ UUID = "47601789-65d8-4706-9bde-fc89fccfdf14_159897"
 
 def _cases() -> list[dict]:
     cits = [[0, 1], ["a", "b"], ["0", "1"], [1.0], [1.5], [True], [0, "a"], {"a": 0.5}, {"a": 1}, {"a": "0.5"},
-            {"a": "x"}, {"a": None}, None, [], {}, [-1], [5], "a", 3, [224], {"b": 0.1, "a": 0.9}]
+            {"a": "x"}, {"a": None}, None, [], {}, [-1], [5], "a", 3, [224], {"b": 0.1, "a": 0.9},
+            # digits of other scripts, a zero fraction in text (a sweep, 2026-11-26)
+            [0, "١"], [0, "１"], {"a": "１"}, {"a": "٠.5"}, [0, "1.0"], ["1.00"], ["1.5"], ["1_0"]]
     out = [{"metadata": _md(), "responses": [{"text": "x", "citations": c}], "references": ["a", "b"]} for c in cits]
     out += [{"metadata": _md(), "responses": [{"text": "x", "citations": c1}, {"text": "y", "citations": c2}],
              "references": ["a", "b"]}

@@ -107,7 +107,9 @@ def report_id(run_id: str, topic_id: str, text: str) -> str:
 
 _SHAPES = ("neuclir", "ragtime", "rag24")
 _TASKS = ("multilingual", "english", "rag")
-_INT_TEXT = re.compile(r"\s*[+-]?\d+\s*\Z")
+# pydantic's lax int from text: ASCII digits only ("١" and "１" are refused there), and a
+# zero fraction may follow ("1.0" is 1)
+_INT_TEXT = re.compile(r"\s*([+-]?\d+)(?:\.0*)?\s*\Z", re.ASCII)
 
 
 class _Bad(Exception):
@@ -121,15 +123,16 @@ def _lax_int(v):
         return v
     if isinstance(v, float) and v.is_integer():
         return int(v)
-    if isinstance(v, str) and _INT_TEXT.match(v):
-        return int(v)
+    m = _INT_TEXT.match(v) if isinstance(v, str) else None
+    if m:
+        return int(m.group(1))
     raise ValueError(v)
 
 
 def _lax_float(v):
     if isinstance(v, (bool, int, float)):
         return float(v)
-    if isinstance(v, str):
+    if isinstance(v, str) and v.isascii():  # Python's float() reads "１" too; pydantic does not
         return float(v)
     raise ValueError(v)
 
