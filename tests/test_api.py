@@ -269,3 +269,21 @@ def test_wrong_calls_to_grade_are_usage_errors(setup, tmp_path):
     with pytest.raises(api.InputError, match="no such"):
         api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted",
                   output=str(tmp_path / "missing" / "g.jsonl"))
+
+
+@pytest.mark.parametrize("kw, named", [(dict(batch_size="x"), "option batch_size: expected a whole number >= 0"),
+                                       (dict(delay=float("nan")), "option delay: expected a finite number >= 0"),
+                                       (dict(delay=-1), "option delay: expected a finite number >= 0")])
+def test_back_end_keywords_are_checked_as_the_flags_are(setup, kw, named):
+    """They skipped the checks of -O pairs: a ValueError once grading had started."""
+    _, objs, bank = setup
+    with pytest.raises(api.UsageError, match=named):
+        api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted", **kw)
+
+
+def test_a_back_end_option_for_a_name_takes_text():
+    r = subprocess.run([sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()", "--backend",
+                        "embedding", "-O", "model=5", "--prompt", "question-selfrating", "--bank",
+                        str(DEMO / "questions.jsonl"), "--passages", str(DEMO / "passages.jsonl"),
+                        str(DEMO / "good.run"), "--no-cache"], capture_output=True, text=True, env=ENV, timeout=300)
+    assert r.returncode == 1 and r.stderr == "exam-grade: --backend-option model: expected text, got 5\n"

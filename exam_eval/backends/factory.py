@@ -30,9 +30,10 @@ def _scalar(value: str):
     return value
 
 
-def _check_numbers(backend: str, extra: dict) -> None:
+def _check_numbers(backend: str, extra: dict, label: str = "--backend-option ") -> None:
     """A --backend-option for a count or a number of seconds must be one, before any
-    work: ``-O batch_size=x`` or ``-O delay=nan`` would otherwise fail mid-grading."""
+    work: ``-O batch_size=x`` or ``-O delay=nan`` would otherwise fail mid-grading; one
+    for a text (a model name) must be text. ``label``: how messages name the option."""
     import inspect
     import math
 
@@ -49,10 +50,12 @@ def _check_numbers(backend: str, extra: dict) -> None:
         elif "float" in kinds:
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
             want = "a finite number >= 0"
+        elif kinds and kinds <= {"str", "None"}:
+            ok, want = value is None or isinstance(value, str), "text"
         else:
             continue
         if not ok:
-            raise UsageError(f"--backend-option {key}: expected {want}, got {value!r}")
+            raise UsageError(f"{label}{key}: expected {want}, got {value!r}")
 
 
 def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], prompt):
@@ -66,6 +69,7 @@ def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], p
     if clash:
         raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
     _check_numbers(backend, extra)
+    _check_numbers(backend, {k: v for k, v in options.items() if v is not None}, "option ")  # api.grade's keywords
     options.update(extra)
     grader = get_backend(backend, **options)
     grader.check_prompt(prompt)
