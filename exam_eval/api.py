@@ -43,11 +43,15 @@ NUGGET_MEASURES = _nugget_scores.NUGGET_MEASURES + _nugget_scores.COVER_MEASURES
 
 def read_reports(paths: str | Sequence[str], *, track_spec: str | None = None) -> list[Report]:
     """RAG reports from files or directories (see :func:`exam_eval.io.reports.read_reports`)."""
+    if not isinstance(paths, (str, os.PathLike, Iterable)) or isinstance(paths, Mapping):
+        raise UsageError(f"read_reports takes a path or paths, not {type(paths).__name__}")
     return _read_reports([paths] if isinstance(paths, (str, os.PathLike)) else list(paths), track_spec=track_spec)
 
 
 def read_bank(path: str, *, kind: str | None = None) -> dict[str, list[BankItem]]:
     """topic id -> bank items (questions or nuggets), any bank format exam-grade reads."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"read_bank takes a path, not {type(path).__name__}")
     from .io.banks import items_by_query
     from .io.banks import read_bank as _read_bank
 
@@ -82,7 +86,27 @@ def as_queries(topics: Any) -> dict[str, str]:
         return {str(k): str(v) for k, v in topics.items()}
     if isinstance(topics, (str, os.PathLike)):
         return read_requests(str(topics))
-    return {str(t.request_id): t.title for t in topics}
+    requests = list(topics) if isinstance(topics, Iterable) else None
+    if requests is None or not all(hasattr(t, "request_id") and hasattr(t, "title") for t in requests):
+        raise UsageError("queries= takes topic id -> text, a request file, or autojudge-base Requests")
+    return {str(t.request_id): t.title for t in requests}
+
+
+def _grades(grades) -> list[Grade]:
+    """``grades`` as a list of Grade objects (what api.grade returns), or a UsageError."""
+    if isinstance(grades, (str, bytes, os.PathLike, Mapping)) or not isinstance(grades, Iterable):
+        raise UsageError(f"grades= takes Grade objects (api.grade returns them), not {type(grades).__name__}")
+    grades = list(grades)
+    bad = next((g for g in grades if not isinstance(g, Grade)), None)
+    if bad is not None:
+        raise UsageError(f"grades= takes Grade objects (api.grade returns them), not {type(bad).__name__}")
+    return grades
+
+
+def _check_thresholds(*values) -> None:
+    for v in values:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise UsageError(f"support_min and partial_min take whole numbers, not {v!r}")
 
 
 def _one_grader(grades: Sequence[Grade]) -> None:
@@ -96,13 +120,24 @@ def _one_grader(grades: Sequence[Grade]) -> None:
 
 
 def _as_bank(bank) -> dict[str, list[BankItem]]:
-    if isinstance(bank, (str, os.PathLike)):
-        return read_bank(str(bank))
-    if isinstance(bank, Mapping):
-        return {str(q): list(items) for q, items in bank.items()}
     from .io.banks import items_by_query
 
-    return items_by_query(bank)
+    if isinstance(bank, (str, os.PathLike)):
+        return read_bank(str(bank))
+    wrong = UsageError("bank= takes a bank file, topic id -> BankItems, or BankItems (api.read_bank reads a file)")
+    if isinstance(bank, Mapping):
+        if not all(isinstance(its, Iterable) and not isinstance(its, (str, bytes)) for its in bank.values()):
+            raise wrong
+        out = {str(q): list(its) for q, its in bank.items()}
+        if not all(isinstance(i, BankItem) for its in out.values() for i in its):
+            raise wrong
+        return out
+    if not isinstance(bank, Iterable):
+        raise wrong
+    items = list(bank)
+    if not all(isinstance(i, BankItem) for i in items):
+        raise wrong
+    return items_by_query(items)
 
 
 class _Collect:
@@ -150,6 +185,9 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
         silence_library_progress()
     if not isinstance(prompt, str):
         raise UsageError(f"prompt= takes a prompt id (see exam-grade --list-prompts), not {prompt!r}")
+    for name, value in (("output", output), ("cache", cache)):
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise UsageError(f"{name}= takes a path, not {type(value).__name__}")
     the_prompt = get_prompt(prompt)
     unit = unit or default_unit(the_prompt.id)
     if unit not in ("sentence", "report"):
@@ -203,7 +241,7 @@ def qrels(grades: Iterable[Grade], *, label: str = "max", min_grade: int | None 
     ``label`` count or binary: of the grades >= ``min_grade``, 4 unless given)."""
     from .measures.exam_qrels import grades_to_qrels
 
-    grades = list(grades)
+    grades = _grades(grades)
     _one_grader(grades)
     if label == "max" and min_grade is not None:
         raise UsageError("min_grade is the threshold of label='count'|'binary'; label='max' takes the maximum grade")
@@ -230,7 +268,8 @@ def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, 
         raise UsageError(f"k must be a whole number of 1 or more, not {k!r}")
     if isinstance(min_grade, bool) or not isinstance(min_grade, int):
         raise UsageError(f"min_grade must be a whole number, not {min_grade!r}")
-    if not isinstance(runs, Mapping) or not all(isinstance(r, Mapping) for r in runs.values()):
+    if not isinstance(runs, Mapping) or not all(isinstance(r, Mapping) and all(isinstance(t, Mapping) for t in r.values())
+                                                for r in runs.values()):
         raise UsageError("runs= takes run -> topic -> doc -> score mappings")
     for name, run in runs.items():
         for topic, scored in run.items():
@@ -238,7 +277,7 @@ def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, 
             if bad is not None:  # exam-cover refuses such a run line
                 raise InputError(f"run {name!r} topic {topic!r}: the score of {bad!r} is {scored[bad]!r}, not a finite "
                                  "number", "<runs>")
-    grades = list(grades)
+    grades = _grades(grades)
     _one_grader(grades)
     index = build_index(grades, min_grade)
     out = {}
@@ -264,10 +303,13 @@ def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, supp
     default as a :class:`UserWarning`."""
     from .measures import nugget_scores as ns
 
+    _check_thresholds(support_min, partial_min)
+    if log is not None and not callable(log):
+        raise UsageError(f"log= takes a function of one message, not {type(log).__name__}")
     log = log or _warn
     if default_importance not in ("vital", "okay"):
         raise UsageError(f"default_importance is 'vital' or 'okay', not {default_importance!r}")
-    grades = list(grades)
+    grades = _grades(grades)
     _one_grader(grades)
     reps = as_reports(reports)
     if not reps:
@@ -292,7 +334,8 @@ def citation_qrels(reports: Iterable[Any], grades: Sequence[Grade], *, support_m
     document's label (0-2) is the best nugget support level of the sentences citing it."""
     from .measures import nugget_scores as ns
 
-    grades = list(grades)
+    _check_thresholds(support_min, partial_min)
+    grades = _grades(grades)
     _one_grader(grades)
     levels = ns.sentence_levels(grades, ns.thresholds_of(grades, support_min, partial_min))
     out = ns.citation_qrels(as_reports(reports), "nuggets", nuggets=levels)

@@ -287,3 +287,31 @@ def test_a_back_end_option_for_a_name_takes_text():
                         str(DEMO / "questions.jsonl"), "--passages", str(DEMO / "passages.jsonl"),
                         str(DEMO / "good.run"), "--no-cache"], capture_output=True, text=True, env=ENV, timeout=300)
     assert r.returncode == 1 and r.stderr == "exam-grade: --backend-option model: expected text, got 5\n"
+
+
+def test_arguments_of_the_wrong_kind_are_usage_errors(setup, tmp_path):
+    """Each of these was a TypeError or AttributeError from inside (22 of them in a sweep)."""
+    _, objs, bank = setup
+    grades = api.grade(objs[:2], bank=str(bank), prompt="nugget-selfrating", backend="scripted")
+    base = dict(bank=str(bank), prompt="nugget-selfrating", backend="scripted")
+    calls = [
+        lambda: api.grade(None, **base),
+        lambda: api.grade(objs, **(base | dict(bank={"101": ["a nugget text"]}))),
+        lambda: api.grade(objs, **(base | dict(bank=[{"query_id": "101", "text": "x"}]))),
+        lambda: api.grade(objs, **(base | dict(output=5))),
+        lambda: api.grade(objs, **(base | dict(cache=5))),
+        lambda: api.as_queries(["q1", "q2"]),
+        lambda: api.read_reports(None),
+        lambda: api.read_bank(None),
+        lambda: api.qrels(None),
+        lambda: api.qrels([{"query_id": "1"}]),
+        lambda: api.cover(grades, {"r": {"101": 1.0}}),
+        lambda: api.nugget_scores(objs, grades, {"101": "text"}),
+        lambda: api.nugget_scores(objs, grades, str(bank), support_min="x"),
+        lambda: api.nugget_scores(objs, grades, str(bank), log=5),
+        lambda: api.citation_qrels(objs, [{"query_id": "1"}]),
+    ]
+    for n, call in enumerate(calls):
+        with pytest.raises(api.UsageError):
+            call()
+    assert not list(tmp_path.iterdir())
