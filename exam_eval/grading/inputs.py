@@ -199,7 +199,7 @@ def write_segment_runs(planned: tuple[str | None, list[tuple[str, str, dict]]]) 
 
     folder, files = planned
     with output_folder(folder) if folder else contextlib.nullcontext(), contextlib.ExitStack() as stack:
-        for path, run_id, run in files:
+        for path, run_id, run in reversed(files):  # (the stack ends them last in first out: in order)
             write_run(run, stack.enter_context(atomic_output(path)), run_id)
 
 
