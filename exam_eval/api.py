@@ -29,7 +29,7 @@ import warnings
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import InputError, UsageError
-from .io.banks import BankItem
+from .io.banks import BankItem, require_bank_topics
 from .io.grades import Grade
 from .io.reports import Report, parse_report, read_requests, resolve_track_spec
 from .io.reports import read_reports as _read_reports
@@ -315,9 +315,7 @@ def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, supp
     if not reps:
         raise InputError("no reports", "<reports>")
     items = _as_bank(bank)
-    if not any(items.get(r.topic_id) for r in reps):  # as exam-nuggets score
-        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)",
-                         "<bank>")
+    require_bank_topics(reps, items, "<bank>")  # as exam-nuggets score
     kinds = {g.kind for g in grades if g.kind}
     if len(kinds) == 1:
         items = {q: [i for i in its if i.kind in kinds] for q, its in items.items()}

@@ -117,7 +117,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     (fraction of bank items the report supports), and with --support-grades
     support_precision and support_recall (TREC 2024 RAG support evaluation).
     """
-    from ..io.banks import items_by_query, read_bank
+    from ..io.banks import items_by_query, read_bank, require_bank_topics
     from ..io.grades import read_grades
     from ..io.track_leaderboards import write_score_outputs
     from ..measures import nugget_scores as ns
@@ -167,8 +167,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
             raise InputError("holds no citation-support grades (exam-nuggets support writes them)", support_grades)
         ns.warn_unparsed(sgraded, support_grades, notes.append)
         sup_index = ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
-    if not any(items.get(r.topic_id) for r in all_reports):
-        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank)
+    require_bank_topics(all_reports, items, bank)
     for note in notes:
         _log(note)
     res = ns.score_reports(all_reports, graded, items, th, measures=measures, default_importance=default_importance,

@@ -31,7 +31,7 @@ import json
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ..io.banks import BankItem
+from ..io.banks import BankItem, require_bank_topics
 from ..io.grades import Grade
 from ..io.reports import Report
 from .asking import Ask, Answer, Asker, parse_python_list
@@ -171,9 +171,8 @@ def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]
     from .cache import NullCache
 
     log = log or (lambda msg: None)
+    require_bank_topics(reports, items, bank_name)
     scored = [r for r in reports if items.get(r.topic_id)]
-    if not scored:
-        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)", bank_name)
     missing = sorted({r.topic_id for r in scored} - set(queries))
     if missing:
         raise InputError(f"no query text for topics {', '.join(missing[:5])} (the prompt shows the query)", topics_name)

@@ -56,6 +56,12 @@ class BankItem:
     importance: str | None = None  # "vital" | "okay" (RAG nugget scores); None: not given
 
     @property
+    def graded_id(self) -> str:
+        """The id exam-grade grades the item under by default: its text's id where the
+        text was edited under a kept id (``edited``), else its own."""
+        return make_item_id(self.query_id, self.text, self.facet_id) if self.edited else self.item_id
+
+    @property
     def text_hash(self) -> str:
         return text_hash(self.text)
 

@@ -29,7 +29,7 @@ Human edits (our format and the workbench's):
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import InputError
@@ -308,9 +308,7 @@ def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: 
     # under two queries is two items: AutoJudge's ids are md5(text), without the query
     seen: dict[tuple[str, str], tuple[int, BankItem]] = {}
     for lineno, item in iter_bank(path, skipped=skipped, report=report, keep_edited_ids=keep_edited_ids):
-        key = (item.query_id, item.item_id)
-        if unique_as_graded and item.edited:
-            key = (item.query_id, make_item_id(item.query_id, item.text, item.facet_id))
+        key = (item.query_id, item.graded_id if unique_as_graded else item.item_id)
         if key in seen:
             first_line, first = seen[key]
             first_text, first_kind, first_importance = first.text, first.kind, first.importance
@@ -338,6 +336,14 @@ def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: 
     if not items and not allow_empty:
         raise InputError("bank has no items" + (f" of kind {kind!r}" if kind else ""), name)
     return items
+
+
+def require_bank_topics(reports: Iterable, items: Mapping[str, Sequence[BankItem]], bank_name: str) -> None:
+    """Refuse reports none of which is on a topic the bank has items for (nothing to
+    assign or score), naming a few of the bank's topics."""
+    if not any(items.get(r.topic_id) for r in reports):
+        raise InputError(f"no report is on a topic of the bank (bank topics: {', '.join(sorted(items)[:5])} ...)",
+                         bank_name)
 
 
 def items_by_query(items: Iterable[BankItem]) -> dict[str, list[BankItem]]:

@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..io.banks import BankItem, make_item_id
+from ..io.banks import BankItem
 from ..io.grades import Grade
 
 
@@ -46,16 +46,11 @@ class BankFilterStats:
         return out
 
 
-def effective_id(item: BankItem) -> str:
-    """The id grades of ``item`` are counted under: its text's id when the text was edited."""
-    return make_item_id(item.query_id, item.text, item.facet_id) if item.edited else item.item_id
-
-
 def effective_ids(items: Iterable[BankItem]) -> dict[str, list[str]]:
     """query_id -> the ids of its items, as :func:`current_grades` names them."""
     out: dict[str, list[str]] = {}
     for item in items:
-        out.setdefault(item.query_id, []).append(effective_id(item))
+        out.setdefault(item.query_id, []).append(item.graded_id)
     return out
 
 
@@ -84,7 +79,7 @@ def current_grades(grades: Iterable[Grade], items: Iterable[BankItem],
     for item in items:
         accepted.setdefault((item.query_id, item.item_id), []).append(item)
         if item.edited:
-            accepted.setdefault((item.query_id, effective_id(item)), []).append(item)
+            accepted.setdefault((item.query_id, item.graded_id), []).append(item)
     stats = stats if stats is not None else BankFilterStats()
     # by key, the last line winning: an edited item graded under its old id (exam-grade
     # --keep-edited-ids) and under its new one has two current grades of one pair, which
@@ -103,7 +98,7 @@ def current_grades(grades: Iterable[Grade], items: Iterable[BankItem],
         if item is None:
             stats.stale += 1
             continue
-        eid = effective_id(item)
+        eid = item.graded_id
         g = g if g.item_id == eid else dataclasses.replace(g, item_id=eid)
         kept.pop(g.key, None)
         kept[g.key] = g
@@ -119,10 +114,10 @@ def bank_with_current_grades(bank: str, grades: list[Grade], grades_name: str, l
 
     report = BankReport()
     items = read_bank(bank, kind=kind, report=report, keep_edited_ids=True, unique_as_graded=True)
-    report.edited = []  # (their grades: the notices of current_grades below)
     dropped = BankFilterStats()
     kept = current_grades(grades, items, dropped)
-    for notice in report.notices(bank) + dropped.notices(grades_name):
+    said = BankReport(assigned=report.assigned, repeats=report.repeats)  # edits: said by dropped's notices
+    for notice in said.notices(bank) + dropped.notices(grades_name):
         log(notice)
-    graded_items = [dataclasses.replace(i, item_id=effective_id(i), edited=False) if i.edited else i for i in items]
+    graded_items = [dataclasses.replace(i, item_id=i.graded_id, edited=False) if i.edited else i for i in items]
     return graded_items, kept
