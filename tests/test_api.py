@@ -86,8 +86,8 @@ def test_grade_refuses_to_resume_grades_of_another_engine(setup, tmp_path, monke
     with pytest.raises(InputError) as err:
         api.grade(objs[:1], engine="ctranslate2", compute_type="int8", **kw)
     assert err.value.path == str(out)
-    assert err.value.reason.startswith("holds grades of this model and prompt computed by torch; "
-                                       "this run uses ctranslate2/int8"), err.value.reason
+    assert err.value.reason.startswith("holds grades of this model and prompt made with other settings (computed by "
+                                       "torch; this run uses ctranslate2/int8"), err.value.reason
     assert out.read_bytes() == before
     assert api.grade(objs[:1], engine="torch", **kw) == first and out.read_bytes() == before
 

@@ -24,6 +24,7 @@ from exam_eval.backends import GradeRequest, get_backend  # noqa: E402
 from exam_eval.backends import ct2_convert  # noqa: E402
 from exam_eval.backends.hf_common import label_token_ids  # noqa: E402
 from exam_eval.backends.hf_seq2seq import Seq2SeqBackend  # noqa: E402
+from exam_eval.backends.model_identity import model_files_id  # noqa: E402
 from exam_eval.errors import InputError, UsageError  # noqa: E402
 from exam_eval.grading.prompts import get_prompt  # noqa: E402
 from ct2_helpers import CMD, ENV, cache_args, ct2_cache  # noqa: E402,F401 (ct2_cache: autouse fixture)
@@ -81,7 +82,9 @@ def test_auto_engine_is_ctranslate2_and_records_it(tiny_t5):
     pure = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", recheck_margin=0)
     assert pure.engine == "ctranslate2/int8" and pure.cache_identity.endswith(":ct2=int8")
     t = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", engine="torch")
-    assert isinstance(t, Seq2SeqBackend) and t.engine == "torch" and t.cache_identity == f"hf-seq2seq:{tiny_t5}"
+    # torch float32 keeps the identity it had before engines existed (a local folder's files added)
+    assert isinstance(t, Seq2SeqBackend) and t.engine == "torch"
+    assert t.cache_identity == f"hf-seq2seq:{tiny_t5}" + model_files_id(str(tiny_t5))
     # an explicit torch dtype means torch; its identity is not float32's
     bf = get_backend("hf-seq2seq", model=str(tiny_t5), dtype="bfloat16")
     assert bf.engine == "torch/bfloat16" and bf.cache_identity != t.cache_identity

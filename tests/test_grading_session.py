@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from dataclasses import replace
 
 import pytest
 
@@ -97,31 +98,68 @@ def test_sigterm_stops_like_ctrl_c_and_the_handler_is_restored(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is before
 
 
+class _EngineBackend(ScriptedBackend):
+    """A scripted back end standing in for one engine of a real one, whose identity
+    (what the cache and ``grader_hash`` key on) names the engine, as ct2's and torch's do."""
+
+    def __init__(self, engine, **kw):
+        super().__init__(script=lambda r, t: "4", **kw)
+        self.engine = engine
+
+    @property
+    def cache_identity(self):
+        return super().cache_identity + f":{self.engine}"
+
+
+def _strip_grader_hash(path):
+    """The file as grades were written before lines carried ``grader_hash``."""
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({k: v for k, v in g.items() if k != "grader_hash"}) + "\n" for g in lines))
+
+
 def test_resume_refuses_grades_of_another_engine(tmp_path):
     out = tmp_path / "g.jsonl"
-    int8 = ScriptedBackend(script=lambda r, t: "4")
-    int8.engine = "ctranslate2/int8"
-    _grade(int8, out)
+    _grade(_EngineBackend("ctranslate2/int8"), out)
     before = out.read_bytes()
-    f32 = ScriptedBackend(script=lambda r, t: "4")
-    f32.engine = "ctranslate2/float32"
+    f32 = _EngineBackend("ctranslate2/float32")
     for dry in (False, True):
         with GradingSession(f32, PROMPT, output=str(out), dry_run=dry) as s:
             with pytest.raises(InputError) as err:
                 s.plan(*_units(f32))
-        assert err.value.path == str(out) and "computed by ctranslate2/int8; this run uses ctranslate2/float32" \
-            in err.value.reason
+        assert err.value.path == str(out) and "made with other settings" in err.value.reason
     assert out.read_bytes() == before
-    # another model's grades, or a back end with one engine only, are no reason to refuse
-    other = ScriptedBackend(model="other", script=lambda r, t: "4")
-    other.engine = "ctranslate2/float32"
-    assert _grade(other, out).graded > 0
-    assert _grade(ScriptedBackend(script=lambda r, t: "4"), out).in_output > 0
+    # the same from lines written before grader_hash: told apart by their engine
+    _strip_grader_hash(out)
+    with GradingSession(f32, PROMPT, output=str(out)) as s, pytest.raises(InputError) as err:
+        s.plan(*_units(f32))
+    assert "computed by ctranslate2/int8; this run uses ctranslate2/float32" in err.value.reason
+    # another model's grades are no reason to refuse, nor are grades of the same settings
+    assert _grade(_EngineBackend("ctranslate2/float32", model="other"), out).graded > 0
+    assert _grade(_EngineBackend("ctranslate2/int8"), out).in_output > 0
+
+
+def test_resume_refuses_other_settings_and_regrades_changed_inputs(tmp_path):
+    """Beams, token limits, a verifier, replaced weights: the back end's identity changes
+    and a resume into the same file refuses; a passage whose text changed is regraded."""
+    out = tmp_path / "g.jsonl"
+    _grade(ScriptedBackend(script=lambda r, t: "4"), out)
+    other = ScriptedBackend(script=lambda r, t: "4", window=5)  # cuts passages: other grades
+    with GradingSession(other, PROMPT, output=str(out)) as s, pytest.raises(InputError, match="other settings"):
+        s.plan(*_units(other))
+    same = ScriptedBackend(script=lambda r, t: "4")
+    units, n = _units(same)
+    assert _grade(same, out).in_output == n
+    edited = {k: engine.Unit(u.key, replace(u.request, context=u.request.context + " (edited)"), u.pairs)
+              for k, u in list(units.items())[:1]}
+    with GradingSession(same, PROMPT, output=str(out)) as s:
+        plan = s.plan({**units, **edited}, n)
+    assert plan.stats.units_to_grade == 1 and plan.stats.in_output == n - len(next(iter(edited.values())).pairs)
 
 
 def test_lines_without_an_engine_count_as_torch(tmp_path):
     out = tmp_path / "g.jsonl"
     _grade(ScriptedBackend(script=lambda r, t: "4"), out)  # engine None: no "engine" field
+    _strip_grader_hash(out)
     assert all("engine" not in json.loads(x) or json.loads(x)["engine"] is None
                for x in out.read_text().splitlines())
     torch_b = ScriptedBackend(script=lambda r, t: "4")

@@ -270,8 +270,8 @@ def test_support_refuses_to_resume_grades_of_another_engine(data, run_cli, tmp_p
         r = run_cli("exam-nuggets", *args, *other, env=env)
         assert r.returncode == 2, r.stderr
         (line,) = r.stderr.strip().splitlines()
-        assert line.startswith(f"exam-nuggets: {out}: holds grades of this model and prompt computed by "
-                               "torch/float32; this run uses "), line
+        assert line.startswith(f"exam-nuggets: {out}: holds grades of this model and prompt made with other "
+                               "settings (computed by torch/float32; this run uses "), line
         assert out.read_bytes() == before
     again = run_cli("exam-nuggets", *args, "--dtype", "float32", env=env)
     assert again.returncode == 0 and "4 already in output" in again.stderr, again.stderr

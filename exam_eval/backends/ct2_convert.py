@@ -110,14 +110,10 @@ def _local_checkpoint(ref: str) -> tuple[str, str]:
     """(local directory, identity): a hub id is resolved to its downloaded snapshot,
     whose folder name is the commit hash."""
     if os.path.isdir(ref):
+        from .model_identity import files_listing
+
         real = os.path.realpath(ref)
-        listing = []
-        for root, dirs, files in os.walk(real):
-            dirs.sort()
-            for f in sorted(files):
-                st = os.stat(os.path.join(root, f))
-                listing.append([os.path.relpath(os.path.join(root, f), real), st.st_size, st.st_mtime_ns])
-        return real, json.dumps(["dir", real, listing])
+        return real, json.dumps(["dir", real, files_listing(real, hidden=True)])
     from huggingface_hub import snapshot_download
 
     # only what the converter reads: not the TF/Flax/ONNX copies of the weights

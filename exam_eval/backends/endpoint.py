@@ -93,7 +93,14 @@ class EndpointBackend(PromptBackend):
 
     @property
     def cache_identity(self) -> str:
-        return super().cache_identity + f":{self.api}"
+        # the API, and what changes an answer: the window the prompt is cut to, the tokens
+        # it may take, whether scoring reads logprobs (and among how many alternatives);
+        # not the server's address (a server moved to another port keeps its grades)
+        opts = (f":max_in={self._window}" if self._window is not None else "") + \
+               (f":max_new={self.max_new_tokens}" if self.max_new_tokens != 64 else "") + \
+               ("" if self.logprobs else ":logprobs=false") + \
+               (f":top_logprobs={self.top_logprobs}" if self.top_logprobs != 20 else "")
+        return super().cache_identity + f":{self.api}" + opts
 
     @property
     def context_window(self) -> int | None:

@@ -10,6 +10,7 @@ import os
 from typing import Sequence
 
 from ..errors import InputError, UsageError
+from .model_identity import model_files_id, model_name
 
 
 def check_model_ref(model: str) -> str:
@@ -243,12 +244,13 @@ class HFGenerativeBase:
             raise UsageError(f"{type(self).__name__} runs --engine {self.engine_name}, not {engine}")
         if not model and not self.default_model:
             raise UsageError(f"{self.name} needs --model (a hub id or a local directory)")
-        self.model_id = model or self.default_model
+        self.model_id = model_name(model or self.default_model)
         self._ref = check_model_ref(self.model_id)
         self._device_opt = device
         self._dtype_opt = dtype
         self._batch_opt = batch_size
         self._window_opt = max_input_tokens
+        self._new_opt = max_new_tokens
         self.max_new_tokens = max_new_tokens or 64
         self.num_beams = num_beams or 1
         self.batch_size = batch_size or 8
@@ -410,13 +412,29 @@ class HFGenerativeBase:
 
     @property
     def cache_identity(self) -> str:
-        # beam search changes what is generated, so it is part of the grader's identity;
-        # float32 keeps the identity grades had before engines existed (old caches stay
-        # valid), an explicit dtype other than that is a different grader
+        # beam search changes what is generated, and the token limits what the model sees
+        # (hf-causal's window is its context less max_new_tokens) or may say, so they are
+        # part of the grader's identity; float32 keeps the identity grades had before
+        # engines existed (old caches stay valid), any other dtype (bfloat16 by default on
+        # a GPU) is a different grader
         beams = f":beams={self.num_beams}" if self.num_beams > 1 else ""
-        dtype = f":dtype={self._dtype_opt}" if self._dtype_opt and self._dtype_opt != "float32" else ""
-        return super().cache_identity + beams + dtype
+        dtype = self._identity_dtype()
+        dtype = f":dtype={dtype}" if dtype and dtype != "float32" else ""
+        limits = (f":max_in={self._window_opt}" if self._window_opt else "") + \
+                 (f":max_new={self._new_opt}" if self._new_opt else "")
+        return super().cache_identity + beams + dtype + limits + model_files_id(self._ref)
 
+    def _identity_dtype(self) -> str | None:
+        """The torch dtype the weights load in: the option, or pick_dtype's choice for the
+        device (which needs torch to tell where no --device says cpu)."""
+        if self._dtype_opt or self.engine_name != "torch":
+            return self._dtype_opt
+        if self._device_opt is not None and not self._device_opt.startswith("cuda"):
+            return None
+        if "_auto_dtype" not in self.__dict__:
+            chosen = pick_dtype(None, pick_device(self._device_opt))
+            self.__dict__["_auto_dtype"] = str(chosen).removeprefix("torch.")
+        return self.__dict__["_auto_dtype"]
 
 
 def penalty_processor(decoding: dict, prompt_length: int):

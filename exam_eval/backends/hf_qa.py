@@ -24,6 +24,7 @@ from typing import Sequence
 from ..errors import UsageError
 from .base import Backend, GradeRequest, GradeResult, finish_parsed, llm_verify
 from .hf_common import check_model_ref, load_failure, pick_device, pick_dtype
+from .model_identity import model_files_id, model_name
 
 
 class QABackend(Backend):
@@ -35,8 +36,8 @@ class QABackend(Backend):
                  max_answer_tokens: int | str = 30, stride: int | str = 128):
         if not model:
             raise UsageError("hf-qa needs --model (an extractive QA model, e.g. deepset/roberta-base-squad2)")
-        self.model_id = model
-        self._ref = check_model_ref(model)
+        self.model_id = model_name(model)
+        self._ref = check_model_ref(self.model_id)
         self._device_opt = device
         self._dtype_opt = dtype
         self.batch_size = batch_size or 16
@@ -44,6 +45,16 @@ class QABackend(Backend):
         self.max_answer_tokens = int(max_answer_tokens)
         self.stride = int(stride)
         self.model = None
+
+    @property
+    def cache_identity(self) -> str:
+        # what changes an extracted span: the weights and their dtype, the window, the
+        # answer's length limit and the stride of the windows over a long passage
+        opts = (f":dtype={self._dtype_opt}" if self._dtype_opt else "") + \
+               (f":max_in={self._window_opt}" if self._window_opt else "") + \
+               (f":max_answer={self.max_answer_tokens}" if self.max_answer_tokens != 30 else "") + \
+               (f":stride={self.stride}" if self.stride != 128 else "")
+        return super().cache_identity + opts + model_files_id(self._ref)
 
     def check_prompt(self, prompt) -> None:
         if prompt.target != "question" or getattr(prompt, "parser", "extraction") != "extraction":

@@ -102,12 +102,20 @@ class ScriptedBackend(PromptBackend):
         else:
             self._rules = _load_rules(str(script))
             self._func = None
+        # another script (or scoring instead of generating) answers otherwise: another grader
+        digest = hashlib.sha256(json.dumps(self._rules, sort_keys=True).encode()).hexdigest()[:12]
+        self._identity = (f":script={digest}" if self._rules else "") + (":score" if self.can_score else "") + \
+            (f":window={self._window}" if self._window is not None else "")
         self.seen: list[str] = []
         self.calls = 0
 
     @property
     def context_window(self) -> int | None:
         return self._window
+
+    @property
+    def cache_identity(self) -> str:
+        return super().cache_identity + self._identity
 
     def load(self) -> None:
         if self.load_delay:

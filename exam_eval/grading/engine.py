@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import json
 import queue
 import threading
 import time
@@ -148,24 +149,39 @@ def build_units(
     return units, npairs
 
 
-def output_key(pair: Pair, model: str, prompt) -> tuple:
+def input_hash(request: GradeRequest) -> str:
+    """What the model is shown of a pair besides the item and the prompt's template: the
+    passage (with whatever was added to it), the query where the prompt shows it, the
+    answer keys. Recorded in every grade line (``Grade.input_hash``), so that a resume
+    regrades a pair whose passage, query or keys changed since it was graded."""
+    query = request.query if "query" in request.prompt.placeholders else None
+    payload = json.dumps([query, request.context, list(request.answer_keys or [])], ensure_ascii=False,
+                         separators=(",", ":"))
+    return hashlib.md5(payload.encode("utf-8")).hexdigest()
+
+
+def grader_hash(identity: str) -> str:
+    """The grader's settings (``Backend.cache_identity``) as a grade line records them."""
+    return hashlib.sha256(identity.encode("utf-8")).hexdigest()[:16]
+
+
+def output_key(pair: Pair, model: str, prompt, inputs: str | None = None) -> tuple:
     """The resume key of the line this pair would write (see ``Grade.resume_key``)."""
     item = pair.item
     return (pair.query_id, pair.doc_id, None if item is None else item.item_id,
-            None if item is None else item.text_hash, model, prompt.id, prompt.hash)
+            None if item is None else item.text_hash, model, prompt.id, prompt.hash, inputs)
 
 
-def is_done(pair: Pair, model: str, prompt, done: set[tuple]) -> bool:
+def is_done(pair: Pair, model: str, prompt, done: set[tuple], inputs: str | None = None) -> bool:
     """In the output for the same texts; a line written before grade lines carried
-    ``item_hash`` (or ``prompt_hash``) matches on what it has, unless the item's text is
-    known to have changed under its id (``BankItem.edited``)."""
-    key = output_key(pair, model, prompt)
+    ``item_hash``, ``prompt_hash`` or ``input_hash`` matches on what it has, unless the
+    item's text is known to have changed under its id (``BankItem.edited``)."""
+    key = output_key(pair, model, prompt, inputs)
     if key in done:
         return True
-    if pair.item is not None and pair.item.edited:
-        return False
-    base = key[:3] + (None,) + key[4:6]
-    return (base + (key[6],)) in done or (base + (None,)) in done or (key[:6] + (None,)) in done
+    item_hashes = (key[3],) if pair.item is not None and pair.item.edited else (key[3], None)
+    return any(key[:3] + (ih,) + key[4:6] + (ph, inh) in done
+               for ih in item_hashes for ph in (key[6], None) for inh in (inputs, None))
 
 
 def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, model: str, prompt) -> Plan:
@@ -173,7 +189,8 @@ def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, mode
     stats = Stats(pairs=npairs)
     pending: list[Unit] = []
     for unit in units.values():
-        left = [p for p in unit.pairs if not is_done(p, model, prompt, done)]
+        inputs = input_hash(unit.request) if done else None
+        left = [p for p in unit.pairs if not is_done(p, model, prompt, done, inputs)]
         stats.in_output += len(unit.pairs) - len(left)
         if left:
             pending.append(Unit(unit.key, unit.request, left))
@@ -189,7 +206,9 @@ def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, mode
     return Plan(units_cached, todo, cached, stats)
 
 
-def _grades_for(unit: Unit, result: GradeResult, model: str, prompt, engine: str | None = None) -> list[Grade]:
+def _grades_for(unit: Unit, result: GradeResult, model: str, prompt, engine: str | None = None,
+                grader: str | None = None) -> list[Grade]:
+    inputs = input_hash(unit.request)
     return [
         Grade(
             query_id=p.query_id, doc_id=p.doc_id,
@@ -198,7 +217,7 @@ def _grades_for(unit: Unit, result: GradeResult, model: str, prompt, engine: str
             grade=result.grade if result.parse_ok else None,
             probs=result.probs, answer=result.answer, parse_ok=bool(result.parse_ok and result.grade is not None),
             model=model, prompt=prompt.id, prompt_hash=prompt.hash, engine=engine,
-            item_hash=None if p.item is None else p.item.text_hash,
+            item_hash=None if p.item is None else p.item.text_hash, input_hash=inputs, grader_hash=grader,
         )
         for p in unit.pairs
     ]
@@ -232,9 +251,10 @@ def execute(
     stats = plan.stats
     model = backend.model_id
     engine_name = backend.engine
+    grader = grader_hash(backend.cache_identity)
 
     def to_grades(unit: Unit, result: GradeResult) -> list[Grade]:
-        return _grades_for(unit, result, model, prompt, engine_name)
+        return _grades_for(unit, result, model, prompt, engine_name, grader)
 
     size = max(1, batch_size or backend.batch_size)
     # a fixed --batch-size wins; otherwise a back end may batch by tokens (on a GPU)

@@ -153,13 +153,14 @@ def _keys(grades, engines: dict | None) -> set[tuple]:
     keys = set()
     for _, g in grades:
         keys.add(g.resume_key)
-        engines.setdefault((g.model, g.prompt), set()).add(g.engine)
+        engines.setdefault((g.model, g.prompt), set()).add((g.engine, g.grader_hash))
     return keys
 
 
 def existing_keys(path: str, *, read_only: bool = False, engines: dict | None = None) -> set[tuple]:
     """Resume keys (``Grade.resume_key``) of the grades already in ``path``; with
-    ``engines``, also collects the engines recorded per (model, prompt) into it.
+    ``engines``, also collects the (engine, grader_hash) pairs recorded per (model,
+    prompt) into it.
 
     Normally called after :func:`repair`; with ``read_only`` (``--dry-run``) a torn tail
     is skipped in a private copy instead of being cut from the file.

@@ -41,13 +41,30 @@ class Interrupted(KeyboardInterrupt):
         self.written = written
 
 
-def refuse_other_engine(output: str, recorded: set, engine_name: str | None) -> None:
-    """A resume must not mix int8 grades into a float32 file (or the reverse) under one
-    model name. Lines without an engine predate engines and came from torch."""
-    if engine_name is None or not recorded:
+def refuse_other_engine(output: str, recorded: set, engine_name: str | None, grader: str | None = None) -> None:
+    """A resume must not mix grades of other settings into a file under one model name:
+    int8 beside float32, beam search beside greedy, another token limit, verifier or
+    model files. ``recorded``: the (engine, grader_hash) pairs of the file's lines of this
+    model and prompt. Lines that carry a grader_hash are compared on it (``grader``: this
+    run's); older ones on their engine, where lines without one came from torch."""
+    if not recorded:
+        return
+    others = {e for e, g in recorded if g is not None and g != grader} if grader is not None else set()
+    if others:
+        engines = sorted(e or "one engine" for e in others if e != engine_name)
+        if engines and engine_name:
+            what, how = f"computed by {', '.join(engines)}; this run uses {engine_name}", \
+                "--engine/--compute-type/--recheck-margin/--dtype"
+        else:
+            what, how = ("--dtype, --num-beams, --max-input-tokens, --max-new-tokens, --verify, -O options, or the "
+                         "model's files changed since"), "options"
+        raise InputError(f"holds grades of this model and prompt made with other settings ({what}): resume with the "
+                         f"same {how}, or write to another -o", output)
+    engines = {e for e, g in recorded if g is None}
+    if engine_name is None or not engines:
         return
     legacy = "torch" if engine_name.startswith("torch") else None
-    other = sorted(e or "torch (not recorded)" for e in recorded if e != engine_name and not (e is None and legacy))
+    other = sorted(e or "torch (not recorded)" for e in engines if e != engine_name and not (e is None and legacy))
     if other:
         raise InputError(f"holds grades of this model and prompt computed by {', '.join(other)}; this run uses "
                          f"{engine_name}: resume with the same --engine/--compute-type/--recheck-margin/--dtype, or write to another -o",
@@ -115,7 +132,8 @@ class GradingSession:
                 self.log(f"{out}: removed a torn last batch ({cut} bytes) left by an interrupted run")
         recorded: dict = {}
         done = existing_keys(out, read_only=self.dry_run, engines=recorded)
-        refuse_other_engine(out, recorded.get((self.grader.model_id, self.prompt.id), set()), self.grader.engine)
+        refuse_other_engine(out, recorded.get((self.grader.model_id, self.prompt.id), set()), self.grader.engine,
+                            engine.grader_hash(self.grader.cache_identity))
         return done
 
     def _open_cache(self):

@@ -16,6 +16,11 @@ Our format is JSONL (gzip optional), one line per graded
   human edits a question under its old id, grades of the old text are told apart (resume
   regrades them; ``--bank`` drops them). Null for direct prompts, and absent from lines
   written before it existed and from the workbench's files.
+- ``input_hash`` (md5 of what the model was shown besides the item and the template:
+  the passage or context, the query where the prompt shows it, the answer keys) and
+  ``grader_hash`` (of the grader's settings: back end, model files, engine, dtype,
+  decoding, token limits, verifier) let a resume regrade a pair whose passage, query or
+  keys changed, and refuse grades of other settings; absent from older lines.
 - The file is append-only: shards merge by concatenation and the last line for a key
   wins, so a resumed or re-run grading simply appends.
 
@@ -54,6 +59,13 @@ class Grade:
     # the engine that computed it where a back end has several ("ctranslate2/int8",
     # "torch"): int8 and float32 grades of one model differ on a few % of pairs
     engine: str | None = None
+    # what the model was shown besides the item and the prompt's template (passage or
+    # context, the query where the prompt shows it, answer keys): a resume regrades a pair
+    # whose passage, query or keys changed, as it does one whose item text changed
+    input_hash: str | None = None
+    # the grader's settings (back end, model files, decoding, token limits, verifier, ...):
+    # a resume refuses to append grades of other settings under the same model and prompt
+    grader_hash: str | None = None
 
     @property
     def key(self) -> tuple:
@@ -61,8 +73,9 @@ class Grade:
 
     @property
     def resume_key(self) -> tuple:
-        """What "already graded" means: same pair, item text, grader and prompt text."""
-        return (self.query_id, self.doc_id, self.item_id, self.item_hash, self.model, self.prompt, self.prompt_hash)
+        """What "already graded" means: same pair, item text, grader, prompt text and input."""
+        return (self.query_id, self.doc_id, self.item_id, self.item_hash, self.model, self.prompt, self.prompt_hash,
+                self.input_hash)
 
     @property
     def grader(self) -> tuple[str, str]:
@@ -74,7 +87,9 @@ class Grade:
             "kind": self.kind, "grade": self.grade, "probs": self.probs, "answer": self.answer,
             "parse_ok": self.parse_ok, "model": self.model, "prompt": self.prompt,
             "prompt_hash": self.prompt_hash, "item_hash": self.item_hash,
-        } | ({"engine": self.engine} if self.engine is not None else {})
+        } | ({"engine": self.engine} if self.engine is not None else {}) \
+          | ({"input_hash": self.input_hash} if self.input_hash is not None else {}) \
+          | ({"grader_hash": self.grader_hash} if self.grader_hash is not None else {})
 
 
 def grade_line(g: Grade) -> str:
@@ -181,6 +196,8 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
         grade=grade, probs=probs, answer=_text_or_null(obj, "answer", name, lineno), parse_ok=parse_ok,
         model=obj["model"], prompt=obj["prompt"], prompt_hash=_text_or_null(obj, "prompt_hash", name, lineno),
         item_hash=_text_or_null(obj, "item_hash", name, lineno), engine=_text_or_null(obj, "engine", name, lineno),
+        input_hash=_text_or_null(obj, "input_hash", name, lineno),
+        grader_hash=_text_or_null(obj, "grader_hash", name, lineno),
     )
 
 
