@@ -1,7 +1,10 @@
 """The console entry points (exam-grade = exam_eval.launch:grade, and bin/exam-*): the
 command's module is imported here, under a guard, so that Ctrl-C while its imports run
 (before the command's own handling is in place) ends with one line and exit 130, not a
-KeyboardInterrupt traceback. Nothing is imported at the top: this module is the first."""
+KeyboardInterrupt traceback; SIGTERM (``kill``, make, a batch system) is made the same
+interrupt here, so that it too ends with that line rather than a silent death (exit 143)
+before the command's handlers are in place. Nothing is imported at the top: this module
+is the first."""
 
 from __future__ import annotations
 
@@ -12,7 +15,14 @@ import sys
 EXIT_INTERRUPTED = 130  # as exam_eval.commands._base
 
 
+def _term_as_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def run(name: str, argv: list[str] | None = None) -> None:
+    import signal
+
+    signal.signal(signal.SIGTERM, _term_as_interrupt)
     try:
         main = importlib.import_module(f"exam_eval.commands.{name}").main
     except KeyboardInterrupt:

@@ -286,7 +286,8 @@ def test_sigterm_stops_assign_as_ctrl_c_does_and_keeps_the_answers_that_came(tmp
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    assert err.splitlines()[-1] == "exam-nuggets: interrupted" and "Traceback" not in err, err
+    assert err.splitlines()[-1] == ("exam-nuggets: interrupted; the answers that came are cached: run the same "
+                                    "command again to go on") and "Traceback" not in err, err
     assert not out.exists()
     with OpenAIStub(lambda r: five) as stub:
         done = subprocess.run(argv(stub.url), capture_output=True, text=True, env=env, timeout=120)

@@ -31,17 +31,22 @@ DEFAULT_CONCURRENCY = 64
 def checked_endpoint(base_url: str | None, model: str | None) -> str:
     """The base URL (or $OPENAI_BASE_URL), refused with a usage error when it or the
     model name is missing or the URL is not http(s)."""
+    from .http_client import check_base_url
+
     base_url = base_url or os.environ.get("OPENAI_BASE_URL")
     if not base_url:
         raise UsageError("the endpoint back end needs --base-url (or $OPENAI_BASE_URL), e.g. http://localhost:8000/v1")
-    if not base_url.startswith(("http://", "https://")):
-        raise UsageError(f"--base-url must start with http:// or https://, got {base_url!r}")
+    try:
+        check_base_url(base_url)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     if not model:
         raise UsageError("the endpoint back end needs --model (the name the server serves)")
     return base_url
 
 
-def _number(name: str, value, default, kind=float, minimum: float = 0.0, above: bool = False):
+def _number(name: str, value, default, kind=float, minimum: float = 0.0, above: bool = False,
+            maximum: float = math.inf):
     """An -O value as a number in range, or a usage error naming the option."""
     if value is None:
         return default
@@ -51,8 +56,10 @@ def _number(name: str, value, default, kind=float, minimum: float = 0.0, above: 
             number = None
     except (TypeError, ValueError, OverflowError):
         number = None
-    if number is None or not math.isfinite(number) or number < minimum or (above and number == minimum):
+    if number is None or not math.isfinite(number) or number < minimum or (above and number == minimum) \
+            or number > maximum:
         bound = f"above {minimum:g}" if above else f"at least {minimum:g}"
+        bound += f" and at most {maximum:g}" if maximum < math.inf else ""
         raise UsageError(f"-O {name}= must be {'an integer' if kind is int else 'a number'} {bound}, got {value!r}")
     return number
 
@@ -77,7 +84,7 @@ class EndpointBackend(PromptBackend):
         self.batch_size = _number("batch_size", batch_size, self.concurrency * 4, int, 1)
         self._window = None if max_input_tokens is None else int(max_input_tokens)
         self.max_new_tokens = _number("max_new_tokens", max_new_tokens, 64, int, 1)
-        self.timeout = _number("timeout", timeout, 60.0, above=True)
+        self.timeout = _number("timeout", timeout, 60.0, above=True, maximum=86400)
         self.max_retries = _number("max_retries", max_retries, 5, int)
         self.api = (api or "chat").lower()
         if self.api not in ("chat", "completions"):

@@ -34,7 +34,6 @@ the client only POSTs JSON, and this keeps the core install free of another depe
 
 from __future__ import annotations
 
-import email.utils
 import errno
 import http.client
 import json
@@ -51,6 +50,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..grading.types import InterruptedBatch
+from .http_replies import (MAX_BODY, BadReply, chat_logprobs, completion_logprobs, decoded_body, error_message,
+                           json_body, one_line, retry_after_seconds)
 
 __all__ = ["ChatResult", "OpenAIClient"]
 
@@ -62,6 +63,47 @@ DOWN_AFTER = 5.0
 # errors that mean no server answered at all (as opposed to resets and timeouts of a
 # server that accepted the connection)
 _UNREACHABLE = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL)
+# answers that say every request of this run will fail the same way: the key, the model or
+# the address is wrong, and thousands of identical refusals help nobody (a paid API's
+# quota error included)
+_REFUSALS = {401: "check the API key in ${env}", 403: "check the API key in ${env} and its access to the model",
+             404: "check --base-url (it usually ends in /v1) and --model"}
+MAX_TIMEOUT = 86400.0
+
+
+def check_base_url(url: str) -> str:
+    """A usable ``http(s)://host[:port]/path`` or ValueError saying what is wrong, before
+    any request (a typo must not look like a server that is down)."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError(f"--base-url must start with http:// or https://, got {url!r}")
+    if any(c.isspace() for c in url) or one_line(url) != url:
+        raise ValueError(f"--base-url holds white space or control characters: {url!r}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"--base-url {url!r} is not a URL ({exc})") from None
+    if not parts.hostname:
+        raise ValueError(f"--base-url {url!r} names no host")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError("--base-url must not carry a user name or password (they would be printed and "
+                         "logged): put the key in the environment variable of --api-key-env")
+    if port == 0:
+        raise ValueError(f"--base-url {url!r}: port 0 is not a port")
+    return url
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A redirect is an answer, not an instruction: following it would send the request
+    and its API key to another address (as a GET, which then fails for another reason)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
 
 
 @dataclass
@@ -101,68 +143,15 @@ class _Fatal(Exception):
     """A failure that another try cannot fix (4xx other than 429)."""
 
 
+class _Refused(_Fatal):
+    """An answer that every request of the run would get (401, 403, 404): nothing more is sent."""
+
+
 def _unreachable_reason(exc: BaseException) -> str | None:
     if isinstance(exc, socket.gaierror):
         return f"cannot resolve the host name ({exc.strerror or exc})"
     if isinstance(exc, OSError) and exc.errno in _UNREACHABLE:
         return os.strerror(exc.errno).lower()
-    return None
-
-
-def _retry_after_seconds(value: str | None) -> float | None:
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:  # the HTTP-date form
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _error_message(body: bytes) -> str:
-    """The server's own explanation, if the body carries the usual ``{"error": ...}``."""
-    try:
-        obj = json.loads(body)
-        err = obj.get("error") if isinstance(obj, dict) else None
-        if isinstance(err, dict) and err.get("message"):
-            return str(err["message"])[:300]
-        if isinstance(err, str):
-            return err[:300]
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        pass
-    return body[:300].decode("utf-8", "replace").strip()
-
-
-def _chat_logprobs(choice: dict) -> list[dict[str, float]] | None:
-    lp = choice.get("logprobs")
-    if not isinstance(lp, dict) or not isinstance(lp.get("content"), list):
-        return None
-    out = []
-    for tok in lp["content"]:
-        alts = {a["token"]: float(a["logprob"]) for a in tok.get("top_logprobs") or []}
-        if not alts and "token" in tok:
-            alts = {tok["token"]: float(tok["logprob"])}
-        out.append(alts)
-    return out
-
-
-def _completion_logprobs(choice: dict) -> list[dict[str, float]] | None:
-    lp = choice.get("logprobs")
-    if not isinstance(lp, dict):
-        return None
-    tops = lp.get("top_logprobs")
-    if isinstance(tops, list):
-        return [{str(k): float(v) for k, v in (t or {}).items()} for t in tops]
-    tokens, logprobs = lp.get("tokens"), lp.get("token_logprobs")
-    if isinstance(tokens, list) and isinstance(logprobs, list):
-        return [{t: float(v)} for t, v in zip(tokens, logprobs) if v is not None]
     return None
 
 
@@ -234,7 +223,9 @@ class OpenAIClient:
             raise ValueError("max_retries must be >= 0")
         if down_after < 0:
             raise ValueError("down_after must be >= 0")
-        self.base_url = base_url.rstrip("/")
+        if not (isinstance(timeout, (int, float)) and 0 < timeout <= MAX_TIMEOUT):
+            raise ValueError(f"timeout must be above 0 and at most {MAX_TIMEOUT:g} seconds, got {timeout!r}")
+        self.base_url = check_base_url(base_url).rstrip("/")
         self.model = model
         self.api_key_env = api_key_env
         self.concurrency = concurrency
@@ -381,6 +372,11 @@ class OpenAIClient:
                 body = self._post(url, headers, data)
                 text, logprobs, finish = parse(body)
                 return ChatResult(text, None, logprobs, attempt, finish)
+            except _Refused as exc:
+                with self._reach_lock:
+                    if self.down is None:
+                        self.down = str(exc)
+                return ChatResult(None, self.down, None, attempt)
             except _Fatal as exc:
                 return ChatResult(None, str(exc), None, attempt)
             except _Unreachable as exc:
@@ -406,22 +402,15 @@ class OpenAIClient:
 
     def _post(self, url: str, headers: dict, data: bytes) -> Any:
         req = urllib.request.Request(url, data=data, headers=headers, method="POST")
+        deadline = time.monotonic() + self.timeout
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with _OPENER.open(req, timeout=self.timeout) as resp:
                 self._reached()
-                raw = resp.read()
+                raw = self._read(resp, deadline)
+                encoding = resp.headers.get("Content-Encoding")
         except urllib.error.HTTPError as exc:
             self._reached()
-            try:
-                raw = exc.read()
-            except (OSError, http.client.HTTPException):  # a cut-off body: the status says enough
-                raw = b""
-            msg = f"HTTP {exc.code}: {_error_message(raw)}"
-            if exc.code == 429:
-                raise _Retryable(msg, _retry_after_seconds(exc.headers.get("Retry-After"))) from None
-            if exc.code >= 500 or exc.code == 408:  # 408: the server's own request timeout
-                raise _Retryable(msg) from None
-            raise _Fatal(msg) from None
+            raise self._http_error(exc, url) from None
         except TimeoutError:
             raise _Retryable(f"timed out after {self.timeout:g}s") from None
         except urllib.error.URLError as exc:
@@ -430,24 +419,58 @@ class OpenAIClient:
             unreachable = _unreachable_reason(exc.reason) if isinstance(exc.reason, BaseException) else None
             if unreachable is not None:
                 raise _Unreachable(f"connection error: {unreachable}") from None
-            raise _Retryable(f"connection error: {exc.reason}") from None
+            raise _Retryable(f"connection error: {one_line(str(exc.reason))}") from None
         except (http.client.HTTPException, ConnectionError, OSError) as exc:
             unreachable = _unreachable_reason(exc)
             if unreachable is not None:
                 raise _Unreachable(f"connection error: {unreachable}") from None
-            raise _Retryable(f"connection error: {exc.__class__.__name__}: {exc}") from None
+            raise _Retryable(f"connection error: {exc.__class__.__name__}: {one_line(str(exc))}") from None
         try:
-            return json.loads(raw)
-        except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: a body nested without end
-            snippet = raw[:80].decode("utf-8", "replace")
-            raise _Retryable(f"malformed JSON in response body: {snippet!r}") from None
+            return json_body(decoded_body(raw, encoding))
+        except BadReply as exc:
+            raise _Retryable(str(exc)) from None
+
+    def _read(self, resp, deadline: float) -> bytes:
+        """The whole body within the request's time (a server trickling a byte a second
+        must not hold a request for ever) and size (MAX_BODY)."""
+        chunks, size = [], 0
+        while True:
+            if time.monotonic() > deadline:
+                raise TimeoutError
+            chunk = resp.read1(65536)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise _Fatal(f"the reply is larger than {MAX_BODY // 2**20} MiB; not read")
+            chunks.append(chunk)
+
+    def _http_error(self, exc: urllib.error.HTTPError, url: str) -> Exception:
+        try:
+            raw = exc.read(65536)
+        except (OSError, http.client.HTTPException):  # a cut-off body: the status says enough
+            raw = b""
+        said = error_message(raw) or one_line(str(exc.reason or ""))
+        msg = f"HTTP {exc.code}" + (f": {said}" if said else "")
+        if 300 <= exc.code < 400:
+            where = one_line(exc.headers.get("Location") or "an address it did not give")
+            return _Fatal(f"HTTP {exc.code}: {url} redirects to {where}; not followed (a request and its API key go "
+                          "only to --base-url): give the address it should be as --base-url")
+        if exc.code == 429:
+            return _Retryable(msg, retry_after_seconds(exc.headers.get("Retry-After")))
+        if exc.code >= 500 or exc.code == 408:  # 408: the server's own request timeout
+            return _Retryable(msg)
+        if exc.code in _REFUSALS:
+            fix = _REFUSALS[exc.code].replace("${env}", self.api_key_env)
+            return _Refused(f"{msg} (POST {url}); no further requests sent: {fix}")
+        return _Fatal(msg)
 
     @staticmethod
     def _first_choice(body: Any) -> dict:
         if not isinstance(body, dict):
             raise _Retryable("malformed response: not a JSON object")
         if "error" in body and "choices" not in body:
-            raise _Retryable(f"server error in body: {_error_message(json.dumps(body).encode())}")
+            raise _Retryable(f"server error in body: {error_message(json.dumps(body).encode())}")
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _Retryable("malformed response: no choices")
@@ -463,11 +486,11 @@ class OpenAIClient:
             content = ""  # a refusal or a tool call: no text, but a well-formed answer
         if not isinstance(content, str):
             raise _Retryable("malformed response: message content is not a string")
-        return content, _chat_logprobs(choice), choice.get("finish_reason")
+        return content, chat_logprobs(choice), choice.get("finish_reason")
 
     def _parse_completion(self, body: Any):
         choice = self._first_choice(body)
         text = choice.get("text")
         if not isinstance(text, str):
             raise _Retryable("malformed response: choice without text")
-        return text, _completion_logprobs(choice), choice.get("finish_reason")
+        return text, completion_logprobs(choice), choice.get("finish_reason")

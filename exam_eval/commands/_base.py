@@ -10,6 +10,7 @@ ends trec_eval.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
@@ -106,6 +107,19 @@ def stop_on_signals() -> None:
     _signals(_first_signal)
 
 
+@contextlib.contextmanager
+def interrupted_says(prog: str, hint: str):
+    """Around long work whose interrupt has more to say than "interrupted" (how to go on,
+    what was kept): the line with ``hint``, exit status 130, and a further signal ends
+    the process at once, as everywhere."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        exit_on_next_signal()
+        _say(prog, f"interrupted; {hint}")
+        raise SystemExit(EXIT_INTERRUPTED) from None
+
+
 def exit_on_next_signal() -> None:
     """Once interrupted: a further Ctrl-C or SIGTERM ends the process at once (status 130)."""
     _signals(_exit_interrupted)
@@ -124,7 +138,10 @@ def _ignore_signals() -> None:
 
 def run_guarded(prog: str, body: Callable[[], object]) -> NoReturn:
     """Run ``body`` as a command: one line and an exit code for every failure, stdout
-    failures included (reported while we can still say so, not at interpreter exit)."""
+    failures included (reported while we can still say so, not at interpreter exit).
+    Ctrl-C and SIGTERM interrupt every command alike (:func:`stop_on_signals`): an output
+    being written is not left as a temp file, and the exit status is 130."""
+    stop_on_signals()
     silence_library_progress()
     guard = _StdoutGuard()
     guard.install()

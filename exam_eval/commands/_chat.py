@@ -27,7 +27,7 @@ def chat_options(f):
                      help="endpoint: requests in flight (see man exam-nuggets, THROUGHPUT)."),
         click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
                      help="HTTP retries per call on 429, 5xx, timeouts, connection errors."),
-        click.option("--timeout", type=FiniteRange(min=0.1), default=120.0, show_default=True,
+        click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=120.0, show_default=True,
                      help="Seconds per HTTP request."),
         click.option("--retries", type=click.IntRange(0), default=5, show_default=True,
                      help="Ask again (at temperature 0.2, as the nuggetizer does) this many times when an "
@@ -66,6 +66,13 @@ def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, t
     return get_chat_model(backend, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                           max_retries=max_retries, timeout=timeout, max_tokens=max_tokens,
                           backend_options=split_backend_options(backend_options), script=script)
+
+
+def kept_hint(no_cache: bool) -> str:
+    """What an interrupted chat command says of the answers that came."""
+    if no_cache:
+        return "nothing kept (--no-cache): a rerun asks again"
+    return "the answers that came are cached: run the same command again to go on"
 
 
 def open_cache(cache_path, no_cache):

@@ -13,8 +13,9 @@ import sys
 import click
 
 from ..errors import InputError, UsageError
-from ._base import CONTEXT_SETTINGS, IN_PLACE, FiniteRange, make_main, output_option, refuse_given, refuse_untaken, stop_on_signals
-from ._chat import chat_options
+from ._base import (CONTEXT_SETTINGS, IN_PLACE, FiniteRange, interrupted_says, make_main, output_option, refuse_given,
+                    refuse_untaken, stop_on_signals)
+from ._chat import chat_options, kept_hint
 
 EXIT_PARTIAL = 3
 PROG = "exam-genq"
@@ -94,7 +95,7 @@ def cli():
               help="Parallel requests (see man exam-nuggets, THROUGHPUT).")
 @click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
               help="HTTP retries per call on 429, 5xx, timeouts, connection errors, malformed bodies.")
-@click.option("--timeout", type=FiniteRange(min=0.1), default=120.0, show_default=True,
+@click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=120.0, show_default=True,
               help="Seconds per HTTP request.")
 @click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
               help="Ask again this many times when an answer holds no parseable list.")
@@ -180,7 +181,9 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     _log(f"generating {kind}s for {len(units)} {what} with {backend}:{getattr(gen, 'model', model)} "
          f"(prompt {prompt.name})")
     stop_on_signals()  # SIGTERM (a batch system's time limit) ends it as Ctrl-C does: exit 130
-    outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items)
+    with interrupted_says(PROG, "nothing written (generation keeps no cache: a rerun asks again; --merge-with keeps "
+                                "the queries of a bank written before)"):
+        outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items)
     if outcome.items or base:
         write_merged(base, outcome.items, output)
     else:  # an empty bank is one no reader takes: none is written (and none replaced)
@@ -326,8 +329,9 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
 
         texts.update(read_passages(passages, wanted))
     stop_on_signals()  # SIGTERM stops as Ctrl-C does: the answers that came are cached, exit 130
-    result = nuggetize_topics(queries, doc_ids, texts, chat, cache_path=cache_file(cache_path, no_cache),
-                              retries=retries, window=window, max_nuggets=max_nuggets, log=_log)
+    with interrupted_says(PROG, kept_hint(no_cache)):
+        result = nuggetize_topics(queries, doc_ids, texts, chat, cache_path=cache_file(cache_path, no_cache),
+                                  retries=retries, window=window, max_nuggets=max_nuggets, log=_log)
     bank = result.bank()
     if getattr(chat, "memory_note", None):
         _log(chat.memory_note)

@@ -46,6 +46,9 @@ class EndpointGenerator:
                  progress: bool = True, **_ignored: Any):
         if not model:
             raise UsageError("--model is required for the endpoint back end")
+        from ..backends.endpoint import checked_endpoint
+
+        base_url = checked_endpoint(base_url, model)
         self.client = OpenAIClient(base_url, model, api_key_env=api_key_env, concurrency=concurrency,
                                    max_retries=max_retries, timeout=timeout)
         self.max_tokens = max_tokens

@@ -75,6 +75,14 @@ class Asker:
     prompt_hash: str = ""
     on_chunk: Callable[[int], None] | None = None
     stats: AskStats = field(default_factory=AskStats)
+    #: why calls failed for good (error message -> calls), for the command to say
+    errors: dict[str, int] = field(default_factory=dict)
+
+    def failure_summary(self) -> str | None:
+        if not self.errors:
+            return None
+        msg, n = max(self.errors.items(), key=lambda kv: kv[1])
+        return f"most frequent error ({n}x): {msg}"
 
     def ask(self, asks: Sequence[Ask]) -> dict[str, Answer]:
         """Answers by key (identical keys are asked once)."""
@@ -129,6 +137,7 @@ class Asker:
                 ans.calls += 1
                 if res.error is not None:  # the client already retried it; a rerun asks again
                     ans.text, ans.error = None, res.error
+                    self.errors[res.error] = self.errors.get(res.error, 0) + 1
                     continue
                 ans.text, ans.value = res.text, self.parse(res.text or "")
                 if ans.value is None:

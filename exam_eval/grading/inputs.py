@@ -239,6 +239,7 @@ def support_units(reports, *, track_spec, passages, topics, on_missing, prompt, 
         queries = read_requests(topics)
 
     uses_query = "query" in prompt.placeholders
+    identity = grader.cache_identity  # once: it may look at the model's files
     units: dict[str, engine.Unit] = {}
     npairs = 0
     for r in rs:
@@ -249,7 +250,7 @@ def support_units(reports, *, track_spec, passages, topics, on_missing, prompt, 
                 passage = texts.get(doc)
                 if not (passage or "").strip():
                     continue
-                key = unit_key(grader.cache_identity, prompt.hash, query if uses_query else None, s.text, passage, None)
+                key = unit_key(identity, prompt.hash, query if uses_query else None, s.text, passage, None)
                 if not engine.in_shard(key, shard):
                     continue
                 unit = units.get(key)

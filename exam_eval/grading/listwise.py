@@ -199,4 +199,6 @@ def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]
         # every call failed: an existing output stays as it was, none is created empty
         log(f"{failed} calls failed after the HTTP retries; their nuggets are not written: run again"
             + ("" if lines else " (nothing written)"))
+        if asker.failure_summary():
+            log(asker.failure_summary())
     return AssignResult(lines, failed, asker.stats, scored)
