@@ -296,8 +296,9 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
     power-tuned PPI, CRC (degree shift of each passage's label distribution,
     calibrated on bootstrap batches of the labelled queries). Output: TSV 'run
     metric method lower estimate upper width llm_mean': estimate is each method's
-    point estimate and lies inside its interval (CRC: the metric at the middle of its
-    two calibrated shifts); llm_mean is the unshifted mean of the LLM-predicted metric.
+    point estimate (CRC: the metric at the middle of its two calibrated shifts; the
+    basic bootstrap's interval can miss its mean when few queries make it skewed);
+    llm_mean is the unshifted mean of the LLM-predicted metric.
     Intervals are clipped to the metric's range (nDCG, P, exam-cover: [0, 1]; DCG@K:
     [0, top label x sum of the K rank discounts]). A method that fails is reported on
     stderr and the others are still printed (exit 3). With -q, per-query CRC intervals.

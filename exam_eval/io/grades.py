@@ -127,18 +127,21 @@ _scales: dict[str, tuple[int, int] | None] = {}
 _labels: dict[str, frozenset[str] | None] = {}
 
 
-def _published(prompt: str):
-    # grading.prompts is a registry of data; imported only when grades are read
+def published_prompt(prompt: str):
+    """The registered prompt of a grade line's prompt id (None: a custom prompt file, a
+    workbench prompt class). grading.prompts is a registry of data; imported only when
+    grades are read."""
     from ..grading.prompts import REGISTRY
 
     return REGISTRY.get(prompt) if not prompt.startswith("file:") else None
+
 
 
 def prompt_scale(prompt: str) -> tuple[int, int] | None:
     """The grade scale of a published prompt id; None for any other name (a custom prompt
     file, a workbench prompt class): their scale is not known here."""
     if prompt not in _scales:
-        p = _published(prompt)
+        p = published_prompt(prompt)
         _scales[prompt] = tuple(p.scale) if p is not None else None
     return _scales[prompt]
 
@@ -146,7 +149,7 @@ def prompt_scale(prompt: str) -> tuple[int, int] | None:
 def prompt_labels(prompt: str) -> frozenset[str] | None:
     """The labels a published scoring prompt's ``probs`` are over; None where unknown."""
     if prompt not in _labels:
-        p = _published(prompt)
+        p = published_prompt(prompt)
         _labels[prompt] = frozenset(p.labels) if p is not None and p.labels else None
     return _labels[prompt]
 
@@ -182,6 +185,8 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
         if values is None or (values and (not set(map(type, values)) <= _NUMBERS
                                           or min(values) < -1e-6 or max(values) > 1 + 1e-6)):
             raise InputError("'probs' must be an object of label -> probability (0 to 1), or null", name, lineno)
+        if values and not sum(values) > 0:
+            raise InputError("'probs' sum to 0: no distribution (null where there is none)", name, lineno)
         labels = prompt_labels(obj["prompt"])
         stray = sorted(set(probs) - labels) if labels is not None else []
         if stray:

@@ -77,11 +77,13 @@ def compute_intervals(predicted, labelled_idx: np.ndarray, truth: np.ndarray, al
 
     What each interval is about: bootstrap and PPI estimate the expected metric over
     the distribution the queries were sampled from; CRC bounds the metric over these
-    very queries (the paper's test-set performance), which is what it is calibrated for.
+    very queries (all of them; the paper evaluates on its unlabelled test set alone),
+    which is what it is calibrated for.
     Each method gets its own seeded generator so adding or dropping one does not change
     the others' numbers.
 
-    ``estimate`` is each method's point estimate, inside its interval; ``llm_mean`` (the
+    ``estimate`` is each method's point estimate (inside its interval, but for the basic
+    bootstrap's, which skewed resampled means can put beside it); ``llm_mean`` (the
     same for every method) is the plain mean of the LLM-predicted metric over all queries.
     """
     pred0 = predicted(0.0)

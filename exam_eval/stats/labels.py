@@ -55,15 +55,25 @@ def from_qrels(qrels: Qrels) -> LabelDists:
     return LabelDists(np.array(values, dtype=float), dists, _one_hot(0, len(values)))
 
 
+def _label_grades(prompt: str) -> dict[str, int]:
+    """Which grade each of a published prompt's labels stands for ("No"/"Yes" -> 0/1,
+    "[2]" -> 2, "support" -> 2); empty for a custom prompt, whose labels must be numbers."""
+    from ..io.grades import published_prompt
+
+    p = published_prompt(prompt)
+    return p.label_grades() if p is not None and p.labels else {}
+
+
 def _item_dist(g: Grade, source: str) -> dict[int, float] | None:
     if g.probs:
         out: dict[int, float] = {}
+        grades = _label_grades(g.prompt)
         for k, p in g.probs.items():
             try:
-                label = int(k)
+                label = grades[k] if k in grades else int(k)
             except ValueError:
-                raise InputError(f"grade of {g.query_id}/{g.doc_id}: probs label {k!r} is not an integer",
-                                 source) from None
+                raise InputError(f"grade of {g.query_id}/{g.doc_id}: probs label {k!r} is not a grade "
+                                 f"(prompt {g.prompt} is not one whose labels are known)", source) from None
             if p < 0:
                 raise InputError(f"grade of {g.query_id}/{g.doc_id}: negative probability {p}", source)
             out[label] = out.get(label, 0.0) + float(p)

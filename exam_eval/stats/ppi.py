@@ -15,7 +15,13 @@ queries too makes that variance too small: our simulations under-covered).
 lam = 1 is plain PPI (Eq. 8, 10, 11). Power tuning picks the lam that minimises the
 variance, lam* = cov_n(U, U-hat) / (var_n(U-hat) + (n/N) var_N(U-hat)), clipped to
 [0, 1] so that it never does worse than ignoring the LLM (lam = 0, the classical
-mean with a normal interval).
+mean with a normal interval). PPI++'s own estimator (and ppi_py's) divides by
+(1 + n/N) var(U-hat) over all n + N predictions instead: the same where the labelled
+queries' predictions vary as the others' do. A differential sweep against ppi_py (4,000
+simulations per n, nominal 95%) found ours covering as well or better from n = 5 on
+(0.82 / 0.90 / 0.94 at n = 5 / 10 / 20, against 0.79 / 0.88 / 0.93) and worse at n = 2
+(0.42 against 0.51), where every normal interval here under-covers; the man page asks
+for 10 or more labelled queries.
 """
 
 from __future__ import annotations
@@ -63,5 +69,6 @@ def ppi_mean(truth: np.ndarray, pred_labelled: np.ndarray, pred_unlabelled: np.n
     residual = truth - lam * pred_labelled
     estimate = lam * pred_unlabelled.mean() + residual.mean()
     variance = lam ** 2 * np.var(pred_unlabelled, ddof=1) / big_n + np.var(residual, ddof=1) / n
-    half = stats.norm.ppf(1 - alpha / 2) * np.sqrt(variance)
+    # isf(alpha/2), not ppf(1 - alpha/2): below alpha ~ 1e-16, 1 - alpha/2 is 1.0 and z infinite
+    half = stats.norm.isf(alpha / 2) * np.sqrt(variance)
     return PPIResult(float(estimate - half), float(estimate), float(estimate + half), float(lam))
