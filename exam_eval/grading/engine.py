@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import json
 import queue
 import threading
 import time
@@ -149,15 +148,17 @@ def build_units(
     return units, npairs
 
 
-def input_hash(request: GradeRequest) -> str:
+def input_hash(request: GradeRequest, shown: bool | None = None) -> str:
     """What the model is shown of a pair besides the item and the prompt's template: the
     passage (with whatever was added to it), the query where the prompt shows it, the
     answer keys. Recorded in every grade line (``Grade.input_hash``), so that a resume
     regrades a pair whose passage, query or keys changed since it was graded."""
-    query = request.query if "query" in request.prompt.placeholders else None
-    payload = json.dumps([query, request.context, list(request.answer_keys or [])], ensure_ascii=False,
-                         separators=(",", ":"))
-    return hashlib.md5(payload.encode("utf-8")).hexdigest()
+    # joined with NUL, which no reader lets into a text: cheaper than JSON on the hot path
+    keys = request.answer_keys or ()
+    if shown is None:  # whether the prompt shows the query (the caller may know it once for all)
+        shown = "query" in request.prompt.placeholders
+    payload = "\x00".join((f"{int(shown)}{len(keys)}", request.query if shown else "", request.context, *keys))
+    return hashlib.md5(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def grader_hash(identity: str) -> str:
@@ -188,8 +189,9 @@ def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, mode
     """``done``: resume keys of the output's lines (``Grade.resume_key``)."""
     stats = Stats(pairs=npairs)
     pending: list[Unit] = []
+    shown = "query" in prompt.placeholders
     for unit in units.values():
-        inputs = input_hash(unit.request) if done else None
+        inputs = input_hash(unit.request, shown) if done else None
         left = [p for p in unit.pairs if not is_done(p, model, prompt, done, inputs)]
         stats.in_output += len(unit.pairs) - len(left)
         if left:
@@ -207,8 +209,8 @@ def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, mode
 
 
 def _grades_for(unit: Unit, result: GradeResult, model: str, prompt, engine: str | None = None,
-                grader: str | None = None) -> list[Grade]:
-    inputs = input_hash(unit.request)
+                grader: str | None = None, shown: bool | None = None) -> list[Grade]:
+    inputs = input_hash(unit.request, shown)
     return [
         Grade(
             query_id=p.query_id, doc_id=p.doc_id,
@@ -252,9 +254,10 @@ def execute(
     model = backend.model_id
     engine_name = backend.engine
     grader = grader_hash(backend.cache_identity)
+    shown = "query" in prompt.placeholders
 
     def to_grades(unit: Unit, result: GradeResult) -> list[Grade]:
-        return _grades_for(unit, result, model, prompt, engine_name, grader)
+        return _grades_for(unit, result, model, prompt, engine_name, grader, shown)
 
     size = max(1, batch_size or backend.batch_size)
     # a fixed --batch-size wins; otherwise a back end may batch by tokens (on a GPU)
