@@ -24,6 +24,7 @@ pytest.importorskip("ctranslate2")
 from exam_eval.backends import GradeRequest, get_backend  # noqa: E402
 from exam_eval.backends import ct2_convert  # noqa: E402
 from exam_eval.backends.ct2_causal import CT2CausalBackend, equal_length_groups  # noqa: E402
+from exam_eval.backends.model_identity import model_files_id  # noqa: E402
 from exam_eval.backends.hf_causal import CausalBackend  # noqa: E402
 from exam_eval.backends.hf_common import label_token_ids  # noqa: E402
 from exam_eval.errors import InputError, UsageError  # noqa: E402
@@ -67,7 +68,7 @@ def test_engine_choice_and_identity(tiny_llama):
     auto = get_backend("hf-causal", model=str(tiny_llama), device="cpu")
     # auto stays on torch for causal models (not faster enough on a CPU: bench/README.md)
     assert type(auto) is CausalBackend and auto.engine == "torch"
-    assert auto.cache_identity == f"hf-causal:{tiny_llama}"
+    assert auto.cache_identity == f"hf-causal:{tiny_llama}" + model_files_id(str(tiny_llama))
     # a compute type asks for CTranslate2
     f32 = get_backend("hf-causal", model=str(tiny_llama), device="cpu", compute_type="float32")
     assert isinstance(f32, CT2CausalBackend) and f32.engine == "ctranslate2/float32"

@@ -14,10 +14,12 @@ import click
 
 from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, IN_PLACE, FiniteRange, interrupted_says, make_main, output_option, refuse_given,
-                    refuse_untaken, stop_on_signals)
+                    refuse_untaken)
 from ._chat import chat_options, kept_hint
 
 EXIT_PARTIAL = 3
+GENERATE_INTERRUPTED = ("nothing written (generation keeps no cache: a rerun asks again; --merge-with keeps the "
+                        "queries of a bank written before)")
 PROG = "exam-genq"
 
 
@@ -180,9 +182,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     what = "facets" if style == "car" else "queries"
     _log(f"generating {kind}s for {len(units)} {what} with {backend}:{getattr(gen, 'model', model)} "
          f"(prompt {prompt.name})")
-    stop_on_signals()  # SIGTERM (a batch system's time limit) ends it as Ctrl-C does: exit 130
-    with interrupted_says(PROG, "nothing written (generation keeps no cache: a rerun asks again; --merge-with keeps "
-                                "the queries of a bank written before)"):
+    with interrupted_says(PROG, GENERATE_INTERRUPTED):
         outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items)
     if outcome.items or base:
         write_merged(base, outcome.items, output)
@@ -328,7 +328,6 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
         from ..io.passages import read_passages
 
         texts.update(read_passages(passages, wanted))
-    stop_on_signals()  # SIGTERM stops as Ctrl-C does: the answers that came are cached, exit 130
     with interrupted_says(PROG, kept_hint(no_cache)):
         result = nuggetize_topics(queries, doc_ids, texts, chat, cache_path=cache_file(cache_path, no_cache),
                                   retries=retries, window=window, max_nuggets=max_nuggets, log=_log)

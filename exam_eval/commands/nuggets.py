@@ -18,8 +18,7 @@ import os
 import click
 
 from ..errors import InputError, UsageError
-from ._base import (CONTEXT_SETTINGS, claim_output, interrupted_says, make_main, output_option, refuse_given,
-                    stop_on_signals)
+from ._base import (CONTEXT_SETTINGS, claim_output, interrupted_says, make_main, output_option, refuse_given)
 from ._chat import chat_options, kept_hint, make_chat, open_cache
 from ._nugget_options import check_shape_options, check_file_or_dir, reports_option, threshold_options
 from ._options import backend_flags, backend_settings, run_flags
@@ -407,7 +406,6 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     rs = _reports(reports, track_spec)
     items = items_by_query(read_bank(bank, kind=kind))
     queries = read_requests(topics)
-    stop_on_signals()  # SIGTERM stops as Ctrl-C does: the answers that came are cached, exit 130
     with interrupted_says(PROG, kept_hint(no_cache)):
         result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
                             window=window, retries=retries, output=output, log=_log, bank_name=bank,
