@@ -98,8 +98,8 @@ def _first_signal(signum, frame) -> None:
 
 
 def stop_on_signals() -> None:
-    """For long work: Ctrl-C and SIGTERM (``kill``, SLURM's time limit) both interrupt, and
-    only the first does: it raises KeyboardInterrupt, the work stops, finished grades are
+    """For every command (run_guarded): Ctrl-C and SIGTERM (``kill``, SLURM's time limit)
+    both interrupt, and only the first does: it raises KeyboardInterrupt, the work stops, finished grades are
     kept and the command reports; a second signal, wherever it lands in that ending, ends
     the process at once with status 130 instead of breaking in with a traceback. A kill
     at any moment is safe for the outputs (a torn last batch is cut on resume; the other
