@@ -254,3 +254,22 @@ def test_a_port_that_is_not_listening_is_still_taken_as_down_quickly():
     results = client(f"http://127.0.0.1:{port}/v1", down_after=0.5).chat([MSG] * 20)
     assert time.monotonic() - t0 < 10
     assert all(r.text is None and ("taken as down" in r.error or "refused" in r.error) for r in results)
+
+
+def test_answers_cut_at_max_new_tokens_are_counted_and_said(tmp_path):
+    from pathlib import Path
+
+    from inproc import run
+
+    demo = Path(__file__).resolve().parents[1] / "exam_eval" / "demo_data"
+    run_file = tmp_path / "one.run"
+    run_file.write_text("101 Q0 p064 1 6.0 good\n")
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text((demo / "questions.jsonl").read_text().splitlines()[0] + "\n")
+    cut = Reply(200, json={"choices": [{"message": {"content": "The passage does not"}, "finish_reason": "length"}]})
+    with OpenAIStub(lambda r: cut) as stub:
+        r = run("grade", "--backend", "endpoint", "--base-url", stub.url, "--model", "m", "--prompt",
+                "question-extraction", "--bank", bank, "--passages", demo / "passages.jsonl", "--no-cache",
+                "-o", tmp_path / "g.jsonl", run_file)
+    assert r.escaped is None and r.code in (0, None), r.stderr
+    assert "1 generated answers were cut off at --max-new-tokens 64" in r.stderr, r.stderr

@@ -93,6 +93,7 @@ class EndpointBackend(PromptBackend):
         self.top_logprobs = _number("top_logprobs", top_logprobs, 20, int, 1)
         self.client = None
         self.errors: dict[str, int] = {}  # error message -> count, reported by exam-grade
+        self.cut_off = 0  # generated answers the server cut at max_new_tokens
         self.backoff = _number("backoff", backoff, 1.0)
         from .http_client import DOWN_AFTER
 
@@ -161,7 +162,16 @@ class EndpointBackend(PromptBackend):
         return f"most frequent endpoint error ({n}x): {msg}{hint}"
 
     def _generate(self, requests, max_new_tokens):
-        return [r.text if r.error is None else None for r in self._call(requests, max_new_tokens, False)]
+        replies = self._call(requests, max_new_tokens, False)
+        self.cut_off += sum(r.error is None and r.finish_reason == "length" for r in replies)
+        return [r.text if r.error is None else None for r in replies]
+
+    def run_note(self) -> str | None:
+        # a cut answer is still parsed (a rating usually comes first), but the user should know
+        if not self.cut_off:
+            return None
+        return (f"{self.cut_off} generated answers were cut off at --max-new-tokens {self.max_new_tokens} "
+                "(finish_reason length): raise it if the prompt's answers are longer")
 
     def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:
         results: list[GradeResult | None] = [None] * len(requests)
