@@ -205,3 +205,69 @@ def test_the_dtype_a_gpu_picks_by_default_is_another_grader(monkeypatch, tmp_pat
     gpu = Seq2SeqBackend(model=model, engine="torch").cache_identity
     assert gpu == Seq2SeqBackend(model=model, engine="torch", dtype="bfloat16").cache_identity != cpu
     assert Seq2SeqBackend(model=model, engine="torch", device="cpu").cache_identity == cpu
+
+
+def test_a_passage_edited_then_restored_is_regraded_each_time(tmp_path):
+    """Only the last line for a key says what is done: A, then B, then A again must end
+    with A's grades, not with B's kept under a line of A's input that came before."""
+    f = _inputs(tmp_path)
+    script = _script(tmp_path / "s.jsonl", [{"context": "EDITED", "output": "5"}, {"output": "1"}])
+    args = ["--backend", "scripted", "-O", f"script={script}", "--prompt", "question-selfrating",
+            "--generate-ratings", "--bank", f["bank"], "--run", f["run"]]
+    rows = [json.loads(x) for x in f["passages"].read_text().splitlines()]
+    rows[0]["text"] = "EDITED " + rows[0]["text"]
+    edited = tmp_path / "edited.jsonl"
+    edited.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    out = tmp_path / "g.jsonl"
+    for passages in (f["passages"], edited, f["passages"]):
+        assert _grade(*args, "--passages", passages, out=out, cache=None).code in (0, None)
+    assert _final(out) == _oracle(tmp_path, [*args, "--passages", f["passages"]], "aba")
+
+
+def test_a_model_folder_staged_again_with_the_same_files_is_the_same_grader(tmp_path):
+    """A job that copies its model to local disk at every start (new times, same bytes),
+    or a README added beside the weights, must still resume; other weights must not."""
+    pytest.importorskip("torch")
+    import os
+
+    from tiny_models import make_tiny_t5
+
+    from exam_eval.backends.model_identity import model_files_id
+
+    model = make_tiny_t5(tmp_path / "t5")
+    before = model_files_id(str(model))
+    staged = tmp_path / "staged"
+    shutil.copytree(model, staged)
+    for p in staged.iterdir():
+        os.utime(p, (1e9, 1e9))
+    (staged / "README.md").write_text("notes\n")
+    assert model_files_id(str(staged)) == before
+    weights = staged / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one byte of the weights
+    weights.write_bytes(bytes(data))
+    assert model_files_id(str(staged)) != before
+
+
+def test_hf_qa_and_embedding_identities(monkeypatch, tmp_path):
+    torch = pytest.importorskip("torch")
+    from tiny_models import make_tiny_qa
+
+    from exam_eval.backends.hf_qa import QABackend
+
+    qa = str(make_tiny_qa(tmp_path / "qa"))
+    cpu = QABackend(model=qa).cache_identity
+    assert QABackend(model=qa, dtype="float32").cache_identity == cpu == QABackend(model=qa + "/").cache_identity
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert QABackend(model=qa).cache_identity == QABackend(model=qa, dtype="bfloat16").cache_identity != cpu
+    monkeypatch.undo()
+
+    pytest.importorskip("sentence_transformers")
+    from exam_eval.backends.embedding import DEFAULT_MODEL, EmbeddingBackend, packaged_model_path
+
+    emb = tmp_path / "emb"
+    shutil.copytree(packaged_model_path(), emb)
+    mine = EmbeddingBackend(model=str(emb)).cache_identity
+    assert mine == EmbeddingBackend(model=f"{emb}/").cache_identity and ":files=" in mine
+    assert ":files=" not in EmbeddingBackend(model=DEFAULT_MODEL).cache_identity  # the packaged one's as always

@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 from ..errors import InputError, UsageError
 from .base import Backend, GradeRequest, GradeResult
+from .model_identity import model_files_id, model_name
 
 PACKAGED_NAMES = ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm")
 DEFAULT_MODEL = PACKAGED_NAMES[0]
@@ -139,7 +140,7 @@ class EmbeddingBackend(Backend):
     batch_size = 1024  # pairs per engine batch; encoding is memoised, so large is cheap
 
     def __init__(self, model: str | None = None, device: str | None = None, batch_size: int | None = None):
-        super().__init__(model=model or DEFAULT_MODEL)
+        super().__init__(model=model_name(model or DEFAULT_MODEL))
         if self.model_id in PACKAGED_NAMES:
             self.model_id = DEFAULT_MODEL
         if batch_size is not None:
@@ -149,7 +150,10 @@ class EmbeddingBackend(Backend):
 
     @property
     def cache_identity(self) -> str:
-        return f"{self.name}:{self.model_id}:{MAPPING_VERSION}"
+        # a folder of the user's: its files (weights replaced in place are another grader);
+        # the packaged model keeps the identity its grades have always had
+        files = "" if self.model_id == DEFAULT_MODEL else model_files_id(self.encoder.resolve())
+        return f"{self.name}:{self.model_id}:{MAPPING_VERSION}{files}"
 
     def check_prompt(self, prompt) -> None:
         # A cosine can stand in for a rating, not for an extracted answer checked against

@@ -98,6 +98,15 @@ def pick_dtype(dtype: str | None, device: str):
     return torch.float32
 
 
+def loaded_dtype(dtype: str | None, device: str | None) -> str | None:
+    """The torch dtype the weights load in, by name, for a grader's identity: the option,
+    or pick_dtype's choice for the device (bfloat16 on a GPU; telling needs torch unless
+    --device names no GPU)."""
+    if dtype or (device is not None and not device.startswith("cuda")):
+        return dtype
+    return str(pick_dtype(None, pick_device(device))).removeprefix("torch.")
+
+
 def model_kwargs(device: str, source: str | None = None) -> dict:
     """from_pretrained arguments for a GPU: the weights loaded straight onto it, not
     materialised in host memory first and copied; for a T5 checkpoint ``source``, the
@@ -425,16 +434,9 @@ class HFGenerativeBase:
         return super().cache_identity + beams + dtype + limits + model_files_id(self._ref)
 
     def _identity_dtype(self) -> str | None:
-        """The torch dtype the weights load in: the option, or pick_dtype's choice for the
-        device (which needs torch to tell where no --device says cpu)."""
-        if self._dtype_opt or self.engine_name != "torch":
+        if self.engine_name != "torch":
             return self._dtype_opt
-        if self._device_opt is not None and not self._device_opt.startswith("cuda"):
-            return None
-        if "_auto_dtype" not in self.__dict__:
-            chosen = pick_dtype(None, pick_device(self._device_opt))
-            self.__dict__["_auto_dtype"] = str(chosen).removeprefix("torch.")
-        return self.__dict__["_auto_dtype"]
+        return loaded_dtype(self._dtype_opt, self._device_opt)
 
 
 def penalty_processor(decoding: dict, prompt_length: int):

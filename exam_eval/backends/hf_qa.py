@@ -23,7 +23,7 @@ from typing import Sequence
 
 from ..errors import UsageError
 from .base import Backend, GradeRequest, GradeResult, finish_parsed, llm_verify
-from .hf_common import check_model_ref, load_failure, pick_device, pick_dtype
+from .hf_common import check_model_ref, load_failure, loaded_dtype, pick_device, pick_dtype
 from .model_identity import model_files_id, model_name
 
 
@@ -50,7 +50,8 @@ class QABackend(Backend):
     def cache_identity(self) -> str:
         # what changes an extracted span: the weights and their dtype, the window, the
         # answer's length limit and the stride of the windows over a long passage
-        opts = (f":dtype={self._dtype_opt}" if self._dtype_opt else "") + \
+        dtype = loaded_dtype(self._dtype_opt, self._device_opt)  # bfloat16 by default on a GPU
+        opts = (f":dtype={dtype}" if dtype and dtype != "float32" else "") + \
                (f":max_in={self._window_opt}" if self._window_opt else "") + \
                (f":max_answer={self.max_answer_tokens}" if self.max_answer_tokens != 30 else "") + \
                (f":stride={self.stride}" if self.stride != 128 else "")

@@ -28,22 +28,53 @@ def files_listing(real: str, hidden: bool = False) -> list[tuple[str, int, int]]
     return listing
 
 
+# a file up to this size is hashed whole; a larger one (weights) by its size and samples:
+# its first and last 64 KiB (a safetensors header, the last tensor) and 256 blocks of 4 KiB
+# spread evenly over it (one every 12 MB of flan-t5-large's 3 GB: a fine-tuning run
+# changes far more than that). About 1.1 MiB read per weights file, whatever its size.
+_WHOLE = 1 << 20
+_EDGE = 64 << 10
+_BLOCKS, _BLOCK = 256, 4 << 10
+# files that change nothing a model computes
+_IGNORED = (".md", ".rst", ".png", ".jpg", ".gitattributes", ".lock", ".metadata")
+
+
+def _file_digest(path: str, size: int, h) -> None:
+    with open(path, "rb") as fh:
+        if size <= _WHOLE:
+            h.update(fh.read())
+            return
+        h.update(fh.read(_EDGE))
+        for k in range(_BLOCKS):
+            fh.seek(_EDGE + (size - 2 * _EDGE - _BLOCK) * k // (_BLOCKS - 1))
+            h.update(fh.read(_BLOCK))
+        fh.seek(size - _EDGE)
+        h.update(fh.read(_EDGE))
+
+
 @functools.lru_cache(maxsize=16)
-def _digest(path: str, listing: str) -> str:
-    return hashlib.sha256(f"{path}\x00{listing}".encode()).hexdigest()[:12]
+def _content_id(real: str, listing: tuple) -> str:
+    """Keyed on the listing (sizes and times): a run reads each model's files once."""
+    h = hashlib.sha256()
+    base = real if os.path.isdir(real) else os.path.dirname(real)
+    for rel, size, _mtime in listing:
+        h.update(f"{rel}\x00{size}\x00".encode())
+        _file_digest(os.path.join(base, rel), size, h)
+    return h.hexdigest()[:12]
 
 
 def model_files_id(ref: str) -> str:
-    """``:files=...`` for a model on disk (a directory or a GGUF file): its files' names,
-    sizes and modification times, so that weights replaced in place (a fine-tuning run
-    writing to the same folder) make a different grader; "" for a hub id. Copying the
-    folder elsewhere (new times) costs a regrade, never a stale grade."""
+    """``:files=...`` for a model on disk (a directory or a GGUF file): a digest of its
+    files' names and contents (small files whole, weights by size and samples), so that
+    weights replaced in place (a fine-tuning run writing to the same folder) make another
+    grader, while the same files copied back (a job staging the model to local disk)
+    stay the same one. "" for a hub id. Documentation files do not count."""
     if not os.path.exists(ref):
         return ""
     real = os.path.realpath(ref)
     if os.path.isdir(real):
-        listing = files_listing(real)
+        listing = [f for f in files_listing(real) if not f[0].lower().endswith(_IGNORED)]
     else:
         st = os.stat(real)
         listing = [(os.path.basename(real), st.st_size, st.st_mtime_ns)]
-    return ":files=" + _digest(real, repr(listing))
+    return ":files=" + _content_id(real, tuple(listing))

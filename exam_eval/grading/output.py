@@ -148,13 +148,14 @@ def repair(path: str) -> int:
 
 
 def _keys(grades, engines: dict | None) -> set[tuple]:
-    if engines is None:
-        return {g.resume_key for _, g in grades}
-    keys = set()
+    # the last line for a key is the grade readers see: a pair graded for an edited passage
+    # and then for the text restored has two lines, and only the last may say "done"
+    last: dict[tuple, tuple] = {}
     for _, g in grades:
-        keys.add(g.resume_key)
-        engines.setdefault((g.model, g.prompt), set()).add((g.engine, g.grader_hash))
-    return keys
+        last[g.key] = g.resume_key
+        if engines is not None:
+            engines.setdefault((g.model, g.prompt), set()).add((g.engine, g.grader_hash))
+    return set(last.values())
 
 
 def existing_keys(path: str, *, read_only: bool = False, engines: dict | None = None) -> set[tuple]:
