@@ -245,3 +245,47 @@ def test_a_second_interrupt_while_draining_stops_at_once():
         assert time.monotonic() - t0 < 5 and sink.lines == 0 and not w.done.is_set()
     finally:
         sink.release.set()
+
+
+class _Sink:
+    lines = 0
+
+    def write_batch(self, lines):
+        self.lines += len(lines)
+
+
+def test_an_interrupt_inside_a_lock_the_hand_over_takes_cannot_hang_it(monkeypatch):
+    """A sweep saw exam-grade hang for good after one Ctrl-C: it landed in queue.Queue's
+    Condition between taking its lock and the code that releases it, and both threads then
+    waited on that lock. Here every Condition the grading thread enters from the moment it
+    ends the block raises at that worst point; the hand-over must not go through one."""
+    real_enter = threading.Condition.__enter__
+    armed = threading.Event()
+    grading = {}
+
+    def enter(self):
+        got = real_enter(self)
+        if armed.is_set() and threading.current_thread() is grading.get("thread"):
+            armed.clear()
+            raise KeyboardInterrupt  # the lock is held and nothing will release it
+        return got
+
+    monkeypatch.setattr(threading.Condition, "__enter__", enter)
+    sink, outcome = _Sink(), {}
+
+    def grade():
+        grading["thread"] = threading.current_thread()
+        try:
+            with writer.GradeWriter(sink, NullCache(), "id", "h", lambda u, r: [u]) as w:
+                for k in range(10):
+                    w.put([(f"u{k}", None)], store=False)
+                armed.set()
+        except KeyboardInterrupt:
+            outcome["interrupted"] = True
+        outcome["done"] = True
+
+    t = threading.Thread(target=grade, daemon=True)
+    t.start()
+    t.join(10)
+    assert outcome.get("done"), "the hand-over hung on a lock an interrupt left taken"
+    assert sink.lines == 10

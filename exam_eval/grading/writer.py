@@ -43,12 +43,22 @@ class GradeWriter:
         self.identity = identity
         self.prompt_hash = prompt_hash
         self.to_grades = to_grades
-        self.queue: queue.Queue = queue.Queue(maxsize=max(1, depth))
+        # C-level queues only: the grading thread's hand-over and its drain are Python code
+        # a signal can interrupt anywhere, and an interrupt that lands inside a
+        # queue.Queue's Condition (lock taken, never released) left both threads waiting on
+        # it for ever. ``items`` never blocks a put; ``slots`` holds ``depth`` tokens, one
+        # taken per batch handed over and given back once it is written: the bound.
+        self.items: queue.SimpleQueue = queue.SimpleQueue()
+        self.slots: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(max(1, depth)):
+            self.slots.put(None)
         self.error: BaseException | None = None
         self.stop = threading.Event()  # set on an interrupt: give up waiting for the cache's lock
-        # set by the writer as it ends; waited on instead of Thread.join, which an interrupt
-        # can leave believing a running thread has ended (CPython before 3.13)
-        self.done = threading.Event()
+        # released by the writer as it ends; a bare lock, whose timed acquire an interrupt
+        # leaves cleanly (Thread.join and Event.wait are Python code around a Condition)
+        self.running = threading.Lock()
+        self.running.acquire()
+        self.done = threading.Event()  # set as it ends too; only read (is_set) by the grading thread
         self.thread = threading.Thread(target=self._run, name="exam-eval-writer", daemon=True)
 
     # -- the writer's thread ----------------------------------------------------------------
@@ -56,30 +66,41 @@ class GradeWriter:
         try:
             self._write_all()
         finally:
-            self.done.set()
+            try:
+                self.done.set()
+            finally:
+                self.running.release()
 
     def _write_all(self) -> None:
         caching = True
         while True:
-            item = self.queue.get()
+            item = self.items.get()
             if item is self._END:
                 return
-            if self.error is not None:
-                continue  # failed: take what comes so the grading thread never blocks, write nothing
-            batch, store = item
             try:
-                lines = [g for unit, result in batch for g in self.to_grades(unit, result)]
-                if lines:
-                    self.sink.write_batch(lines)
-                rows = [(unit.key, result) for unit, result in batch if result.parse_ok] if store and caching else []
-                if rows:
-                    self.cache.put_many(rows, self.identity, self.prompt_hash, stop=self.stop)
+                self._write(item, caching)
             except WaitStopped:
                 # the interrupt's drain gave up on a locked cache: the batch is in the output;
                 # the ones after it go there too, uncached, without waiting again
                 caching = False
-            except BaseException as exc:  # noqa: BLE001 - raised in the grading thread
-                self.error = exc
+            finally:
+                self.slots.put(None)
+
+    def _write(self, item, caching: bool) -> None:
+        if self.error is not None:
+            return  # failed: take what comes so the grading thread never blocks, write nothing
+        batch, store = item
+        try:
+            lines = [g for unit, result in batch for g in self.to_grades(unit, result)]
+            if lines:
+                self.sink.write_batch(lines)
+            rows = [(unit.key, result) for unit, result in batch if result.parse_ok] if store and caching else []
+            if rows:
+                self.cache.put_many(rows, self.identity, self.prompt_hash, stop=self.stop)
+        except WaitStopped:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - raised in the grading thread
+            self.error = exc
 
     # -- the grading thread -----------------------------------------------------------------
     def __enter__(self) -> GradeWriter:
@@ -93,10 +114,11 @@ class GradeWriter:
             if self.error is not None:
                 raise self.error
             try:
-                self.queue.put((batch, store), timeout=_POLL)
-                return
-            except queue.Full:
+                self.slots.get(timeout=_POLL)
+            except queue.Empty:
                 continue
+            self.items.put((batch, store))
+            return
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
@@ -113,17 +135,15 @@ class GradeWriter:
         """Everything handed over written; True if an interrupt came meanwhile (a second
         one is raised at once)."""
         ended = late = False
-        while not self.done.is_set():
+        while True:
             try:
                 if not ended:
-                    self.queue.put(self._END, timeout=_POLL)
+                    self.items.put(self._END)
                     ended = True
-                self.done.wait(_POLL)
-            except queue.Full:
-                continue
+                if self.running.acquire(timeout=_POLL):
+                    return late
             except KeyboardInterrupt:
                 if interrupted or late:
                     raise
                 late = True
                 self.stop.set()
-        return late
