@@ -2,7 +2,8 @@
 
 Logs and progress never touch stdout (results may be piped there). The bar shows done /
 total, items per second and the ETA; on a non-terminal stderr (a SLURM log, a pipe)
-rich draws nothing live, so the log is not flooded with redraws. There is no bar for
+rich draws nothing live, so the log is not flooded with redraws: the bar's final state is
+printed once, as one line, when the work ends (EXAM_EVAL_PROGRESS=0: not even that). There is no bar for
 nothing to do (everything came from the cache), and the libraries' own tqdm bars
 (transformers' "Loading weights", huggingface_hub, sentence-transformers) are switched
 off: this bar is the only one.

@@ -101,3 +101,34 @@ def test_dl19_target_from_reference_grades(shared_data, tmp_path):
     row = report.split("<td>EXAM-Cover@20</td>", 1)[1].split("</tr>", 1)[0]
     assert corr["kendall_tau_b"] in row and corr["spearman"] in row
     assert len((out / "questions-genq-oldformat.uncovered.tsv").read_text().splitlines()) > 100
+
+
+def test_what_file_times_do_not_show_is_rebuilt_too(tmp_path):
+    """A sweep of the Makefile found make saying "Nothing to be done" after a passage
+    text changed, a run file was removed, or a setting changed on the command line, and
+    `make clean` taking the grade cache with it."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for f in [*DEMO.glob("*.run"), *(DEMO / n for n in ("qrels.txt", "passages.jsonl", "topics.tsv",
+                                                         "questions.jsonl"))]:
+        shutil.copy(f, data / f.name)
+    make(tmp_path, "DATA=data")
+
+    def rebuilt(*args):
+        dry = {c for c, _ in commands(make(tmp_path, "-n", "DATA=data", *args).stdout)}
+        real = {c for c, _ in commands(make(tmp_path, "DATA=data", *args).stdout)}
+        assert dry == real  # make -n announces what make does
+        return real
+
+    rows = (data / "passages.jsonl").read_text().splitlines()
+    (data / "passages.jsonl").write_text("\n".join([rows[0].replace("Printing", "PRINTING"), *rows[1:]]) + "\n")
+    assert "exam-grade" in rebuilt()
+    (data / "random.run").unlink()
+    assert "exam-grade" in rebuilt()
+    assert "random" not in (tmp_path / "out" / "questions.qrels.leaderboard.tsv").read_text()
+    changed = rebuilt("TAU=3")
+    assert "exam-grade" not in changed and {"exam-qrels", "exam-cover", "exam-correlate"} <= changed
+    assert rebuilt("TAU=3") == set()
+    assert "exam-grade" in rebuilt("TAU=3", "DEPTH=10")
+    make(tmp_path, "DATA=data", "clean")
+    assert (tmp_path / "cache" / "grades.sqlite").exists() and not (tmp_path / "out").exists()

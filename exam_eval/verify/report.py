@@ -381,9 +381,21 @@ def _bank_section(data: ReportData) -> str:
             f"(grade &ge; {data.opts.min_grade}), split by the human judgment.</p>" + "".join(parts))
 
 
+
+def _generated() -> datetime:
+    """Now, or SOURCE_DATE_EPOCH where it is set (reproducible builds: a Makefile rebuild
+    with unchanged inputs gives the same bytes)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if epoch.isdigit():
+        try:
+            return datetime.fromtimestamp(int(epoch), timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            pass
+    return datetime.now(timezone.utc)
+
 def render(data: ReportData) -> str:
     o = data.opts
-    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    when = _generated().strftime("%Y-%m-%d %H:%M UTC")
     facts = [[esc(k), esc(v)] for k, v in data.inputs.items()]
     facts += [["grader", esc(f"{data.grader[0]} / {data.grader[1]}")],
               ["grades", f"{data.n_grades} ({data.n_unparsed} unparsed, never counted)"],
