@@ -196,3 +196,25 @@ def test_dry_run_changes_nothing(tmp_path):
         plan = s.plan(*_units(s.grader))
     assert plan.stats.in_output == 5 and plan.stats.pairs == len(lines)
     assert out.read_text() == torn and not cache.exists()
+
+
+def test_an_output_replaced_while_its_run_loads_is_neither_written_nor_removed(tmp_path):
+    """make SIGKILLed, its exam-grade left running; the next build's `rm -f` and a new run
+    put another file at the path before the old run's first write. The old run must not
+    append to the new file (one writer per output), nor remove it when it ends empty."""
+    out = tmp_path / "g.jsonl"
+    backend = ScriptedBackend(script=lambda r, t: "4")
+    with GradingSession(backend, PROMPT, output=str(out)) as s:
+        s.plan(*_units(backend))
+        out.unlink()
+        out.write_text("the other run's line\n")
+        with pytest.raises(Exception) as err:
+            s.run()
+        assert "made anew while this run held it" in str(err.value)
+    assert out.read_text() == "the other run's line\n"
+    fresh = tmp_path / "k.jsonl"
+    with GradingSession(backend, PROMPT, output=str(fresh)) as s2:
+        s2.plan(*_units(backend))  # creates it, empty, and locks it
+        fresh.unlink()
+        fresh.write_text("")  # the other run's file, still empty when this one ends
+    assert fresh.exists()

@@ -275,12 +275,22 @@ class OutputLock:
             os.close(self.fd)
             self.fd = None
 
+    def file_id(self) -> tuple[int, int] | None:
+        """(device, inode) of the locked file; None where no lock is held."""
+        if self.fd is None:
+            return None
+        st = os.fstat(self.fd)
+        return st.st_dev, st.st_ino
+
     def release(self) -> None:
         if self.fd is None:
             return
         try:
-            if self.created and os.fstat(self.fd).st_size == 0:
-                os.unlink(self.real)  # still locked: nobody can be appending to it
+            st = os.fstat(self.fd)
+            # still locked, so nobody appends to it; but only if the path is still this file
+            # (another run's new file there is not ours to remove)
+            if self.created and st.st_size == 0 and os.path.samestat(st, os.stat(self.real)):
+                os.unlink(self.real)
         except OSError:
             pass
         finally:
@@ -334,10 +344,14 @@ class GradesAppender:
     removes the empty file it created). Whether it can be written is checked at once,
     before a model is loaded."""
 
-    def __init__(self, path: str | None):
+    def __init__(self, path: str | None, locked: tuple[int, int] | None = None):
         self.path = None if path == "-" else path
         self._fh = None
         self.lines = 0
+        # (device, inode) of the file the session's lock holds: the first write must open
+        # that one, not another put at the same path meanwhile (make's `rm -f` and a new
+        # run's file, while this run still loaded its model)
+        self.locked = locked
         check_output(self.path, append=True)
 
     def _open(self):
@@ -351,6 +365,12 @@ class GradesAppender:
                     self._fh = open(self.path, "ab")
                 except OSError as exc:
                     raise write_error(self.path, exc) from None
+                st = os.fstat(self._fh.fileno())
+                if self.locked is not None and (st.st_dev, st.st_ino) != self.locked:
+                    self._fh.close()
+                    self._fh = None
+                    raise OutputError("was removed and made anew while this run held it (another run writes it "
+                                      "now): this run's grades are not added to it", self.path)
         return self._fh
 
     def _fail(self, exc: OSError, start: int | None) -> OutputError:

@@ -168,7 +168,8 @@ class GradingSession:
         if self.work is None:
             raise RuntimeError("GradingSession.run before plan")
         plan = self.work
-        sink = GradesAppender(self.output) if sink is None else sink
+        if sink is None:
+            sink = GradesAppender(self.output, None if self.lock is None else self.lock.file_id())
         old_term = signal.signal(signal.SIGTERM, _sigterm_as_interrupt) if sigterm_interrupts else None
         try:
             if plan.units_todo:
