@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"
 
@@ -59,24 +61,18 @@ def _leftovers(folder: Path) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name.startswith("."))
 
 
-def test_sigterm_while_exam_qrels_writes_its_output(tmp_path):
+@pytest.mark.parametrize("target, attr", [
+    ("os", "fsync"),  # while exam-qrels writes its -o (the temp file complete, not yet renamed)
+    ("tempfile", "mkstemp"),  # between a temp file's creation and its registration: the signal waits
+])
+def test_sigterm_while_exam_qrels_writes_its_output(tmp_path, target, attr):
     grades = _grades(tmp_path)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
-    r = _drive(tmp_path, "os", "fsync", "qrels", grades, "-o", out_dir / "exam.qrels")
+    r = _drive(tmp_path, target, attr, "qrels", grades, "-o", out_dir / "exam.qrels")
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert r.stderr.strip() == "exam-qrels: interrupted", r.stderr
     assert list(out_dir.iterdir()) == []
-
-
-def test_sigterm_just_after_the_temp_file_is_made(tmp_path):
-    """Between mkstemp and the temp file's registration: the signal waits for it."""
-    grades = _grades(tmp_path)
-    out_dir = tmp_path / "out"
-    out_dir.mkdir()
-    r = _drive(tmp_path, "tempfile", "mkstemp", "qrels", grades, "-o", out_dir / "exam.qrels")
-    assert r.returncode == 130, (r.returncode, r.stderr)
-    assert _leftovers(out_dir) == [] and list(out_dir.iterdir()) == []
 
 
 def test_sigterm_while_exam_grade_plans_leaves_no_empty_output(tmp_path):
