@@ -78,7 +78,7 @@ def check_base_url(url: str) -> str:
 
     if not isinstance(url, str) or not url.startswith(("http://", "https://")):
         raise ValueError(f"--base-url must start with http:// or https://, got {url!r}")
-    if any(c.isspace() for c in url) or one_line(url) != url:
+    if any(c.isspace() or ord(c) < 32 or 0x7F <= ord(c) <= 0x9F for c in url):
         raise ValueError(f"--base-url holds white space or control characters: {url!r}")
     try:
         parts = urlsplit(url)
