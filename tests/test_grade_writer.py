@@ -231,7 +231,7 @@ def test_an_interrupt_while_the_last_batches_are_written_waits_for_them():
     with SignalSoon(sink.entered, then=sink.release.set), pytest.raises(KeyboardInterrupt):
         with writer.GradeWriter(sink, NullCache(), "id", "h", lambda u, r: [u]) as w:
             w.put([("a", None), ("b", None)], store=False)
-    assert sink.lines == 2 and w.done.is_set()
+    assert sink.lines == 2 and w.done
 
 
 def test_a_second_interrupt_while_draining_stops_at_once():
@@ -242,7 +242,7 @@ def test_a_second_interrupt_while_draining_stops_at_once():
             with writer.GradeWriter(sink, NullCache(), "id", "h", lambda u, r: [u]) as w:
                 w.put([("a", None)], store=False)
                 raise KeyboardInterrupt  # the first: the drain begins, and the second ends it
-        assert time.monotonic() - t0 < 5 and sink.lines == 0 and not w.done.is_set()
+        assert time.monotonic() - t0 < 5 and sink.lines == 0 and not w.done
     finally:
         sink.release.set()
 

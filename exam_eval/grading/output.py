@@ -15,15 +15,13 @@ so a killed run never blocks its rerun.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import gzip
 import json
 import os
 import stat
-import threading
 import zlib
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from ..errors import InputError, OutputError
 from ..io.grades import Grade, grade_line, iter_grades
@@ -305,39 +303,6 @@ def _fsync(fh) -> None:
             raise
 
 
-@contextlib.contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """Ctrl-C (or SIGTERM made an interrupt) in the middle of a batch's write takes effect
-    once the batch is on disk and counted, so "N grades written" is what the file holds.
-    Only the main thread's Python-level handlers are deferred, and only the first signal:
-    a second one acts at once (a write blocked on a pipe nobody reads can still be ended)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    import signal
-
-    caught: list[tuple[int, object]] = []
-    saved = {}
-
-    def defer(signum, frame):
-        if caught:
-            saved[signum](signum, frame)
-        caught.append((signum, frame))
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        handler = signal.getsignal(sig)
-        if callable(handler):  # SIG_DFL and SIG_IGN raise nothing: left as they are
-            saved[sig] = signal.signal(sig, defer)
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-        if caught:
-            signum, frame = caught[0]
-            saved[signum](signum, frame)  # what the signal would have done: raise, or exit
-
-
 class GradesAppender:
     """Opens the file only at the first write, so a run that fails before grading
     anything never leaves a new, empty output behind (a session's :class:`OutputLock`
@@ -398,7 +363,7 @@ class GradesAppender:
         text = "".join(grade_line(g) for g in grades)
         if not text:
             return 0
-        with _interrupts_deferred():
+        with unfinished.interrupts_deferred():
             self._write(text)
             n = text.count("\n")
             self.lines += n

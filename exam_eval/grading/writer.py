@@ -58,7 +58,7 @@ class GradeWriter:
         # leaves cleanly (Thread.join and Event.wait are Python code around a Condition)
         self.running = threading.Lock()
         self.running.acquire()
-        self.done = threading.Event()  # set as it ends too; only read (is_set) by the grading thread
+        self.done = False  # True once the writer has ended (what it was handed over is written)
         self.thread = threading.Thread(target=self._run, name="exam-eval-writer", daemon=True)
 
     # -- the writer's thread ----------------------------------------------------------------
@@ -66,10 +66,8 @@ class GradeWriter:
         try:
             self._write_all()
         finally:
-            try:
-                self.done.set()
-            finally:
-                self.running.release()
+            self.done = True
+            self.running.release()
 
     def _write_all(self) -> None:
         caching = True

@@ -385,16 +385,13 @@ def check_output(path: str | os.PathLike | None, *, append: bool = False) -> Non
         return
     real = os.path.realpath(path)
     directory = os.path.dirname(real)
-    held = _hold_signals()  # an interrupt must not land between the probe's creation and removal
-    try:
+    with unfinished.interrupts_deferred():  # not between the probe's creation and its removal
         try:
             fd, probe = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", suffix=".tmp", dir=directory)
         except OSError as exc:
             raise write_error(path, exc, _shown_dir(path)) from None
         os.close(fd)
         os.unlink(probe)
-    finally:
-        _release_signals(held)
 
 
 def _umask() -> int:
@@ -452,18 +449,16 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
 
     real = os.path.realpath(path)
     directory = os.path.dirname(real)
-    # an interrupt between the temp file's creation and its registration would leave it
-    # behind: Ctrl-C and SIGTERM wait until it is known (and then interrupt at once)
-    held = _hold_signals()
+    raw = tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", suffix=".tmp", dir=directory)
-    except OSError as exc:
-        _release_signals(held)
-        raise write_error(path, exc, _shown_dir(path)) from None
-    token = unfinished.begun(tmp)
-    raw = None
-    try:
-        _release_signals(held)
+        # an interrupt between the temp file's creation and its registration would leave it
+        # behind: Ctrl-C and SIGTERM wait until it is known (and then interrupt at once)
+        with unfinished.interrupts_deferred():
+            try:
+                fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", suffix=".tmp", dir=directory)
+            except OSError as exc:
+                raise write_error(path, exc, _shown_dir(path)) from None
+            token = unfinished.begun(tmp)
         raw = NamedOutputRaw(fd, "wb", display=path)
         if append and os.path.exists(real):
             try:
@@ -485,6 +480,8 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
             raise write_error(path, exc, _shown_dir(path)) from None
         unfinished.finished(token)
     except BaseException:
+        if tmp is None:  # no temp file was made
+            raise
         if raw is not None:
             # drop what is still buffered above raw: their flush on garbage collection
             # then meets a closed file instead of writing anywhere
@@ -496,22 +493,6 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
             os.unlink(tmp)
         unfinished.finished(token)
         raise
-
-
-def _hold_signals():
-    """Block SIGINT and SIGTERM in this thread; what :func:`_release_signals` needs."""
-    import signal
-
-    if not hasattr(signal, "pthread_sigmask"):
-        return None
-    return signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-
-
-def _release_signals(held) -> None:
-    if held is not None:
-        import signal
-
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def ensure_output_dir(path: str | os.PathLike) -> None:

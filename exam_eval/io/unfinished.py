@@ -12,8 +12,10 @@ nothing of its parent's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+from typing import Iterator
 
 _files: dict[int, tuple[str, bool, int]] = {}  # token -> (path, only when empty, pid)
 _lock = threading.Lock()
@@ -54,3 +56,38 @@ def remove_all() -> None:
                 os.unlink(path)
         except OSError:
             pass
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Ctrl-C (or SIGTERM made an interrupt) inside the block takes effect at its end: in
+    the middle of a batch's write once the batch is on disk and counted, so "N grades
+    written" is what the file holds; between a temp file's creation and its registration
+    here once it is known, so that the interrupt's ending removes it.
+    Only the main thread's Python-level handlers are deferred, and only the first signal:
+    a second one acts at once (a write blocked on a pipe nobody reads can still be ended)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    import signal
+
+    caught: list[tuple[int, object]] = []
+    saved = {}
+
+    def defer(signum, frame):
+        if caught:
+            saved[signum](signum, frame)
+        caught.append((signum, frame))
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(sig)
+        if callable(handler):  # SIG_DFL and SIG_IGN raise nothing: left as they are
+            saved[sig] = signal.signal(sig, defer)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+        if caught:
+            signum, frame = caught[0]
+            saved[signum](signum, frame)  # what the signal would have done: raise, or exit
