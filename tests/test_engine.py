@@ -164,6 +164,75 @@ def test_scored_result_normalises_and_takes_argmax():
     assert scored_result(PROMPT, PROMPT.labels, {"0": 0.0}).parse_ok is False
 
 
+def test_scored_result_follows_its_rule_on_any_weights():
+    """Against the rule written out plainly (normalise the non-negative weights over the
+    labels, take the most probable, the first of equals): random weights with zeros, ties,
+    negatives, missing labels, ints, numpy floats and non-finite values, with and without
+    the prompt's label table given, and a prompt whose labels are words."""
+    import math
+
+    import numpy as np
+
+    def rule(labels, weights, table, low):
+        if weights is None:
+            return "failed"
+        vals = [float(weights.get(lab, 0.0)) for lab in labels]
+        if not weights or any(math.isnan(v) or math.isinf(v) for v in vals):
+            return None
+        pos = [max(v, 0.0) for v in vals]
+        if not sum(pos) > 0 or math.isinf(sum(pos)):
+            return None
+        probs = [v / sum(pos) for v in pos]
+        best = min(j for j in range(len(labels)) if probs[j] == max(probs))
+        return labels[best], table.get(labels[best], low + best), dict(zip(labels, probs))
+
+    rng = random.Random(7)
+    choices = [0.0, 0.0, 1.0, 2.0, -1.0, 0.5, 3, 1e-300, 1e300, 1e308, float("nan"), float("inf"), -float("inf")]
+    prompts = [PROMPT, get_prompt("sun")]
+    for n in range(3000):
+        prompt = prompts[n % 2]
+        labels = prompt.labels
+        table = prompt.label_grades()
+        weights = {lab: rng.choice(choices) if rng.random() < 0.3 else rng.random() * rng.choice([1, 1e-3, 1e6])
+                   for lab in labels if rng.random() < 0.8}
+        if n % 7 == 0:
+            with np.errstate(over="ignore"):  # 1e300 as float32 is inf: one more non-finite case
+                weights = {k: np.float32(v) for k, v in weights.items()}
+        want = rule(labels, weights, table, prompt.scale[0])
+        for given in (None, table):
+            got = scored_result(prompt, labels, weights, given)
+            if want is None:
+                assert not got.parse_ok and got.grade is None, (weights, got)
+            else:
+                assert got.parse_ok and (got.answer, got.grade) == want[:2], (weights, got)
+                assert got.probs == pytest.approx(want[2], rel=1e-12, abs=0), weights
+    assert scored_result(PROMPT, PROMPT.labels, None).failed
+
+
+def test_unit_keys_equal_unit_key_byte_for_byte():
+    """The planner's key maker against the cache's reference function: the same key for
+    any texts (quotes, backslashes, control and line-separator characters, non-Latin
+    scripts, emoji, empty and missing parts, answer keys or none), so caches written
+    before it still answer."""
+    from exam_eval.grading.cache import UnitKeys, unit_key
+
+    rng = random.Random(3)
+    alphabet = ['a', 'Z', ' ', '"', "\\", "\n", "\t", "\x00", "\x1f", "\u2028", "\u00e9", "\u4e2d", "\U0001f600", "/", "<"]
+
+    def text():
+        return "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+
+    for identity, phash in (("hf-seq2seq:m", "abc"), (text(), text()), ("", "")):
+        make = UnitKeys(identity, phash)
+        passages = [text() for _ in range(5)]
+        for _ in range(400):
+            query = rng.choice([None, text(), "q"])
+            item = rng.choice([None, text()])
+            keys = rng.choice([None, (), (text(),), (text(), text()), ["x", "y"]])
+            passage = rng.choice(passages)
+            assert make(query, item, passage, keys) == unit_key(identity, phash, query, item, passage, keys)
+
+
 def test_scoring_mode_through_the_engine(tmp_path):
     docs, texts, items = _world(n_queries=1, dup_text=False)
     b = ScriptedBackend(score=True, script=lambda req, text: {"1": 1.0, "4": 3.0})

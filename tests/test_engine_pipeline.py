@@ -212,3 +212,50 @@ def test_a_chunk_is_tokenized_in_pieces_and_stops_between_them():
     with engine.Prefetch(engine.batches(units(3 * size), Lengths5(), 8, stop=stop), stop) as ahead:
         next(iter(ahead))
     assert stop.is_set() and not ahead.thread.is_alive()
+
+
+def test_an_interrupt_inside_a_lock_the_prefetch_takes_cannot_hang_it(monkeypatch):
+    """The writer's hang (tests/test_grade_writer.py) had a twin: the grading thread takes
+    each prepared batch from the prefetch thread, and an interrupt landing inside a
+    queue.Queue's Condition, its lock taken, would leave the prefetch thread waiting on that
+    lock for ever and the block's end joining it. Every Condition the grading thread enters
+    once armed raises at that worst point; the hand-over must not go through one."""
+    real_enter = threading.Condition.__enter__
+    armed = [False]  # not an Event: setting one enters a Condition
+    grading, outcome = {}, {}
+
+    def enter(self):
+        got = real_enter(self)
+        if armed[0] and threading.current_thread() is grading.get("thread"):
+            armed[0] = False
+            raise KeyboardInterrupt  # the lock is held and nothing will release it
+        return got
+
+    monkeypatch.setattr(threading.Condition, "__enter__", enter)
+
+    def endless():
+        i = 0
+        while True:
+            yield [i]
+            i += 1
+
+    def grade():
+        grading["thread"] = threading.current_thread()
+        try:
+            with engine.Prefetch(endless()) as ahead:
+                grading["prefetch"] = ahead
+                for b in ahead:
+                    if b == [5]:
+                        armed[0] = True  # the next hand-over is interrupted at its worst point
+                    elif b == [50]:
+                        armed[0] = False  # no Condition on the way: leave the block as usual
+                        break
+        except KeyboardInterrupt:
+            outcome["interrupted"] = True
+        outcome["done"] = True
+
+    t = threading.Thread(target=grade, daemon=True)
+    t.start()
+    t.join(10)
+    assert outcome.get("done"), "the prefetch's hand-over hung on a lock an interrupt left taken"
+    assert not grading["prefetch"].thread.is_alive()

@@ -228,9 +228,14 @@ class PromptBackend(Backend):
                     results[i] = res
 
         def collect() -> list[GradeResult]:
+            grades: dict[int, dict[str, int]] = {}  # per prompt object: one table a batch, not one a pair
             for labels, idx, weights in started:
                 for i, w in zip(idx, weights()):
-                    results[i] = scored_result(requests[i].prompt, labels, w)
+                    prompt = requests[i].prompt
+                    table = grades.get(id(prompt))
+                    if table is None:
+                        table = grades[id(prompt)] = prompt_label_grades(prompt)
+                    results[i] = scored_result(prompt, labels, w, table)
             return results  # type: ignore[return-value]
 
         return collect
@@ -277,26 +282,46 @@ def llm_verify(backend: Backend, verifier: "Prompt", requests: Sequence[GradeReq
     return out
 
 
-def label_grade(prompt: "Prompt", labels: Sequence[str], index: int) -> int:
-    """The grade a label stands for, as the prompt defines it (labels[i] -> scale[0] + i)."""
-    grades = prompt.label_grades() if hasattr(prompt, "label_grades") else {}
+def prompt_label_grades(prompt: "Prompt") -> dict[str, int]:
+    """The grade each label stands for where the prompt says (``Prompt.label_grades``)."""
+    return prompt.label_grades() if hasattr(prompt, "label_grades") else {}
+
+
+def label_grade(prompt: "Prompt", labels: Sequence[str], index: int, grades: dict[str, int] | None = None) -> int:
+    """The grade a label stands for, as the prompt defines it (labels[i] -> scale[0] + i).
+    ``grades``: the prompt's :func:`prompt_label_grades`, where the caller has them."""
+    if grades is None:
+        grades = prompt_label_grades(prompt)
     if labels[index] in grades:
         return grades[labels[index]]
     return prompt.scale[0] + index
 
 
-def scored_result(prompt: "Prompt", labels: Sequence[str], weights: dict[str, float] | None) -> GradeResult:
+def scored_result(prompt: "Prompt", labels: Sequence[str], weights: dict[str, float] | None,
+                  grades: dict[str, int] | None = None) -> GradeResult:
+    """The label weights of one answer as a grade: normalised over the labels (negative
+    weights count as 0), the most probable label (the first of equals) and its grade;
+    unparsed where a weight is not finite or none is positive. ``grades``: the prompt's
+    :func:`prompt_label_grades`, for a caller scoring many answers of one prompt."""
     if weights is None:
         return FAILED
     if not weights:
         return GradeResult(None, None, None, False)
-    values = [float(weights.get(lab, 0.0)) for lab in labels]
-    total = sum(max(0.0, v) for v in values)
-    if not all(math.isfinite(v) for v in values) or not total > 0 or not math.isfinite(total):
+    get = weights.get
+    values = [float(get(lab, 0.0)) for lab in labels]
+    if not all(map(math.isfinite, values)):
         return GradeResult(None, None, None, False)
-    probs = {lab: max(0.0, float(weights.get(lab, 0.0))) / total for lab in labels}
-    best = max(range(len(labels)), key=lambda j: (probs[labels[j]], -j))
-    return GradeResult(labels[best], label_grade(prompt, labels, best), probs, True)
+    clipped = [v if v > 0.0 else 0.0 for v in values]
+    total = sum(clipped)
+    if not total > 0 or not math.isfinite(total):
+        return GradeResult(None, None, None, False)
+    shares = [v / total for v in clipped]
+    probs = dict(zip(labels, shares))
+    if len(probs) == len(shares):
+        best = shares.index(max(shares))
+    else:  # a label named twice: its one entry decides at both places
+        best = max(range(len(labels)), key=lambda j: (probs[labels[j]], -j))
+    return GradeResult(labels[best], label_grade(prompt, labels, best, grades), probs, True)
 
 
 def finish_parsed(req: GradeRequest, parsed: "Parsed") -> tuple[int | None, bool]:

@@ -87,10 +87,17 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     @property
     def takes_key_mask(self) -> bool:
         """Whether the model reads a boolean 4D mask as "may attend": SDPA does (hf_attention's
-        too); eager attention would add it to the scores as numbers, so it keeps the 2D mask."""
+        too); eager attention would add it to the scores as numbers, so it keeps the 2D mask.
+        Asked at every batch: the answer is kept for the model it was read from."""
+        model = self.model
+        known = self.__dict__.get("_key_mask")
+        if known is not None and known[0] is model:
+            return known[1]
         from .hf_attention import NAME
 
-        return getattr(getattr(self.model, "config", None), "_attn_implementation", None) in ("sdpa", NAME)
+        answer = getattr(getattr(model, "config", None), "_attn_implementation", None) in ("sdpa", NAME)
+        self._key_mask = (model, answer)
+        return answer
 
     def _encode(self, requests: Sequence[GradeRequest], key_mask: bool = False):
         return self.batch_tensors(self.prompt_rows(requests), key_mask)

@@ -38,7 +38,7 @@ from typing import Callable, Iterator, Sequence
 from ..errors import InputError, UsageError
 from ..io.banks import BankItem
 from ..io.grades import Grade
-from .cache import NullCache, unit_key
+from .cache import NullCache, UnitKeys
 from .fitting import Batch, BatchLimit, submit_fitting
 from .output import GradesAppender
 from .writer import GradeWriter
@@ -127,6 +127,7 @@ def build_units(
     ``items`` None means a direct prompt: one pair per (query, passage).
     """
     uses_query = "query" in prompt.placeholders
+    unit_key = UnitKeys(identity, prompt.hash)
     units: dict[str, Unit] = {}
     npairs = 0
     for qid, doc_ids in docs.items():
@@ -137,7 +138,7 @@ def build_units(
             for item in per_query:
                 item_text = None if item is None else item.text
                 keys = tuple(item.answers) if item is not None and item.answers else None
-                key = unit_key(identity, prompt.hash, query if uses_query else None, item_text, passage, keys)
+                key = unit_key(query if uses_query else None, item_text, passage, keys)
                 if not in_shard(key, shard):
                     continue
                 unit = units.get(key)
@@ -191,7 +192,11 @@ def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, mode
     pending: list[Unit] = []
     shown = "query" in prompt.placeholders
     for unit in units.values():
-        inputs = input_hash(unit.request, shown) if done else None
+        if not done:  # a new output: nothing to look up (a pool of 100,000 pairs saved a second)
+            if unit.pairs:
+                pending.append(Unit(unit.key, unit.request, list(unit.pairs)))
+            continue
+        inputs = input_hash(unit.request, shown)
         left = [p for p in unit.pairs if not is_done(p, model, prompt, done, inputs)]
         stats.in_output += len(unit.pairs) - len(left)
         if left:
@@ -405,14 +410,23 @@ def chunks(units: list[Unit], size: int) -> Iterator[list[Unit]]:
 class Prefetch:
     """Runs a batch iterator one chunk ahead in a thread (``with Prefetch(it) as ahead:
     for batch in ahead``), so that tokenizing the next batches overlaps the model's work
-    on this one. At most two items wait; an error in the thread is raised here; leaving
+    on this one. At most ``depth`` items wait; an error in the thread is raised here; leaving
     the block (an interrupt included) stops the thread."""
 
     _END = object()
+    _POLL = 0.1  # seconds between the prefetch thread's looks at ``stop`` while it waits
 
-    def __init__(self, source: Iterator, stop: threading.Event | None = None):
+    def __init__(self, source: Iterator, stop: threading.Event | None = None, depth: int = 2):
         self.source = source
-        self.queue: queue.Queue = queue.Queue(maxsize=2)
+        # C-level queues only, as in grading.writer: an interrupt landing inside a
+        # queue.Queue's Condition (its lock taken, never released) would leave the prefetch
+        # thread waiting on that lock for ever, and the block's end joining it. ``items``
+        # never blocks a put; ``slots`` holds ``depth`` tokens, one taken per item put and
+        # given back once the grading thread has it: the bound.
+        self.items: queue.SimpleQueue = queue.SimpleQueue()
+        self.slots: queue.SimpleQueue = queue.SimpleQueue()
+        for _ in range(max(1, depth)):
+            self.slots.put(None)
         #: set on leaving the block; ``source`` may watch it too (batches' ``stop``)
         self.stop = stop or threading.Event()
         self.thread = threading.Thread(target=self._run, name="exam-eval-prefetch", daemon=True)
@@ -420,10 +434,11 @@ class Prefetch:
     def _put(self, item) -> bool:
         while not self.stop.is_set():
             try:
-                self.queue.put(item, timeout=0.1)
-                return True
-            except queue.Full:
+                self.slots.get(timeout=self._POLL)
+            except queue.Empty:
                 continue
+            self.items.put(item)
+            return True
         return False
 
     def _run(self) -> None:
@@ -441,7 +456,8 @@ class Prefetch:
 
     def __iter__(self):
         while True:
-            item, exc = self.queue.get()
+            item, exc = self.items.get()
+            self.slots.put(None)
             if exc is not None:
                 raise exc
             if item is self._END:
