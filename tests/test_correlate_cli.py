@@ -289,3 +289,33 @@ def test_interval_exam_cover_from_grades(run_cli, tmp_path):
     qrels.write_text("q1 0 d1 1\n")
     r = run_cli("exam-correlate", "interval", qrels, lp, rp, "-m", "exam-cover")
     assert r.returncode == 1 and "needs grades on both sides" in r.stderr
+
+
+def test_interval_names_the_line_of_a_custom_prompts_word_label(run_cli, tmp_path):
+    """A custom prompt's grades may carry probs over its own word labels (their grades are
+    not in the file), which the interval code cannot read as grades: the one line names
+    the file and the line of the grade, as every other bad input does."""
+    h, _, run = _synthetic(tmp_path, nq=25)
+    g = tmp_path / "custom.jsonl"
+    rows = []
+    for line in h.read_text().splitlines():
+        q, _, d, _ = line.split()
+        rows.append({"query_id": q, "doc_id": d, "item_id": f"{q}/i", "kind": "question", "grade": 1, "answer": "1",
+                     "parse_ok": True, "model": "m", "prompt": "file:mine.txt", "probs": {"0": 0.25, "1": 0.75}})
+    rows[7]["probs"] = {"unsure": 0.4, "sure": 0.6}
+    rows.append(dict(rows[7]))  # the same grade again: the last line for a key is the one read
+    rows[-1]["probs"] = {"unsure": 0.5, "sure": 0.5}
+    g.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    r = run_cli("exam-correlate", "interval", h, g, run, "--n-labelled", "20")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert f"{g}:{len(rows)}:" in r.stderr and "'unsure'" in r.stderr, r.stderr
+    # EXAM-Cover's intervals read the same grades another way (per item), with both mappings
+    human = tmp_path / "human.jsonl"
+    human.write_text("".join(json.dumps({**row, "probs": None, "model": "human", "prompt": "question-selfrating"})
+                             + "\n" for row in rows[:-1]))
+    for mapping in ("identity", "calibrated"):
+        r = run_cli("exam-correlate", "interval", human, g, run, "-m", "exam-cover@5", "--n-labelled", "20",
+                    "--mapping", mapping)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+        assert f"{g}:{len(rows)}:" in r.stderr and "'unsure'" in r.stderr, r.stderr

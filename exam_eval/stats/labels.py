@@ -21,7 +21,7 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import InputError
-from ..io.grades import Grade, read_grades
+from ..io.grades import Grade, iter_grades, read_grades
 from ..io.labels import looks_like_grades, refuse_unused_grade_options
 from ..io.openers import display_name
 from ..io.trec import Qrels, read_qrels
@@ -64,6 +64,27 @@ def _label_grades(prompt: str) -> dict[str, int]:
     return p.label_grades() if p is not None and p.labels else {}
 
 
+class GradeError(InputError):
+    """A grade whose ``probs`` cannot be read as a distribution over grades; ``grade`` is
+    the grade, so that a caller holding the file can name its line (:func:`located`)."""
+
+    def __init__(self, reason: str, source: str, grade: Grade):
+        super().__init__(reason, source)
+        self.grade = grade
+
+
+def located(exc: GradeError, path) -> InputError:
+    """``exc`` at the line its grade was read from: the last line of its key in ``path``,
+    the one that counts. The file is read again, on this error path only."""
+    if str(path) == "-":  # standard input is gone by now
+        return exc
+    line = None
+    for lineno, g in iter_grades(path):
+        if g.key == exc.grade.key:
+            line = lineno
+    return InputError(exc.reason, display_name(path), line)
+
+
 def _item_dist(g: Grade, source: str) -> dict[int, float] | None:
     if g.probs:
         out: dict[int, float] = {}
@@ -72,14 +93,14 @@ def _item_dist(g: Grade, source: str) -> dict[int, float] | None:
             try:
                 label = grades[k] if k in grades else int(k)
             except ValueError:
-                raise InputError(f"grade of {g.query_id}/{g.doc_id}: probs label {k!r} is not a grade "
-                                 f"(prompt {g.prompt} is not one whose labels are known)", source) from None
+                raise GradeError(f"grade of {g.query_id}/{g.doc_id}: probs label {k!r} is not a grade "
+                                 f"(prompt {g.prompt} is not one whose labels are known)", source, g) from None
             if p < 0:
-                raise InputError(f"grade of {g.query_id}/{g.doc_id}: negative probability {p}", source)
+                raise GradeError(f"grade of {g.query_id}/{g.doc_id}: negative probability {p}", source, g)
             out[label] = out.get(label, 0.0) + float(p)
         total = sum(out.values())
         if total <= 0:
-            raise InputError(f"grade of {g.query_id}/{g.doc_id}: probs sum to 0", source)
+            raise GradeError(f"grade of {g.query_id}/{g.doc_id}: probs sum to 0", source, g)
         return {k: v / total for k, v in out.items()}
     if g.grade is None:
         return None  # unparsed output is not a grade
@@ -139,7 +160,10 @@ def read_llm_dists(path: str, model, prompt, kind, log):
         return from_qrels(read_qrels(path)), False
     grades = read_grades(path, model=model, prompt=prompt, kind=kind)
     has_probs = any(g.probs for g in grades)
-    dists, unparsed = from_grades(grades, display_name(path))
+    try:
+        dists, unparsed = from_grades(grades, display_name(path))
+    except GradeError as exc:
+        raise located(exc, path) from None
     if unparsed:
         log(f"{display_name(path)}: {unparsed} unparsed grade(s) ignored")
     return dists, has_probs

@@ -15,7 +15,7 @@ from ..io.openers import display_name
 from ..measures.cover import build_index, exam_cover
 from .cover_predicted import AnswerProbs, PredictedCover, calibrate_answers
 from .intervals import human_values
-from .labels import calibrated, read_llm_dists
+from .labels import GradeError, calibrated, located, read_llm_dists
 from .metrics import parse_metric, value_range
 from .predicted import PredictedMetric
 
@@ -62,6 +62,7 @@ class CoverSource:
         self.name = f"exam-cover@{k}"
         self.human_grades = read_grades(human)
         self.llm_grades = read_grades(llm, model=model, prompt=prompt, kind=kind)
+        self.llm_path = llm
         self.llm_source = display_name(llm)
         self.has_probs = any(g.probs for g in self.llm_grades)
         self.llm_queries = {g.query_id for g in self.llm_grades if g.item_id is not None}
@@ -71,12 +72,15 @@ class CoverSource:
 
     def prepare(self, labelled, mapping):
         table = None
-        if mapping == "calibrated":
-            table = calibrate_answers(self.llm_grades, self.human_grades, labelled, self.min_grade,
-                                      self.llm_source)
-        elif not self.has_probs:
-            warn_one_hot(self.log)
-        self.answers = AnswerProbs.from_grades(self.llm_grades, self.min_grade, self.llm_source, table)
+        try:
+            if mapping == "calibrated":
+                table = calibrate_answers(self.llm_grades, self.human_grades, labelled, self.min_grade,
+                                          self.llm_source)
+            elif not self.has_probs:
+                warn_one_hot(self.log)
+            self.answers = AnswerProbs.from_grades(self.llm_grades, self.min_grade, self.llm_source, table)
+        except GradeError as exc:
+            raise located(exc, self.llm_path) from None
         self.index = build_index(self.human_grades, self.min_grade)
 
     def value_range(self) -> tuple[float, float]:
