@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from exam_eval.grading import engine
+from worst_interrupts import interrupt_inside_conditions, run_as_grading_thread
 
 
 class Lengths:
@@ -220,18 +221,8 @@ def test_an_interrupt_inside_a_lock_the_prefetch_takes_cannot_hang_it(monkeypatc
     queue.Queue's Condition, its lock taken, would leave the prefetch thread waiting on that
     lock for ever and the block's end joining it. Every Condition the grading thread enters
     once armed raises at that worst point; the hand-over must not go through one."""
-    real_enter = threading.Condition.__enter__
-    armed = [False]  # not an Event: setting one enters a Condition
-    grading, outcome = {}, {}
-
-    def enter(self):
-        got = real_enter(self)
-        if armed[0] and threading.current_thread() is grading.get("thread"):
-            armed[0] = False
-            raise KeyboardInterrupt  # the lock is held and nothing will release it
-        return got
-
-    monkeypatch.setattr(threading.Condition, "__enter__", enter)
+    grading: dict = {}
+    armed = interrupt_inside_conditions(monkeypatch, grading)
 
     def endless():
         i = 0
@@ -240,22 +231,15 @@ def test_an_interrupt_inside_a_lock_the_prefetch_takes_cannot_hang_it(monkeypatc
             i += 1
 
     def grade():
-        grading["thread"] = threading.current_thread()
-        try:
-            with engine.Prefetch(endless()) as ahead:
-                grading["prefetch"] = ahead
-                for b in ahead:
-                    if b == [5]:
-                        armed[0] = True  # the next hand-over is interrupted at its worst point
-                    elif b == [50]:
-                        armed[0] = False  # no Condition on the way: leave the block as usual
-                        break
-        except KeyboardInterrupt:
-            outcome["interrupted"] = True
-        outcome["done"] = True
+        with engine.Prefetch(endless()) as ahead:
+            grading["prefetch"] = ahead
+            for b in ahead:
+                if b == [5]:
+                    armed[0] = True  # the next hand-over is interrupted at its worst point
+                elif b == [50]:
+                    armed[0] = False  # no Condition on the way: leave the block as usual
+                    break
 
-    t = threading.Thread(target=grade, daemon=True)
-    t.start()
-    t.join(10)
+    outcome = run_as_grading_thread(grade, grading)
     assert outcome.get("done"), "the prefetch's hand-over hung on a lock an interrupt left taken"
     assert not grading["prefetch"].thread.is_alive()

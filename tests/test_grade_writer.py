@@ -21,6 +21,7 @@ from exam_eval.grading.cache import GradeCache, NullCache
 from exam_eval.grading.output import GradesAppender, existing_keys, repair
 from exam_eval.grading.prompts import get_prompt
 from exam_eval.io.banks import BankItem, make_item_id
+from worst_interrupts import interrupt_inside_conditions, run_as_grading_thread
 
 PROMPT = get_prompt("question-selfrating")
 BATCH = 4
@@ -259,33 +260,16 @@ def test_an_interrupt_inside_a_lock_the_hand_over_takes_cannot_hang_it(monkeypat
     Condition between taking its lock and the code that releases it, and both threads then
     waited on that lock. Here every Condition the grading thread enters from the moment it
     ends the block raises at that worst point; the hand-over must not go through one."""
-    real_enter = threading.Condition.__enter__
-    armed = threading.Event()
-    grading = {}
-
-    def enter(self):
-        got = real_enter(self)
-        if armed.is_set() and threading.current_thread() is grading.get("thread"):
-            armed.clear()
-            raise KeyboardInterrupt  # the lock is held and nothing will release it
-        return got
-
-    monkeypatch.setattr(threading.Condition, "__enter__", enter)
-    sink, outcome = _Sink(), {}
+    grading: dict = {}
+    armed = interrupt_inside_conditions(monkeypatch, grading)
+    sink = _Sink()
 
     def grade():
-        grading["thread"] = threading.current_thread()
-        try:
-            with writer.GradeWriter(sink, NullCache(), "id", "h", lambda u, r: [u]) as w:
-                for k in range(10):
-                    w.put([(f"u{k}", None)], store=False)
-                armed.set()
-        except KeyboardInterrupt:
-            outcome["interrupted"] = True
-        outcome["done"] = True
+        with writer.GradeWriter(sink, NullCache(), "id", "h", lambda u, r: [u]) as w:
+            for k in range(10):
+                w.put([(f"u{k}", None)], store=False)
+            armed[0] = True
 
-    t = threading.Thread(target=grade, daemon=True)
-    t.start()
-    t.join(10)
+    outcome = run_as_grading_thread(grade, grading)
     assert outcome.get("done"), "the hand-over hung on a lock an interrupt left taken"
     assert sink.lines == 10

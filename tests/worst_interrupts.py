@@ -1,0 +1,45 @@
+"""An interrupt at its worst point: inside a Condition, its lock taken (shared by the
+hand-over tests of the grade writer and the prefetch thread)."""
+
+from __future__ import annotations
+
+import threading
+
+
+def interrupt_inside_conditions(monkeypatch, grading: dict) -> list:
+    """Patch ``threading.Condition.__enter__`` so that, once armed, the next Condition the
+    thread ``grading["thread"]`` enters raises KeyboardInterrupt after taking its lock,
+    which nothing will release. Returns the switch: ``armed[0] = True`` arms it (a plain
+    list, as setting an Event enters a Condition itself)."""
+    real_enter = threading.Condition.__enter__
+    armed = [False]
+
+    def enter(self):
+        got = real_enter(self)
+        if armed[0] and threading.current_thread() is grading.get("thread"):
+            armed[0] = False
+            raise KeyboardInterrupt  # the lock is held and nothing will release it
+        return got
+
+    monkeypatch.setattr(threading.Condition, "__enter__", enter)
+    return armed
+
+
+def run_as_grading_thread(body, grading: dict, seconds: float = 10) -> dict:
+    """``body()`` in a daemon thread recorded as ``grading["thread"]``, waited for at most
+    ``seconds``: {"interrupted": True} where it raised KeyboardInterrupt, "done" once it
+    ended (missing: it hung)."""
+    outcome: dict = {}
+
+    def run():
+        grading["thread"] = threading.current_thread()
+        try:
+            body()
+        except KeyboardInterrupt:
+            outcome["interrupted"] = True
+        outcome["done"] = True
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    return outcome
