@@ -16,6 +16,15 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 SHARED_TOOLS = ROOT.parent / "shared" / "tools"
 
 
+@pytest.fixture(autouse=True)
+def _own_default_cache(tmp_path_factory, monkeypatch):
+    """Every test's commands keep answers and grades in a cache of their own, never in the
+    user's (~/.cache/exam_eval) nor another test's: the default cache's folder is moved
+    under a fresh XDG_CACHE_HOME (a test may still set either variable itself)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.delenv("EXAM_EVAL_CACHE", raising=False)
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

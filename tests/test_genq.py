@@ -276,3 +276,71 @@ def test_exam_prompt_python_list_and_cut_off_answer(tmp_path, run_cli):
     assert "b: no list of questions in the answer (cut off at --max-tokens)" in r.stderr
     r = run_cli("exam-genq", "--prompt", "exam", "--kind", "nugget", str(topics), env=ENV)
     assert r.returncode == 1 and "no generation prompt for family 'exam'" in r.stderr
+
+
+def test_answers_are_cached_and_a_rerun_asks_nothing(tmp_path, run_cli):
+    """Answers that parse are kept in the grade cache: the same command again makes no
+    call and writes the same bank; --no-cache asks again; the nugget prompt (another
+    prompt, other keys) takes none of the questions' answers."""
+    topics = write(tmp_path / "t.tsv", "q1\tabout one\nq2\tabout two\n")
+    script = _script(tmp_path / "s.jsonl", [
+        {"query_id": "q1", "response": '{"questions": ["Is one odd?"]}'},
+        {"query_id": "q2", "response": "No list here."},
+        {"query_id": "q2", "response": '{"questions": ["Is two even?"]}'},
+    ])
+    cache, first, again = tmp_path / "c.sqlite", tmp_path / "b1.jsonl", tmp_path / "b2.jsonl"
+    args = ["--backend", "scripted", "--script", str(script), "--cache", str(cache), str(topics)]
+    r = run_cli("exam-genq", *args, "-o", first, env=ENV)
+    assert r.returncode == 0 and "(3 calls, 0 from cache)" in r.stderr, r.stderr
+    r = run_cli("exam-genq", *args, "-o", again, env=ENV)
+    assert r.returncode == 0 and "(0 calls, 2 from cache)" in r.stderr, r.stderr
+    assert again.read_bytes() == first.read_bytes() and len(bank_lines(first)) == 2
+    r = run_cli("exam-genq", *args[:-3], "--no-cache", str(topics), env=ENV)
+    assert r.returncode == 0 and "(3 calls, 0 from cache)" in r.stderr, r.stderr
+    r = run_cli("exam-genq", *args, "--kind", "nugget", env=ENV)  # the nugget prompt: other prompts, other keys
+    assert "from cache)" in r.stderr and "0 from cache" in r.stderr, r.stderr
+
+
+def test_an_interrupt_keeps_the_answers_that_came(tmp_path):
+    """Ctrl-C (here SIGTERM) while one query's call hangs: the others' answers are cached,
+    the command says so (status 130, no bank written), and the rerun asks only the one."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    topics = write(tmp_path / "t.tsv", "".join(f"q{i}\tquery about q{i}\n" for i in range(1, 5)))
+    cache, out = tmp_path / "c.sqlite", tmp_path / "bank.jsonl"
+
+    def answer(req, hang=True):
+        qid = re.search(r"query about (q\d)", req.prompt_text).group(1)
+        if qid == "q3" and hang:
+            return Reply(delay=1000)
+        return f'{{"questions": ["What is {qid}?"]}}'
+
+    def argv(url):
+        return [sys.executable, "-c", "import exam_eval.commands.genq as m; m.main()", "--model", "m", "--base-url",
+                url, "--concurrency", "4", "--cache", str(cache), str(topics), "-o", str(out)]
+
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), **ENV)
+    with OpenAIStub(answer) as stub:
+        proc = subprocess.Popen(argv(stub.url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        deadline = time.monotonic() + 60
+        while len(stub.requests) < 4:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.3)  # the three answers are read by now
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.splitlines()[-1] == ("exam-genq: interrupted; the answers that came are cached: run the same "
+                                    "command again to go on") and "Traceback" not in err, err
+    assert not out.exists()
+    with OpenAIStub(lambda req: answer(req, hang=False)) as stub:
+        done = subprocess.run(argv(stub.url), capture_output=True, text=True, env=env, timeout=120)
+        asked = [re.search(r"query about (q\d)", req.prompt_text).group(1) for req in stub.requests]
+    assert done.returncode == 0, done.stderr
+    assert asked == ["q3"] and "(1 calls, 3 from cache)" in done.stderr, done.stderr
+    assert [i["text"] for i in bank_lines(out)] == [f"What is q{i}?" for i in range(1, 5)]

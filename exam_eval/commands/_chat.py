@@ -36,13 +36,17 @@ def chat_options(f):
                      help="Tokens the model may write per answer (the nuggetizer's 2048)."),
         click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE",
                      help="hf-causal: further back-end option (repeatable), as in exam-grade."),
-        click.option("--cache", "cache_path", default=None, metavar="FILE", callback=claim_cache,
-                     help="Answer cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite]."),
-        click.option("--no-cache", is_flag=True, callback=check_no_cache, help="Neither read nor write the cache."),
     ]
     for opt in reversed(opts):
         f = opt(f)
-    return f
+    return cache_options(f)
+
+
+def cache_options(f):
+    """--cache / --no-cache of the commands that keep model answers in the grade cache."""
+    f = click.option("--no-cache", is_flag=True, callback=check_no_cache, help="Neither read nor write the cache.")(f)
+    return click.option("--cache", "cache_path", default=None, metavar="FILE", callback=claim_cache,
+                        help="Answer cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite].")(f)
 
 
 #: the chat flags a chat model's class may take (by its keyword of the same name)

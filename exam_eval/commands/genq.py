@@ -15,11 +15,9 @@ import click
 from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, IN_PLACE, FiniteRange, interrupted_says, make_main, output_option, refuse_given,
                     refuse_untaken)
-from ._chat import chat_options, kept_hint
+from ._chat import cache_options, chat_options, kept_hint, open_cache
 
 EXIT_PARTIAL = 3
-GENERATE_INTERRUPTED = ("nothing written (generation keeps no cache: a rerun asks again; --merge-with keeps the "
-                        "queries of a bank written before)")
 PROG = "exam-genq"
 
 
@@ -113,12 +111,13 @@ def cli():
 @click.option("--script", default=None, metavar="FILE", help="Canned answers for --backend scripted (JSONL).")
 @click.option("--merge-with", "merge_with", default=None, metavar="BANK",
               help="Copy BANK's lines byte for byte and add items only for queries/facets it lacks.")
+@cache_options
 @output_option
 @click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
 @click.option("--dry-run", is_flag=True, help="Print the prompts, the number of calls and input tokens; call nothing.")
 def generate(topics, kind, style, family, n, max_items, backend, model, base_url, api_key_env, concurrency,
              max_retries, timeout, retries, max_tokens, temperature, device, dtype, batch_size, backend_options, script,
-             merge_with, output, force, dry_run):
+             merge_with, cache_path, no_cache, output, force, dry_run):
     """Generate a question or nugget bank for TOPICS (file or ir_datasets ID).
 
     TOPICS: qid<TAB>text TSV, JSONL {"query_id","text","subtopics"?}, a TREC topic file,
@@ -131,7 +130,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
       exam-genq generate --backend scripted --script answers.jsonl topics.tsv
       exam-genq generate --dry-run --style car --kind nugget car-topics.jsonl
     """
-    from ..genq.generate import build_units, generate_bank, rough_tokens
+    from ..genq.generate import build_units, dry_run_text, generate_bank
     from ..genq.generators import GENERATORS, generator_class, get_generator
     from ..genq.merge import existing_units, raw_bytes, write_merged
     from ..genq.prompts import STYLES, families, get_prompt
@@ -161,14 +160,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     n_kept = len(all_units) - len(units)  # topics the merged bank already covers
 
     if dry_run:
-        total = 0
-        for unit in units:
-            tokens = rough_tokens(unit.prompt)
-            total += tokens
-            click.echo(f"### {unit.label}  ({tokens} tokens)\n{unit.prompt}\n")
-        click.echo(f"# {len(units)} calls ({n_kept} queries/facets already in the merged bank), "
-                   f"{total} input tokens, prompt {prompt.name} [{prompt.source}]; tokens are a rough "
-                   "count of words and punctuation marks; re-asked unparseable answers add calls")
+        click.echo(dry_run_text(units, n_kept, prompt), nl=False)
         return 0
 
     if not units:
@@ -182,14 +174,16 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     what = "facets" if style == "car" else "queries"
     _log(f"generating {kind}s for {len(units)} {what} with {backend}:{getattr(gen, 'model', model)} "
          f"(prompt {prompt.name})")
-    with interrupted_says(PROG, GENERATE_INTERRUPTED):
-        outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items)
+    with interrupted_says(PROG, kept_hint(no_cache)), open_cache(cache_path, no_cache) as cache:
+        outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items,
+                                cache=cache, identity=gen.cache_identity)
     if outcome.items or base:
         write_merged(base, outcome.items, output)
     else:  # an empty bank is one no reader takes: none is written (and none replaced)
         _log("no items: nothing is written" + (f" to {output}" if output not in (None, "-") else ""))
     _log(f"{len(outcome.items)} {kind}s for {outcome.units_done} of {len(units)} {what} "
-         f"({outcome.calls} calls)" + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else ""))
+         f"({outcome.calls} calls, {outcome.from_cache} from cache)"
+         + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else ""))
     if getattr(gen, "memory_note", None):
         _log(gen.memory_note)
     if outcome.failures:

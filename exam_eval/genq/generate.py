@@ -1,5 +1,9 @@
 """From topics to bank items: one generation unit per query (``dl``) or per query facet
-(``car``), prompts rendered, answers parsed, failed units re-asked, ids assigned."""
+(``car``), prompts rendered, answers parsed, failed units re-asked, ids assigned.
+
+Answers that parse are kept in the grade cache (keyed by the generator's settings and the
+whole rendered prompt) as each batch of calls comes back, those that came before an
+interrupt included: a rerun asks only for what is left."""
 
 from __future__ import annotations
 
@@ -7,9 +11,14 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import InputError
+from ..grading.cache import NullCache, unit_key
+from ..grading.types import GradeResult, InterruptedBatch
 from ..io.banks import BankItem, make_item_id
 from .parse import parse_items
 from .prompts import GenPrompt
+
+#: recorded beside cached answers; the key holds the whole rendered prompt
+ANSWER_HASH = "genq-generate"
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,7 @@ class Outcome:
     failures: list[Failure] = field(default_factory=list)
     units_done: int = 0
     calls: int = 0
+    from_cache: int = 0  # units answered by the cache
 
 
 def build_units(topics: dict, style: str, prompt: GenPrompt, n: int, *, topics_name: str) -> list[Unit]:
@@ -71,22 +81,63 @@ def rough_tokens(text: str) -> int:
     return len(_TOKEN.findall(text))
 
 
+def dry_run_text(units: list[Unit], kept: int, prompt: GenPrompt) -> str:
+    """What ``--dry-run`` prints: every prompt with its rough token count, then the totals."""
+    out, total = [], 0
+    for unit in units:
+        tokens = rough_tokens(unit.prompt)
+        total += tokens
+        out.append(f"### {unit.label}  ({tokens} tokens)\n{unit.prompt}\n\n")
+    out.append(f"# {len(units)} calls ({kept} queries/facets already in the merged bank), "
+               f"{total} input tokens, prompt {prompt.name} [{prompt.source}]; tokens are a rough "
+               "count of words and punctuation marks; re-asked unparseable answers add calls\n")
+    return "".join(out)
+
+
+def answer_key(identity: str, unit: Unit) -> str:
+    """The cache key of a unit's answer: the generator's settings and the prompt it is shown."""
+    return unit_key(identity, ANSWER_HASH, None, unit.prompt, "", None)
+
+
 def generate_bank(generator, units: list[Unit], *, kind: str, field_name: str, retries: int = 2,
-                  max_items: int | None = None) -> Outcome:
+                  max_items: int | None = None, cache=None, identity: str = "") -> Outcome:
     """Ask the generator for every unit; re-ask (up to ``retries`` times) the units whose
     answer held no list. Calls that failed at the transport level were already retried
-    by the generator and are not repeated here."""
+    by the generator and are not repeated here. ``cache`` (a grade cache) answers the
+    units it holds and keeps every answer that parses, as each batch comes back."""
+    cache = NullCache() if cache is None else cache
     out = Outcome()
     parsed: dict[tuple[str, str | None], list[str]] = {}
-    pending = list(units)
+    keys = {unit.key: answer_key(identity, unit) for unit in units}
+    known = cache.get_many(set(keys.values()))
+    for unit in units:
+        row = known.get(keys[unit.key])
+        items = parse_items(row.answer or "", field_name) if row is not None else []
+        if items:  # the field asked for may differ from the one the cached answer was kept for
+            parsed[unit.key] = items[:max_items] if max_items else items
+            out.from_cache += 1
+
+    def keep(done: list[tuple[Unit, str]]) -> None:
+        if done:
+            cache.put_many([(keys[u.key], GradeResult(text, None, None, True)) for u, text in done], identity,
+                           ANSWER_HASH)
+
+    pending = [u for u in units if u.key not in parsed]
     attempts: dict[tuple, int] = {}
     last_reason: dict[tuple, str] = {}
     for _round in range(retries + 1):
         if not pending:
             break
-        results = generator.generate([u.prompt for u in pending], [u.key for u in pending])
+        try:
+            results = generator.generate([u.prompt for u in pending], [u.key for u in pending])
+        except InterruptedBatch as stop:  # the answers that came were paid for: kept for the rerun
+            keep([(u, res.text) for u, res in zip(pending, stop.results or ())
+                  if res is not None and getattr(res, "error", None) is None and res.text
+                  and parse_items(res.text, field_name)])
+            raise
         out.calls += len(pending)
         again = []
+        done = []
         for unit, res in zip(pending, results):
             attempts[unit.key] = attempts.get(unit.key, 0) + 1
             if res.error is not None:
@@ -95,11 +146,13 @@ def generate_bank(generator, units: list[Unit], *, kind: str, field_name: str, r
             items = parse_items(res.text, field_name)
             if items:
                 parsed[unit.key] = items[:max_items] if max_items else items
+                done.append((unit, res.text))
             else:
                 snippet = " ".join((res.text or "").split())[:80]
                 cut = " (cut off at --max-tokens)" if res.finish_reason == "length" else ""
                 last_reason[unit.key] = f"no list of {field_name} in the answer{cut}: {snippet!r}"
                 again.append(unit)
+        keep(done)
         pending = again
     for unit in pending:
         out.failures.append(Failure(unit, last_reason[unit.key], attempts[unit.key]))

@@ -7,7 +7,9 @@ never imports torch. Adding one is a class with ``generate(prompts, keys)`` and 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -56,6 +58,12 @@ class EndpointGenerator:
         self.progress = progress
         self.model = model
 
+    @property
+    def cache_identity(self) -> str:
+        """What an answer depends on besides its prompt (the base URL is not part of it, as
+        with exam-grade's endpoint: a server moved to another port keeps its answers)."""
+        return f"genq-endpoint:{self.model}:max_tokens={self.max_tokens}:temperature={self.temperature!r}"
+
     def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
         from ..progress import progress_bar
 
@@ -84,7 +92,9 @@ class ScriptedGenerator:
         self.model = model or "scripted"
         self.queue: dict[tuple, list[dict]] = {}
         sname = display_name(script)
+        lines = []
         for lineno, obj in iter_jsonl(script):
+            lines.append(obj)
             if not isinstance(obj, dict) or "query_id" not in obj:
                 raise InputError("a script line needs 'query_id'", sname, lineno)
             if not isinstance(obj.get("response"), str) and "fail" not in obj:
@@ -93,6 +103,11 @@ class ScriptedGenerator:
             key = (str(obj["query_id"]), None if facet is None else str(facet))
             self.queue.setdefault(key, []).append(obj)
         self.prompts_seen: list[str] = []
+        self._script_id = hashlib.sha256(json.dumps(lines, sort_keys=True).encode("utf-8")).hexdigest()[:12]
+
+    @property
+    def cache_identity(self) -> str:
+        return f"genq-scripted:{self.model}:script={self._script_id}"
 
     def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
         out = []
@@ -135,6 +150,10 @@ class HFGenerator:
         self.model = model
         self._loaded = False
         self.limit = None  # prompts a call (grading.fitting.BatchLimit), from the loaded back end's batch size
+
+    @property
+    def cache_identity(self) -> str:
+        return f"genq-{self.backend.cache_identity}:max_new={self.max_tokens}"
 
     @property
     def memory_note(self) -> str | None:

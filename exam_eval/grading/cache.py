@@ -132,6 +132,12 @@ class NullCache:
     def close(self) -> None:
         pass
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 class GradeCache(NullCache):
     def __init__(self, path: str | os.PathLike):
