@@ -251,3 +251,23 @@ class OpenAIStub:
                 self._send(404, json.dumps(_error_json("stub serves POST only", "not_found")).encode())
 
         return Handler
+
+
+def interrupt_when_asked(argv: list[str], env: dict, stub: OpenAIStub, requests: int, *, settle: float = 0.3,
+                         sig: int | None = None, wait: float = 60) -> tuple[int, str]:
+    """Run the command ``argv`` against ``stub``; once it has sent ``requests`` requests
+    (and ``settle`` seconds more for the answers to be read), send it ``sig`` (SIGTERM)
+    and wait for it: (exit status, standard error)."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + wait
+    while len(stub.requests) < requests:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, f"only {len(stub.requests)} requests came"
+        time.sleep(0.01)
+    time.sleep(settle)
+    proc.send_signal(signal.SIGTERM if sig is None else sig)
+    _, err = proc.communicate(timeout=wait)
+    return proc.returncode, err

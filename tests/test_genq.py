@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from openai_stub import OpenAIStub, Reply
+from openai_stub import OpenAIStub, Reply, interrupt_when_asked
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -305,10 +305,8 @@ def test_an_interrupt_keeps_the_answers_that_came(tmp_path):
     """Ctrl-C (here SIGTERM) while one query's call hangs: the others' answers are cached,
     the command says so (status 130, no bank written), and the rerun asks only the one."""
     import os
-    import signal
     import subprocess
     import sys
-    import time
 
     topics = write(tmp_path / "t.tsv", "".join(f"q{i}\tquery about q{i}\n" for i in range(1, 5)))
     cache, out = tmp_path / "c.sqlite", tmp_path / "bank.jsonl"
@@ -325,16 +323,8 @@ def test_an_interrupt_keeps_the_answers_that_came(tmp_path):
 
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), **ENV)
     with OpenAIStub(answer) as stub:
-        proc = subprocess.Popen(argv(stub.url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        deadline = time.monotonic() + 60
-        while len(stub.requests) < 4:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        time.sleep(0.3)  # the three answers are read by now
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+        code, err = interrupt_when_asked(argv(stub.url), env, stub, 4)  # the three answers read, q3 hanging
+    assert code == 130, err
     assert err.splitlines()[-1] == ("exam-genq: interrupted; the answers that came are cached: run the same "
                                     "command again to go on") and "Traceback" not in err, err
     assert not out.exists()

@@ -249,12 +249,10 @@ def test_sigterm_stops_assign_as_ctrl_c_does_and_keeps_the_answers_that_came(tmp
     the rerun asks the other seven only."""
     import json
     import os
-    import signal
     import subprocess
     import sys
-    import time
 
-    from openai_stub import OpenAIStub, Reply
+    from openai_stub import OpenAIStub, Reply, interrupt_when_asked
 
     reports = tmp_path / "reports.jsonl"
     reports.write_text("".join(json.dumps({"metadata": {"run_id": f"r{i}", "topic_id": "101", "team_id": "t"},
@@ -276,16 +274,8 @@ def test_sigterm_stops_assign_as_ctrl_c_does_and_keeps_the_answers_that_came(tmp
 
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]), EXAM_EVAL_PROGRESS="0")
     with OpenAIStub(five_then_hang) as stub:
-        proc = subprocess.Popen(argv(stub.url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        deadline = time.monotonic() + 60
-        while len(stub.requests) < 8:
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-        time.sleep(0.3)  # the five answers are read by now
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+        code, err = interrupt_when_asked(argv(stub.url), env, stub, 8)
+    assert code == 130, err
     assert err.splitlines()[-1] == ("exam-nuggets: interrupted; the answers that came are cached: run the same "
                                     "command again to go on") and "Traceback" not in err, err
     assert not out.exists()
