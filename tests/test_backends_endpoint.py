@@ -149,3 +149,38 @@ def test_exam_grade_through_the_endpoint_failures_are_retried_by_a_rerun(tmp_pat
     assert r.returncode == 0, r.stderr
     final = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(final) == 60 and len({(g["doc_id"], g["item_id"]) for g in final}) == 60
+
+
+def test_retry_unparsed_asks_again_only_for_the_unparsed_pairs(tmp_path):
+    """An answer that cannot be read is recorded as such (parse_ok false) and a resume keeps
+    it; --retry-unparsed grades exactly those pairs again, appends their lines, and readers
+    then take the new ones."""
+    bank = tmp_path / "bank.jsonl"
+    bank.write_text("".join(x + "\n" for x in (DEMO / "questions.jsonl").read_text().splitlines()
+                            if json.loads(x)["query_id"] == "101"))
+    run = tmp_path / "r.run"
+    run.write_text("".join(x + "\n" for x in (DEMO / "good.run").read_text().splitlines() if x.startswith("101 ")))
+    out = tmp_path / "g.jsonl"
+    args = ["--backend", "endpoint", "--model", "m", "--prompt", "question-selfrating", "--bank", bank,
+            "--passages", DEMO / "passages.jsonl", run, "--cache", tmp_path / "c.sqlite", "-o", out,
+            "-O", "logprobs=false", "--concurrency", "4"]
+    murky = "Where do bees carry nectar back to the hive?"  # its 6 pairs get no rating at first
+    with OpenAIStub(lambda r: "I would rather not say." if murky in r.prompt_text else "4") as stub:
+        r = _grade("--base-url", stub.url, *args)
+    assert r.returncode == 0, r.stderr
+    first = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(first) == 60 and sum(not g["parse_ok"] for g in first) == 6
+    with OpenAIStub(lambda r: "5") as stub:
+        r = _grade("--base-url", stub.url, *args)
+        assert r.returncode == 0 and len(stub.requests) == 0, r.stderr  # a resume keeps them
+        dry = _grade("--base-url", stub.url, *args, "--retry-unparsed", "--dry-run")
+        assert dry.returncode == 0 and re.search(r"to grade \(pairs\)\s+6\b", dry.stdout + dry.stderr), dry.stdout
+        r = _grade("--base-url", stub.url, *args, "--retry-unparsed")
+        assert r.returncode == 0 and len(stub.requests) == 6, r.stderr
+        assert all(murky in q.prompt_text for q in stub.requests)
+        again = _grade("--base-url", stub.url, *args, "--retry-unparsed")
+        assert again.returncode == 0 and len(stub.requests) == 6  # nothing left unparsed
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    last = {(g["doc_id"], g["item_id"]): g for g in lines}
+    assert len(lines) == 66 and len(last) == 60 and all(g["parse_ok"] for g in last.values())
+    assert sorted(g["grade"] for g in last.values()) == [4] * 54 + [5] * 6

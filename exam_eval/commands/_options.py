@@ -39,6 +39,9 @@ RUN_OPTIONS = [
     click.option("--no-cache", is_flag=True, callback=check_no_cache, help="Neither read nor write the grade cache."),
     click.option("--shard", default=None, metavar="I/N", help="Grade only shard I of N (1-based; stable split by work key)."),
     click.option("--dry-run", is_flag=True, help="Report pool size, pairs, cache hits and estimated time; grade nothing."),
+    click.option("--retry-unparsed", is_flag=True,
+                 help="Resuming into -o: grade again the pairs whose last line there is unparsed (their new lines "
+                      "are appended; readers take a pair's last line)."),
     click.option("-o", "--output", default=None, metavar="FILE", callback=check_appended_output,
                  help="Append grades to FILE (resumable; .gz ok; checked before any work). Default: stdout."),
 ]

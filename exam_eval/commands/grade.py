@@ -86,7 +86,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         cited_documents, reports_run_out, passages, topics, on_missing, bank,
         keep_edited_ids, prompt_name, generate_ratings, rating_rule, backend, model, device, dtype, engine_name,
         compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
-        verify, verifier_model, verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, output):
+        verify, verifier_model, verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, retry_unparsed, output):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
     The pool is the top --depth passages of every RUN, the passages of --qrels, the
@@ -150,7 +150,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
                                        queries=plan_inputs["queries"], prompt=prompt, identity=grader.cache_identity,
                                        shard=shard_t)
     with GradingSession(grader, prompt, output=output, cache_path=cache_file(cache_path, no_cache),
-                        dry_run=dry_run, log=_log) as session:
+                        dry_run=dry_run, retry_unparsed=retry_unparsed, log=_log) as session:
         plan = session.plan(units, npairs)
         for note in notes:
             _log(note)

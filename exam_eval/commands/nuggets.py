@@ -320,7 +320,7 @@ Killed or interrupted? Run the same command again: it resumes where it stopped.
 @run_flags
 def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, backend, model, device, dtype,
                 engine_name, compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
-                backend_options, cache_path, no_cache, shard, dry_run, output):
+                backend_options, cache_path, no_cache, shard, dry_run, retry_unparsed, output):
     """Grade whether each cited document supports the sentence citing it.
 
     Every (sentence, cited document) pair of the reports is one grade line: query_id
@@ -348,7 +348,7 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
                                            log=_log)
 
     with GradingSession(grader, prompt, output=output, cache_path=cache_file(cache_path, no_cache),
-                        dry_run=dry_run, log=_log) as session:
+                        dry_run=dry_run, retry_unparsed=retry_unparsed, log=_log) as session:
         plan = session.plan(units, npairs)
         plan.stats.pool = len({p.doc_id for u in units.values() for p in u.pairs})
         plan.stats.missing = len(missing)

@@ -286,7 +286,7 @@ def execute(
                 stats.graded += 1
                 stats.deduplicated += len(unit.pairs) - 1
                 stats.unparsed += _unparsed(unit, result)
-                # unparsed: written (and counted), not cached; a rerun asks again
+                # unparsed: written (and counted), not cached; a new -o or --retry-unparsed asks again
                 done.append((unit, result))
             writer.put(done)
             if on_batch is not None:

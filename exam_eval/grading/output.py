@@ -145,21 +145,22 @@ def repair(path: str) -> int:
     return removed
 
 
-def _keys(grades, engines: dict | None) -> set[tuple]:
+def _keys(grades, engines: dict | None, retry_unparsed: bool = False) -> set[tuple]:
     # the last line for a key is the grade readers see: a pair graded for an edited passage
     # and then for the text restored has two lines, and only the last may say "done"
-    last: dict[tuple, tuple] = {}
+    last: dict[tuple, tuple | None] = {}
     for _, g in grades:
-        last[g.key] = g.resume_key
+        last[g.key] = None if retry_unparsed and not g.parse_ok else g.resume_key
         if engines is not None:
             engines.setdefault((g.model, g.prompt), set()).add((g.engine, g.grader_hash))
-    return set(last.values())
+    return {k for k in last.values() if k is not None}
 
 
-def existing_keys(path: str, *, read_only: bool = False, engines: dict | None = None) -> set[tuple]:
+def existing_keys(path: str, *, read_only: bool = False, engines: dict | None = None,
+                  retry_unparsed: bool = False) -> set[tuple]:
     """Resume keys (``Grade.resume_key``) of the grades already in ``path``; with
     ``engines``, also collects the (engine, grader_hash) pairs recorded per (model,
-    prompt) into it.
+    prompt) into it. ``retry_unparsed``: a pair whose last line is unparsed is not done.
 
     Normally called after :func:`repair`; with ``read_only`` (``--dry-run``) a torn tail
     is skipped in a private copy instead of being cut from the file.
@@ -178,8 +179,8 @@ def existing_keys(path: str, *, read_only: bool = False, engines: dict | None = 
 
             _check_torn_batch(data, keep, path)
             with copy_named(data[:keep], path) as copy:
-                return _keys(iter_grades(copy), engines)
-    return _keys(iter_grades(path), engines)
+                return _keys(iter_grades(copy), engines, retry_unparsed)
+    return _keys(iter_grades(path), engines, retry_unparsed)
 
 
 def _lock_holder(st: os.stat_result) -> int | None:

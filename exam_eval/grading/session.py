@@ -88,16 +88,18 @@ class GradingSession:
     ``output``: the grades file to resume and append to (None or "-": standard output,
     nothing to resume). ``cache_path``: the sqlite grade cache (None: no cache).
     ``dry_run``: plan only; neither the output nor the cache is created or changed.
+    ``retry_unparsed``: the output's pairs whose last line is unparsed are graded again.
     ``log``: where a repaired output is reported (silent when None).
     """
 
     def __init__(self, grader, prompt, *, output: str | None = None, cache_path: str | None = None,
-                 dry_run: bool = False, log: Callable[[str], None] | None = None):
+                 dry_run: bool = False, retry_unparsed: bool = False, log: Callable[[str], None] | None = None):
         self.grader = grader
         self.prompt = prompt
         self.output = output
         self.cache_path = cache_path
         self.dry_run = dry_run
+        self.retry_unparsed = retry_unparsed
         self.log = log or (lambda msg: None)
         self.cache = None
         self.lock: OutputLock | None = None
@@ -131,7 +133,7 @@ class GradingSession:
             if cut:
                 self.log(f"{out}: removed a torn last batch ({cut} bytes) left by an interrupted run")
         recorded: dict = {}
-        done = existing_keys(out, read_only=self.dry_run, engines=recorded)
+        done = existing_keys(out, read_only=self.dry_run, engines=recorded, retry_unparsed=self.retry_unparsed)
         refuse_other_engine(out, recorded.get((self.grader.model_id, self.prompt.id), set()), self.grader.engine,
                             engine.grader_hash(self.grader.cache_identity))
         return done
