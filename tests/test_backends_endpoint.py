@@ -125,13 +125,18 @@ def _grade(*args):
                           capture_output=True, text=True, env=env, timeout=300)
 
 
-def test_exam_grade_through_the_endpoint_failures_are_retried_by_a_rerun(tmp_path):
+def _query_101(tmp_path):
+    """The demo's query 101: its bank items and good.run's passages (60 pairs), and an output path."""
     bank = tmp_path / "bank.jsonl"
     bank.write_text("".join(x + "\n" for x in (DEMO / "questions.jsonl").read_text().splitlines()
                             if json.loads(x)["query_id"] == "101"))
     run = tmp_path / "r.run"
     run.write_text("".join(x + "\n" for x in (DEMO / "good.run").read_text().splitlines() if x.startswith("101 ")))
-    out = tmp_path / "g.jsonl"
+    return bank, run, tmp_path / "g.jsonl"
+
+
+def test_exam_grade_through_the_endpoint_failures_are_retried_by_a_rerun(tmp_path):
+    bank, run, out = _query_101(tmp_path)
     args = ["--backend", "endpoint", "--model", "m", "--prompt", "question-selfrating", "--bank", bank,
             "--passages", DEMO / "passages.jsonl", run, "--cache", tmp_path / "c.sqlite", "-o", out,
             "-O", "max_retries=0", "-O", "backoff=0.01", "--concurrency", "4"]
@@ -155,12 +160,7 @@ def test_retry_unparsed_asks_again_only_for_the_unparsed_pairs(tmp_path):
     """An answer that cannot be read is recorded as such (parse_ok false) and a resume keeps
     it; --retry-unparsed grades exactly those pairs again, appends their lines, and readers
     then take the new ones."""
-    bank = tmp_path / "bank.jsonl"
-    bank.write_text("".join(x + "\n" for x in (DEMO / "questions.jsonl").read_text().splitlines()
-                            if json.loads(x)["query_id"] == "101"))
-    run = tmp_path / "r.run"
-    run.write_text("".join(x + "\n" for x in (DEMO / "good.run").read_text().splitlines() if x.startswith("101 ")))
-    out = tmp_path / "g.jsonl"
+    bank, run, out = _query_101(tmp_path)
     args = ["--backend", "endpoint", "--model", "m", "--prompt", "question-selfrating", "--bank", bank,
             "--passages", DEMO / "passages.jsonl", run, "--cache", tmp_path / "c.sqlite", "-o", out,
             "-O", "logprobs=false", "--concurrency", "4"]
