@@ -18,6 +18,7 @@ other's lock up to two minutes, in steps short enough that Ctrl-C still stops it
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -88,19 +89,18 @@ def unit_key(identity: str, prompt_hash: str, query: str | None, item: str | Non
 
 class UnitKeys:
     """:func:`unit_key` for the many units of one grader and prompt, equal to it byte for
-    byte: the two fixed parts are hashed once, and each text (a passage met once per
-    question of its query, a question once per passage) is JSON-encoded once. What
+    byte: the two fixed parts are hashed once, and a text met again (a passage once per
+    question of its query, a question once per passage) is not JSON-encoded again. What
     planning a pool of 100,000 pairs spent most of its time on."""
+
+    #: texts kept encoded: the planner meets a passage once per question of its query in a
+    #: row, and a question once per passage of its query, so a bounded number catches the
+    #: repeats without keeping a second copy of a large pool's texts
+    KEEP = 8192
 
     def __init__(self, identity: str, prompt_hash: str):
         self._head = hashlib.sha256(("[" + _json(identity) + "," + _json(prompt_hash) + ",").encode("utf-8"))
-        self._encoded: dict[str | None, bytes] = {}
-
-    def _part(self, text: str | None) -> bytes:
-        got = self._encoded.get(text)
-        if got is None:
-            got = self._encoded[text] = _json(text).encode("utf-8")
-        return got
+        self._part = functools.lru_cache(maxsize=self.KEEP)(_json_bytes)
 
     def __call__(self, query: str | None, item: str | None, passage: str, answer_keys: Sequence[str] | None) -> str:
         h = self._head.copy()
@@ -112,6 +112,10 @@ class UnitKeys:
 
 def _json(value) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _json_bytes(text: str | None) -> bytes:
+    return _json(text).encode("utf-8")
 
 
 class NullCache:
