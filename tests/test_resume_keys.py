@@ -6,6 +6,7 @@ fresh file, never the resumed file itself."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -128,6 +129,12 @@ def test_other_settings_are_refused_on_resume_and_are_another_grader_in_the_cach
     for n, other in enumerate((["-O", f"script={script_b}"], ["-O", f"script={script_a}", "-O", "window=5"])):
         r = _grade(*common, *other, out=out, cache=cache)
         assert r.code == 2 and "made with other settings" in r.last_line, r.stderr
+        # the lines carry a hash of the settings; the cache knows the settings it hashes, so
+        # the refusal names the one that differs
+        if n == 0:
+            assert re.search(r"the grades there: script=\w+; this run: script=\w+", r.last_line), r.last_line
+        else:
+            assert "the grades there: no further setting; this run: window=5" in r.last_line, r.last_line
         assert out.read_bytes() == before
         fresh = tmp_path / "fresh.jsonl"
         fresh.unlink(missing_ok=True)

@@ -118,6 +118,25 @@ def _json_bytes(text: str | None) -> bytes:
     return _json(text).encode("utf-8")
 
 
+def known_identities(path) -> set[str]:
+    """The back-end identities (``Backend.cache_identity``) a cache file holds grades or
+    throughputs of, read without creating or changing anything; empty where it cannot be
+    read. For naming the setting a refused resume differs in."""
+    if not path or not os.path.isfile(path):
+        return set()
+    try:
+        db = sqlite3.connect(Path(path).resolve().as_uri() + "?mode=ro", uri=True, timeout=_BUSY_STEP)
+    except sqlite3.Error:
+        return set()
+    try:
+        rows = db.execute("SELECT DISTINCT backend FROM grades UNION SELECT backend FROM throughput").fetchall()
+    except sqlite3.Error:
+        return set()
+    finally:
+        db.close()
+    return {r[0] for r in rows if isinstance(r[0], str)}
+
+
 class NullCache:
     """``--no-cache``: same interface, remembers nothing."""
 

@@ -26,7 +26,7 @@ from typing import Callable
 
 from ..errors import InputError
 from . import engine
-from .cache import CacheError, GradeCache, NullCache
+from .cache import CacheError, GradeCache, NullCache, known_identities
 from .fitting import DeviceMemoryError
 from .output import GradesAppender, OutputLock, existing_keys, repair
 
@@ -41,20 +41,36 @@ class Interrupted(KeyboardInterrupt):
         self.written = written
 
 
-def refuse_other_engine(output: str, recorded: set, engine_name: str | None, grader: str | None = None) -> None:
+def settings_difference(recorded: str, now: str) -> str:
+    """Two back-end identities' differing parts (they are ``:``-joined settings)."""
+    a, b = recorded.split(":"), now.split(":")
+    gone, new = [x for x in a if x not in b], [x for x in b if x not in a]
+    said = f"the grades there: {':'.join(gone) or 'no further setting'}; this run: {':'.join(new) or 'none of those'}"
+    # a local model's files enter as a digest of their contents (backends.model_identity)
+    return f"the model's files changed since, {said}" if any(x.startswith("files=") for x in gone + new) else said
+
+
+def refuse_other_engine(output: str, recorded: set, engine_name: str | None, grader: str | None = None,
+                        identities: Callable[[], set[str]] | None = None, identity: str | None = None) -> None:
     """A resume must not mix grades of other settings into a file under one model name:
     int8 beside float32, beam search beside greedy, another token limit, verifier or
     model files. ``recorded``: the (engine, grader_hash) pairs of the file's lines of this
     model and prompt. Lines that carry a grader_hash are compared on it (``grader``: this
-    run's); older ones on their engine, where lines without one came from torch."""
+    run's); older ones on their engine, where lines without one came from torch.
+    ``identities``: the back-end identities a cache knows, asked only to name the setting
+    that differs from this run's ``identity`` (lines carry its hash only)."""
     if not recorded:
         return
     others = {e for e, g in recorded if g is not None and g != grader} if grader is not None else set()
     if others:
         engines = sorted(e or "one engine" for e in others if e != engine_name)
+        hashes = {g for _, g in recorded if g is not None and g != grader}
+        known = [i for i in (identities() if identities and identity else ()) if engine.grader_hash(i) in hashes]
         if engines and engine_name:
             what, how = f"computed by {', '.join(engines)}; this run uses {engine_name}", \
                 "--engine/--compute-type/--recheck-margin/--dtype"
+        elif len(known) == 1:
+            what, how = settings_difference(known[0], identity), "options"
         else:
             what, how = ("--dtype, --num-beams, --max-input-tokens, --max-new-tokens, --verify, -O options, or the "
                          "model's files changed since"), "options"
@@ -134,8 +150,9 @@ class GradingSession:
                 self.log(f"{out}: removed a torn last batch ({cut} bytes) left by an interrupted run")
         recorded: dict = {}
         done = existing_keys(out, read_only=self.dry_run, engines=recorded, retry_unparsed=self.retry_unparsed)
+        identity = self.grader.cache_identity
         refuse_other_engine(out, recorded.get((self.grader.model_id, self.prompt.id), set()), self.grader.engine,
-                            engine.grader_hash(self.grader.cache_identity))
+                            engine.grader_hash(identity), lambda: known_identities(self.cache_path), identity)
         return done
 
     def _open_cache(self):
