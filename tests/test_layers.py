@@ -39,7 +39,8 @@ LAYERS: list[tuple[str, ...]] = [
 # Inside exam_eval.grading the same rule, one level down: the data types and parsers the
 # back ends build on are below the engine, which must not need a back end to run.
 GRADING_LAYERS: list[tuple[str, ...]] = [
-    ("exam_eval.grading", "exam_eval.grading.types", "exam_eval.grading.answer_check", "exam_eval.grading.segment"),
+    ("exam_eval.grading", "exam_eval.grading.types", "exam_eval.grading.answer_check", "exam_eval.grading.segment",
+     "exam_eval.grading.handover"),
     ("exam_eval.grading.parsing",),
     ("exam_eval.grading.prompts",),
     ("exam_eval.grading.pool", "exam_eval.grading.report_units", "exam_eval.grading.cache",

@@ -82,8 +82,7 @@ def default_cache_path() -> Path:
 
 def unit_key(identity: str, prompt_hash: str, query: str | None, item: str | None, passage: str,
              answer_keys: Sequence[str] | None) -> str:
-    payload = json.dumps([identity, prompt_hash, query, item, passage, list(answer_keys or [])],
-                         ensure_ascii=False, separators=(",", ":"))
+    payload = _json([identity, prompt_hash, query, item, passage, list(answer_keys or [])])
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

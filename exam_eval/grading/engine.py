@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from ..io.banks import BankItem
 from ..io.grades import Grade
 from .cache import NullCache, UnitKeys
 from .fitting import Batch, BatchLimit, submit_fitting
+from .handover import HandOver
 from .output import GradesAppender
 from .writer import GradeWriter
 from .types import GradeRequest, GradeResult, InterruptedBatch, padded_width
@@ -414,32 +414,18 @@ class Prefetch:
     the block (an interrupt included) stops the thread."""
 
     _END = object()
-    _POLL = 0.1  # seconds between the prefetch thread's looks at ``stop`` while it waits
 
     def __init__(self, source: Iterator, stop: threading.Event | None = None, depth: int = 2):
         self.source = source
-        # C-level queues only, as in grading.writer: an interrupt landing inside a
-        # queue.Queue's Condition (its lock taken, never released) would leave the prefetch
-        # thread waiting on that lock for ever, and the block's end joining it. ``items``
-        # never blocks a put; ``slots`` holds ``depth`` tokens, one taken per item put and
-        # given back once the grading thread has it: the bound.
-        self.items: queue.SimpleQueue = queue.SimpleQueue()
-        self.slots: queue.SimpleQueue = queue.SimpleQueue()
-        for _ in range(max(1, depth)):
-            self.slots.put(None)
+        # C-level primitives only (grading.handover): an interrupt landing inside a
+        # queue.Queue's Condition would leave this thread waiting on its lock for ever
+        self.handover = HandOver(depth)
         #: set on leaving the block; ``source`` may watch it too (batches' ``stop``)
         self.stop = stop or threading.Event()
         self.thread = threading.Thread(target=self._run, name="exam-eval-prefetch", daemon=True)
 
     def _put(self, item) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.slots.get(timeout=self._POLL)
-            except queue.Empty:
-                continue
-            self.items.put(item)
-            return True
-        return False
+        return self.handover.put(item, lambda: not self.stop.is_set())
 
     def _run(self) -> None:
         try:
@@ -456,8 +442,8 @@ class Prefetch:
 
     def __iter__(self):
         while True:
-            item, exc = self.items.get()
-            self.slots.put(None)
+            item, exc = self.handover.take()
+            self.handover.release()
             if exc is not None:
                 raise exc
             if item is self._END:

@@ -19,11 +19,11 @@ the writer met, so the caller reports it as before.
 
 from __future__ import annotations
 
-import queue
 import threading
 from typing import Callable, Sequence
 
 from .cache import WaitStopped
+from .handover import HandOver
 
 #: batches waiting for the writer at most; the grading thread waits beyond that
 DEPTH = 4
@@ -43,15 +43,9 @@ class GradeWriter:
         self.identity = identity
         self.prompt_hash = prompt_hash
         self.to_grades = to_grades
-        # C-level queues only: the grading thread's hand-over and its drain are Python code
-        # a signal can interrupt anywhere, and an interrupt that lands inside a
-        # queue.Queue's Condition (lock taken, never released) left both threads waiting on
-        # it for ever. ``items`` never blocks a put; ``slots`` holds ``depth`` tokens, one
-        # taken per batch handed over and given back once it is written: the bound.
-        self.items: queue.SimpleQueue = queue.SimpleQueue()
-        self.slots: queue.SimpleQueue = queue.SimpleQueue()
-        for _ in range(max(1, depth)):
-            self.slots.put(None)
+        # C-level primitives only (grading.handover): the grading thread's hand-over and its
+        # drain are Python code a signal can interrupt anywhere
+        self.handover = HandOver(depth)
         self.error: BaseException | None = None
         self.stop = threading.Event()  # set on an interrupt: give up waiting for the cache's lock
         # released by the writer as it ends; a bare lock, whose timed acquire an interrupt
@@ -72,7 +66,7 @@ class GradeWriter:
     def _write_all(self) -> None:
         caching = True
         while True:
-            item = self.items.get()
+            item = self.handover.take()
             if item is self._END:
                 return
             try:
@@ -82,7 +76,7 @@ class GradeWriter:
                 # the ones after it go there too, uncached, without waiting again
                 caching = False
             finally:
-                self.slots.put(None)
+                self.handover.release()
 
     def _write(self, item, caching: bool) -> None:
         if self.error is not None:
@@ -108,15 +102,12 @@ class GradeWriter:
     def put(self, batch: Sequence[tuple], *, store: bool = True) -> None:
         """Hand over ``batch`` ((unit, result) pairs) to be written, and with ``store`` cached
         (a parsed result only). Waits while the queue is full; raises the writer's error."""
-        while True:
-            if self.error is not None:
-                raise self.error
-            try:
-                self.slots.get(timeout=_POLL)
-            except queue.Empty:
-                continue
-            self.items.put((batch, store))
-            return
+        self.handover.put((batch, store), self._no_error)
+
+    def _no_error(self) -> bool:
+        if self.error is not None:
+            raise self.error
+        return True
 
     def __exit__(self, exc_type, exc, tb) -> bool:
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
@@ -136,7 +127,7 @@ class GradeWriter:
         while True:
             try:
                 if not ended:
-                    self.items.put(self._END)
+                    self.handover.put_now(self._END)
                     ended = True
                 if self.running.acquire(timeout=_POLL):
                     return late
