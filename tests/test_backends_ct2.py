@@ -71,6 +71,8 @@ def _reqs(prompt):
 
 
 def _backend(model, **kw):
+    # the engines' label probabilities are compared: the label-mass rule (test_label_mass.py) is off
+    kw.setdefault("min_label_mass", 0)
     b = get_backend("hf-seq2seq", model=str(model), device="cpu", max_new_tokens=6, max_input_tokens=400, **kw)
     b.load()
     return b
@@ -98,6 +100,7 @@ def test_float32_probabilities_equal_torch_forward(checkpoint, request):
     path = request.getfixturevalue(checkpoint)
     ct2 = _backend(path, engine="ctranslate2", compute_type="float32")
     model = Seq2SeqBackend(model=str(path), device="cpu", max_input_tokens=400)
+    model.min_label_mass = 0
     model.load()
     reqs = _reqs(RATE)
     got = ct2.grade(reqs)
@@ -112,6 +115,9 @@ def test_float32_probabilities_equal_torch_forward(checkpoint, request):
             logits = model.model(**enc, decoder_input_ids=start).logits[0, 0].double()
         expected = torch.softmax(logits[ids], -1).tolist()
         assert [res.probs[lab] for lab in RATE.labels] == pytest.approx(expected, abs=1e-5)
+        # the label mass: the labels' share of the whole next-token distribution
+        mass = torch.exp(torch.logsumexp(logits[ids], -1) - torch.logsumexp(logits, -1)).item()
+        assert res.label_mass == pytest.approx(mass, rel=1e-4) and 0 < mass < 1
         assert res.grade == int(RATE.labels[max(range(len(expected)), key=expected.__getitem__)])
         assert res.parse_ok
     assert len(renderings) == len(PASSAGES)  # the passages really reached the model
@@ -258,7 +264,7 @@ def test_cpu_default_falls_back_to_float32_where_int8_is_missing(tiny_t5, monkey
 
 
 def test_truncation_keeps_the_question_whole(tiny_t5):
-    b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", max_input_tokens=140)
+    b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", max_input_tokens=140, min_label_mass=0)
     b.load()
     long_passage = "The water table will rise during very wet times. " * 60
     req = GradeRequest(RATE, "q", QUESTION, long_passage)
@@ -348,7 +354,9 @@ def test_bad_compute_types_and_checkpoints(tiny_t5, tiny_qa, tmp_path):
 def _args(model, tmp_path, *extra):
     return ["--model", str(model), "--device", "cpu", "--prompt", "question-selfrating", "--bank",
             str(DEMO / "questions.jsonl"), "--passages", str(DEMO / "passages.jsonl"), str(DEMO / "good.run"),
-            "--max-input-tokens", "400", *cache_args(tmp_path, extra), *map(str, extra)]
+            "--max-input-tokens", "400", *cache_args(tmp_path, extra), *map(str, extra),
+            # the engines' scored grades are compared: random weights would fall back to generation
+            "--min-label-mass", "0"]
 
 
 @pytest.mark.parametrize("extra,needle", [

@@ -121,7 +121,8 @@ def test_missing_cublas_at_the_first_batch_is_one_line(tiny_t5):
     from exam_eval.errors import UsageError
     from exam_eval.grading.prompts import get_prompt
 
-    b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", engine="ctranslate2", compute_type="float32")
+    b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", engine="ctranslate2", compute_type="float32",
+                    min_label_mass=0)  # the scored path reaches the model call
     b.load()
     req = GradeRequest(get_prompt("question-selfrating"), "q", "what is it?", "a passage")
     assert b.grade([req])[0].probs  # the CPU engine grades

@@ -15,6 +15,7 @@ import pytest
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
+from exam_eval.grading.prompts import get_prompt  # noqa: E402
 from exam_eval.io.grades import read_grades  # noqa: E402
 from tiny_models import tiny_llama, tiny_t5  # noqa: E402,F401
 
@@ -44,6 +45,22 @@ def test_scoring_and_generation_end_to_end(backend, fixture, request, small_inpu
     bank, run = small_inputs
     common = ["--backend", backend, "--model", model, "--device", "cpu", "--bank", bank,
               "--passages", DEMO / "passages.jsonl", run, "--cache", tmp_path / "c.sqlite"]
+    # random weights put a few per cent of the first token's probability on the labels: by
+    # default no grade is read from them, every answer is generated and read from its text
+    judged = tmp_path / "judged.jsonl"
+    r = grade(*common, "--prompt", "question-selfrating", "--max-new-tokens", "4", "-o", judged)
+    assert r.returncode == 0, r.stderr
+    rows = [json.loads(x) for x in judged.read_text().splitlines()]
+    assert len(rows) == 3 * 4
+    prompt = get_prompt("question-selfrating")
+    for row in rows:
+        assert row["probs"] is None and row["fallback"] == "label mass below 0.5" and 0 < row["label_mass"] < 0.5
+        parsed = prompt.parse(row["answer"])  # the grade is what the generated text says, or none
+        assert (row["grade"], row["parse_ok"]) == ((parsed.grade, True) if parsed.parse_ok else (None, False))
+    assert "12 of 12 scored pairs were read from the answer's text, as generate mode reads it " \
+           "(label mass below 0.5: 12)" in r.stderr
+    # --min-label-mass 0: the labels' probabilities whatever the judge would write
+    common += ["--min-label-mass", "0"]
     out = tmp_path / "score.jsonl"
     r = grade(*common, "--prompt", "question-selfrating", "-o", out)
     assert r.returncode == 0, r.stderr

@@ -26,7 +26,8 @@ def test_plain_chat_and_request_shape(monkeypatch):
     monkeypatch.setenv("EXAM_TEST_KEY", "sk-secret")
     with OpenAIStub(["hello there"]) as stub:
         [res] = client(stub, api_key_env="EXAM_TEST_KEY").chat([MSG], max_tokens=7)
-    assert res == ChatResult("hello there", None, None, 1, "stop")
+    assert res == ChatResult("hello there", None, None, 1, "stop", None,
+                             {"prompt_tokens": 0, "completion_tokens": 0, "reasoning_tokens": 0}, "stub")
     [req] = stub.requests
     assert req.path == "/v1/chat/completions"
     assert req.json["model"] == "stub-model"

@@ -241,8 +241,8 @@ def test_selfrating_parse_agrees_with_the_reference_workbench(shared_data):
                             refused += 1
     total = parsed_same + refused + described
     assert total == 92600
-    assert parsed_same / total > 0.99
-    assert described <= 5
+    # the counts exam_eval.grading.parsing's docstring states
+    assert (parsed_same, refused, described) == (92131, 468, 1)
 
 
 def test_a_number_that_is_part_of_an_answer_is_not_a_rating():
@@ -270,3 +270,76 @@ def test_rating_with_another_grades_description_is_ambiguous():
     assert bad(ci.parse("[3] Irrelevant: The passage has nothing to do with the query."))
     th = get_prompt("thomas")
     assert bad(th.parse("2 = not relevant, should never be shown for this query"))
+
+
+# -- an echoed scale line ("- N: description", issue 40 item 6) -------------------------------
+
+def _scale_lines(prompt):
+    """The template's own scale lines, as printed: {grade: "- N: description"}."""
+    lines = {}
+    for line in prompt.template.splitlines():
+        m = re.match(r"^- ([0-9]+): \S", line)
+        if m:
+            lines[int(m.group(1))] = line
+    return lines
+
+
+@pytest.mark.parametrize("prompt_id", ["question-selfrating", "nugget-selfrating"])
+def test_an_echoed_scale_line_is_its_rating(prompt_id):
+    # SmolLM2-135M-Instruct answers the self-rating prompts by repeating one scale line,
+    # e.g. "- 5: The answer is highly relevant, complete, and accurate."
+    p = get_prompt(prompt_id)
+    lines = _scale_lines(p)
+    lo, hi = p.scale
+    assert set(lines) == set(range(lo, hi + 1))
+    for g, line in lines.items():
+        for text in [line, f"  {line}\n", line.replace(f"- {g}:", f"- **{g}**:"), line.replace("- ", "-   ", 1),
+                     f"{line}\n\nThe context names the vaccine's ingredients.", f"{line}\n{line}"]:
+            assert ok(g)(p.parse(text)), (text, p.parse(text))
+    # the same under the opt-in rules that start from the strict reading
+    assert PARSERS["rating-exam-pp"](p, lines[hi]).grade == hi
+
+
+@pytest.mark.parametrize("prompt_id", ["question-selfrating", "nugget-selfrating"])
+def test_an_echoed_scale_line_with_another_grades_description_is_refused(prompt_id):
+    p = get_prompt(prompt_id)
+    lines = _scale_lines(p)
+    for g, line in lines.items():
+        for other, other_line in lines.items():
+            if other == g:
+                continue
+            blend = f"- {g}:" + other_line.split(":", 1)[1]
+            parsed = p.parse(blend)
+            assert bad(parsed) and parsed.note == f"rating {g} given with the description of grade {other}", blend
+
+
+@pytest.mark.parametrize("prompt_id", ["question-selfrating", "nugget-selfrating"])
+def test_an_answer_copying_the_scale_is_refused(prompt_id):
+    p = get_prompt(prompt_id)
+    lines = _scale_lines(p)
+    whole = "\n".join(lines[g] for g in sorted(lines, reverse=True))
+    parsed = p.parse(whole)
+    assert bad(parsed) and parsed.note == "several scale lines: 5, 4, 3, 2, 1, 0"
+    assert bad(p.parse(f"{lines[5]}\n{lines[3]}"))
+    assert p.parse(f"{lines[5]}\n{lines[3]}").note == "several scale lines: 5, 3"
+    # a second line "N:" without the bullet is a scale line too
+    assert bad(p.parse(f"{lines[4]}\n2: but maybe less"))
+    # the exam-pp rule does not turn a refused copy into its default of 1
+    assert bad(PARSERS["rating-exam-pp"](p, whole))
+
+
+def test_what_only_looks_like_an_echoed_scale_line_stays_refused():
+    p = get_prompt("question-selfrating")
+    for text, note in [("-3", "rating -3 outside the scale 0-5"),
+                       ("-3: The answer is partially relevant and complete", "rating -3 outside the scale 0-5"),
+                       ("- 4-6 weeks", "no rating found"),
+                       ("- 3", "no rating found"),         # no ":" and text: not the scale's line
+                       ("- 3:", "no rating found"),
+                       ("- 7: The answer is excellent.", "rating 7 outside the scale 0-5"),
+                       ("- 2.5: The answer is partly there.", "non-integer rating '2.5'"),
+                       ("- vaccines: 3 doses", "no rating found")]:
+        parsed = p.parse(text)
+        assert bad(parsed) and parsed.note == note, (text, parsed)
+    # the workbench rule, which reads only lone digits, is unchanged
+    line = _scale_lines(p)[5]
+    assert PARSERS["rating-workbench"](p, line).grade == 0

@@ -28,7 +28,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..errors import UsageError
-from ..grading.types import FAILED, GradeRequest, GradeResult  # noqa: F401  (their old home)
+from ..grading.types import CUT_OFF_REASONING, FAILED, GradeRequest, GradeResult, LabelWeights  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..grading.prompts.base import Parsed, Prompt
@@ -134,11 +134,45 @@ class Backend(ABC):
         """What the command should say about this run besides its summary (None: nothing)."""
         return None
 
+    def usage_line(self) -> str | None:
+        """The tokens a server reported for this run (None: no server was asked)."""
+        return None
+
+
+#: A scored grade stands where the judge put at least this share of its first token's
+#: probability on the prompt's labels and its most probable first token is a label;
+#: elsewhere the answer is generated and read as generate mode reads it (man exam-grade,
+#: JUDGES). Measured: FLAN-T5 puts nearly all of it there, a chat model answering "- 5:
+#: ..." almost none (bench/servers/README.md).
+DEFAULT_MIN_LABEL_MASS = 0.5
+
+
+def label_mass_fallback(weights, min_mass: float) -> str | None:
+    """Why the label weights of one answer do not measure the judge (None: they do)."""
+    if min_mass <= 0 or weights is None:
+        return None
+    mass = getattr(weights, "mass", None)
+    if mass is not None and not mass >= min_mass:
+        return f"label mass below {min_mass:g}"
+    if getattr(weights, "top_is_label", None) is False:
+        return "first token not a label"
+    return None
+
 
 class PromptBackend(Backend):
     """Shared logic of LLM back ends: render, truncate, score or generate, parse."""
 
     can_verify = True
+    #: see DEFAULT_MIN_LABEL_MASS; 0 reads the labels' probabilities whatever the judge wrote
+    min_label_mass: float = DEFAULT_MIN_LABEL_MASS
+    #: whether scored weights carry the label mass (a scripted back end's do not)
+    reports_label_mass: bool = True
+
+    @property
+    def cache_identity(self) -> str:
+        # a grade scored under another threshold may have been read from the text here
+        rule = f":min_label_mass={self.min_label_mass:g}" if self.min_label_mass != DEFAULT_MIN_LABEL_MASS else ""
+        return super().cache_identity + rule
 
     #: Tokens kept free for the answer (generation) and template special tokens.
     reserve_tokens: int = 8
@@ -217,9 +251,10 @@ class PromptBackend(Backend):
             for i, text in zip(gen_idx, texts):
                 req = requests[i]
                 if text is not None and self.verifier is not None and req.answer_keys:
-                    parsed = req.prompt.parse(text)
-                    if parsed.parse_ok and parsed.grade is None and parsed.answer:
-                        pending.append((i, text))
+                    answer = answer_of(text)
+                    parsed = req.prompt.parse(answer) if answer is not None else None
+                    if parsed is not None and parsed.parse_ok and parsed.grade is None and parsed.answer:
+                        pending.append((i, answer))
                         continue
                 results[i] = self.interpret(req, text)
             if pending:
@@ -229,16 +264,34 @@ class PromptBackend(Backend):
 
         def collect() -> list[GradeResult]:
             grades: dict[int, dict[str, int]] = {}  # per prompt object: one table a batch, not one a pair
+            unsure: list[tuple[int, str, float | None]] = []
             for labels, idx, weights in started:
                 for i, w in zip(idx, weights()):
                     prompt = requests[i].prompt
                     table = grades.get(id(prompt))
                     if table is None:
                         table = grades[id(prompt)] = prompt_label_grades(prompt)
-                    results[i] = scored_result(prompt, labels, w, table)
+                    mass = getattr(w, "mass", None)
+                    why = label_mass_fallback(w, self.min_label_mass)
+                    if why is not None:
+                        unsure.append((i, why, mass))
+                        continue
+                    res = scored_result(prompt, labels, w, table)
+                    results[i] = res._replace(label_mass=mass) if mass is not None and not res.failed else res
+            if unsure:
+                self.read_from_text(requests, results, unsure)
             return results  # type: ignore[return-value]
 
         return collect
+
+    def read_from_text(self, requests: Sequence[GradeRequest], results: list,
+                       unsure: list[tuple[int, str, float | None]]) -> None:
+        """Scored answers whose label weights do not measure the judge: generated and read
+        as generate mode reads them (``unsure``: index, reason, label mass)."""
+        texts = self._generate([requests[i] for i, _, _ in unsure], self.max_new_tokens)
+        for (i, why, mass), text in zip(unsure, texts):
+            res = self.interpret(requests[i], text)
+            results[i] = res if res.failed else res._replace(label_mass=mass, fallback=res.fallback or why)
 
     def verify(self, requests: Sequence[GradeRequest], texts: Sequence[str]) -> list[GradeResult]:
         """EXAM++'s LLM answer verification, by this model or by ``verifier_backend``."""
@@ -247,12 +300,29 @@ class PromptBackend(Backend):
         return llm_verify(self.verifier_backend or self, self.verifier, requests, answers, texts)
 
     def interpret(self, req: GradeRequest, text: str | None) -> GradeResult:
-        """Parse generated text; apply the answer key when the bank has one."""
+        """Parse generated text (the answer after any reasoning: exam_eval.grading.reasoning);
+        apply the answer key when the bank has one."""
         if text is None:
             return FAILED
-        parsed = req.prompt.parse(text)
+        from ..grading.reasoning import join_reasoning
+
+        said = join_reasoning(getattr(text, "reasoning", None), str(text), bool(getattr(text, "cut_off", False)))
+        served = getattr(text, "served_model", None)
+        if said.unfinished:
+            return GradeResult(said.answer or "", None, None, False, fallback=CUT_OFF_REASONING,
+                               reasoning=said.reasoning, served_model=served)
+        answer = said.answer if said.answer is not None else ""
+        parsed = req.prompt.parse(answer)
         grade, ok = finish_parsed(req, parsed)
-        return GradeResult(text, grade, None, ok)
+        return GradeResult(answer, grade, None, ok, reasoning=said.reasoning, served_model=served)
+
+
+def answer_of(text: str) -> str | None:
+    """A generated text's answer after any reasoning (None: cut off while reasoning)."""
+    from ..grading.reasoning import join_reasoning
+
+    said = join_reasoning(getattr(text, "reasoning", None), str(text), bool(getattr(text, "cut_off", False)))
+    return None if said.unfinished else (said.answer or "")
 
 
 def llm_verify(backend: Backend, verifier: "Prompt", requests: Sequence[GradeRequest], answers: Sequence[str | None],
@@ -378,9 +448,21 @@ def backend_class(name: str) -> type[Backend]:
     return getattr(mod, cls)
 
 
+def _set_min_label_mass(grader, value) -> None:
+    """--min-label-mass: where a scored grade stands (DEFAULT_MIN_LABEL_MASS)."""
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not 0 <= value <= 1:
+        raise UsageError(f"--min-label-mass: expected a share from 0 to 1, got {value!r}")
+    # kept by a back end that scores no labels too: its LLM verifier (--verify llm) takes it over
+    grader.min_label_mass = float(value)
+
+
 def get_backend(name: str, **options: Any) -> Backend:
     """Instantiate a back end. Options set to None are left at the back end's default;
     a non-None option the back end does not take is a usage error naming it."""
+    min_mass = options.pop("min_label_mass", None)
     cls = backend_class(name)
     if hasattr(cls, "select_class"):  # one back end, several engines (hf-seq2seq: torch, ctranslate2)
         cls = cls.select_class(options)
@@ -392,4 +474,7 @@ def get_backend(name: str, **options: Any) -> Backend:
     if rejected:
         flags = ", ".join("--" + r.replace("_", "-") for r in rejected)
         raise UsageError(f"back end {name!r} does not take {flags}")
-    return cls(**accepted)
+    backend = cls(**accepted)
+    if min_mass is not None:
+        _set_min_label_mass(backend, min_mass)
+    return backend

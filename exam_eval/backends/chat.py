@@ -23,13 +23,35 @@ from typing import Any
 
 from ..errors import InputError, UsageError
 from ..grading.types import InterruptedBatch
-from .endpoint import DEFAULT_CONCURRENCY, checked_endpoint
+from .endpoint import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT, check_served_model, checked_endpoint
 from .http_client import ChatResult, OpenAIClient
 
 # The nuggetizer sends max_completion_tokens=2048 on every call (core/llm.py).
 NUGGETIZER_MAX_TOKENS = 2048
 # a local chat model's conversations are sent (and cached) this many batches at a time
 CHUNK_BATCHES = 4
+
+
+def after_reasoning(results: Sequence[ChatResult]) -> list[ChatResult]:
+    """Each answer without the judge's reasoning (its ``reasoning`` keeps it): a reasoning
+    model's nugget list or questions come after its thinking, and an answer cut off while
+    reasoning is empty, so that it is read as unparsed and asked again."""
+    import dataclasses
+
+    from ..grading.reasoning import join_reasoning
+
+    out = []
+    for res in results:
+        if res.text is None:
+            out.append(res)
+            continue
+        said = join_reasoning(getattr(res, "reasoning", None), res.text, res.finish_reason == "length")
+        if said.reasoning is None and said.answer == res.text:
+            out.append(res)
+        else:
+            out.append(dataclasses.replace(res, text="" if said.unfinished else (said.answer or ""),
+                                           reasoning=said.reasoning))
+    return out
 
 
 def generate_fitting(backend, requests: Sequence, max_tokens: int, limit, advance=None) -> list[ChatResult]:
@@ -70,20 +92,35 @@ class EndpointChat:
     name = "endpoint"
 
     def __init__(self, *, model: str | None = None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5, timeout: float = 120.0,
-                 max_tokens: int = NUGGETIZER_MAX_TOKENS, **_ignored: Any):
+                 concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5, timeout: float = DEFAULT_TIMEOUT,
+                 max_tokens: int = NUGGETIZER_MAX_TOKENS, backend_options: dict | None = None, **_ignored: Any):
+        from .endpoint import chat_extras, extras_identity
+
         base_url = checked_endpoint(base_url, model)
         self.model_id = model
         self.max_tokens = max_tokens
+        options = dict(backend_options or {})
+        self.extras = chat_extras(options)
+        self._identity = extras_identity(self.extras)
         self.client = OpenAIClient(base_url, model, api_key_env=api_key_env, concurrency=concurrency,
                                    max_retries=max_retries, timeout=timeout)
+        self._checked = False
 
     @property
     def cache_identity(self) -> str:
-        return f"chat:endpoint:{self.model_id}:max_tokens={self.max_tokens}"
+        return f"chat:endpoint:{self.model_id}:max_tokens={self.max_tokens}" + self._identity
+
+    @property
+    def usage(self):
+        """Tokens the server reported for this run's calls (backends.token_usage.TokenUsage)."""
+        return self.client.usage
 
     def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
-        return self.client.chat(conversations, max_tokens=self.max_tokens, temperature=temperature)
+        if not self._checked:
+            check_served_model(self.client, self.model_id)
+            self._checked = True
+        return after_reasoning(self.client.chat(conversations, max_tokens=self.max_tokens, temperature=temperature,
+                                                **self.extras))
 
     def close(self) -> None:
         pass
@@ -145,7 +182,7 @@ class HFChat:
             requests.append(GradeRequest(passthrough, user, None, ""))
         # the caller hands over hundreds of conversations at once: one generate() over all
         # of them would hold every one's key/value cache together
-        return generate_fitting(self.backend, requests, self.max_tokens, self.limit)
+        return after_reasoning(generate_fitting(self.backend, requests, self.max_tokens, self.limit))
 
     def close(self) -> None:
         self.backend.close()

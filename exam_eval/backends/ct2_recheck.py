@@ -47,13 +47,21 @@ def label_score(logits, labels: Sequence[str], ids: Sequence[int]) -> LabelScore
     compute it, in float64 here), and the gap of the two best labels in the logits' scale."""
     import numpy as np
 
+    from ..grading.types import LabelWeights
+
     vocab = np.asarray(logits, dtype=np.float64)
     x = vocab[list(ids)]
     w = np.exp(x - x.max())
     top = np.sort(x)[::-1]
     spread = vocab.std()
     gap = float((top[0] - top[1]) / spread) if len(top) > 1 and spread > 0 else float("inf")
-    return LabelScore(dict(zip(labels, (w / w.sum()).tolist())), gap)
+    # the labels' share of the whole distribution, and whether the top token is a label
+    # (exam_eval.backends.base.label_mass_fallback): log-sum-exp over the labels less that
+    # over the vocabulary
+    peak = vocab.max()
+    mass = float(np.exp(np.log(w.sum()) + x.max() - peak - np.log(np.exp(vocab - peak).sum())))
+    weights = LabelWeights.of(dict(zip(labels, (w / w.sum()).tolist())), mass, bool(top[0] >= peak))
+    return LabelScore(weights, gap)
 
 
 def recheck_margin(compute_type: str, margin: float | None) -> float:

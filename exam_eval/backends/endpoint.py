@@ -1,17 +1,28 @@
-"""Any OpenAI-compatible endpoint (OpenAI, vLLM, TGI, llama.cpp server ...).
+"""Any OpenAI-compatible endpoint (OpenAI, vLLM, TGI, llama.cpp server, transformers serve ...).
 
 Every pair is one chat request (or a legacy completion with ``-O api=completions``),
-sent with bounded concurrency and retried with backoff by
-:class:`exam_eval.backends.http_client.OpenAIClient`; a server that refuses every
-connection for ``-O down_after=S`` seconds (default 5) is taken as down, and the pairs
-left fail at once (exit 3, a rerun retries them). The API key comes from an
-environment variable only.
+sent with an in-flight window that adapts to the server (at most ``--concurrency``) and
+retried with backoff by :class:`exam_eval.backends.http_client.OpenAIClient`; a server
+that refuses every connection for ``-O down_after=S`` seconds (default 5) is taken as
+down, and the pairs left fail at once (exit 3, a rerun retries them). The API key comes
+from an environment variable only. Where the server lists its models (``/v1/models``),
+``--model`` must be one of them: a server that answers any name (llama.cpp's) would
+otherwise record a name that did not grade.
 
-Score-mode prompts ask for the first token's ``top_logprobs`` as well; when the labels
-appear among them, ``probs`` is their normalised distribution and the grade its argmax,
-exactly as in the local scoring mode (labels the server did not list count as 0).
-Servers that give no logprobs still grade: the generated text is parsed. A request
-that fails after all retries yields no grade at all (not recorded, retried by a rerun).
+Score-mode prompts ask for the first token's ``top_logprobs`` as well. The grade is the
+labels' argmax, exactly as in the local scoring mode, only where it measures the judge:
+the labels hold at least ``--min-label-mass`` of the first token's probability among the
+alternatives the server listed, the most probable of them is a label, the judge did not
+reason first, and the answer's text states no other grade. Elsewhere the grade is read
+from the answer's text as generate mode reads it (or is unparsed), and the grade line
+says why (``fallback``). Servers that give no logprobs still grade that way.
+
+Reasoning judges: the answer is read after the reasoning (``reasoning_content`` /
+``reasoning`` fields, ``<think>`` and the other markers of exam_eval.grading.reasoning),
+which is kept in the grade line. ``-O reasoning_effort=low`` and ``-O
+chat_template_kwargs='{"enable_thinking": false}'`` are sent to the server as they are.
+A request that fails after all retries yields no grade at all (not recorded, retried by
+a rerun).
 """
 
 from __future__ import annotations
@@ -22,10 +33,67 @@ from typing import Sequence
 
 from ..errors import UsageError
 from ..grading.types import InterruptedBatch
-from .base import FAILED, GradeRequest, GradeResult, PromptBackend, flag_option, scored_result
+from .base import FAILED, GradeRequest, GradeResult, PromptBackend, flag_option, label_mass_fallback, scored_result
 
 
 DEFAULT_CONCURRENCY = 64
+#: seconds a request may take (the openai client's default): a server that serves one
+#: request at a time answers the last of a full window late, and a timed-out request may
+#: still be computed there
+DEFAULT_TIMEOUT = 600.0
+
+
+def json_object_option(name: str, value) -> dict | None:
+    """An -O value that is a JSON object (``-O chat_template_kwargs='{"enable_thinking": false}'``)."""
+    import json
+
+    if value is None or isinstance(value, dict):
+        return value
+    try:
+        obj = json.loads(str(value))
+    except ValueError:
+        obj = None
+    if not isinstance(obj, dict):
+        raise UsageError(f"-O {name}= must be a JSON object, e.g. '{{\"enable_thinking\": false}}', got {value!r}")
+    return obj
+
+
+def request_extras(reasoning_effort, chat_template_kwargs) -> dict:
+    """What a reasoning judge is asked besides the prompt, sent as it is."""
+    extras: dict = {}
+    if reasoning_effort is not None:
+        if not isinstance(reasoning_effort, str) or not reasoning_effort.strip():
+            raise UsageError(f"-O reasoning_effort= must be a word such as low, medium or high, got {reasoning_effort!r}")
+        extras["reasoning_effort"] = reasoning_effort.strip()
+    kwargs = json_object_option("chat_template_kwargs", chat_template_kwargs)
+    if kwargs is not None:
+        extras["chat_template_kwargs"] = kwargs
+    return extras
+
+
+def chat_extras(options: dict | None) -> dict:
+    """The -O pairs a chat command's endpoint takes (what :func:`request_extras` sends);
+    any other is refused, as a flag the back end does not take."""
+    options = dict(options or {})
+    extras = request_extras(options.pop("reasoning_effort", None), options.pop("chat_template_kwargs", None))
+    if options:
+        raise UsageError(f"back end 'endpoint' does not take --backend-option {', '.join(sorted(options))} "
+                         "(it takes reasoning_effort and chat_template_kwargs)")
+    return extras
+
+
+def extras_identity(extras: dict) -> str:
+    import json
+
+    return "".join(f":{k}={json.dumps(v, sort_keys=True, separators=(',', ':'))}" for k, v in sorted(extras.items()))
+
+
+def check_served_model(client, model: str) -> None:
+    """Where the server lists its models, ``model`` must be one of them."""
+    served = client.list_models()
+    if served and model not in served:
+        shown = ", ".join(served[:8]) + (f" and {len(served) - 8} more" if len(served) > 8 else "")
+        raise UsageError(f"--model {model!r}: the server at {client.base_url} serves {shown}; give one of them")
 
 
 def checked_endpoint(base_url: str | None, model: str | None) -> str:
@@ -73,7 +141,8 @@ class EndpointBackend(PromptBackend):
                  max_input_tokens: int | None = None, max_new_tokens: int | None = None,
                  timeout: float | str | None = None, max_retries: int | str | None = None,
                  api: str | None = None, logprobs: bool | str | None = None, top_logprobs: int | str | None = None,
-                 backoff: float | str | None = None, down_after: float | str | None = None):
+                 backoff: float | str | None = None, down_after: float | str | None = None,
+                 reasoning_effort: str | None = None, chat_template_kwargs: str | dict | None = None):
         self.base_url = checked_endpoint(base_url, model)
         self.model_id = model
         self.api_key_env = api_key_env or "OPENAI_API_KEY"
@@ -84,7 +153,7 @@ class EndpointBackend(PromptBackend):
         self.batch_size = _number("batch_size", batch_size, self.concurrency * 4, int, 1)
         self._window = None if max_input_tokens is None else int(max_input_tokens)
         self.max_new_tokens = _number("max_new_tokens", max_new_tokens, 64, int, 1)
-        self.timeout = _number("timeout", timeout, 60.0, above=True, maximum=86400)
+        self.timeout = _number("timeout", timeout, DEFAULT_TIMEOUT, above=True, maximum=86400)
         self.max_retries = _number("max_retries", max_retries, 5, int)
         self.api = (api or "chat").lower()
         if self.api not in ("chat", "completions"):
@@ -98,6 +167,7 @@ class EndpointBackend(PromptBackend):
         from .http_client import DOWN_AFTER
 
         self.down_after = _number("down_after", down_after, DOWN_AFTER)
+        self.extras = request_extras(reasoning_effort, chat_template_kwargs)
 
     @property
     def cache_identity(self) -> str:
@@ -108,7 +178,7 @@ class EndpointBackend(PromptBackend):
                (f":max_new={self.max_new_tokens}" if self.max_new_tokens != 64 else "") + \
                ("" if self.logprobs else ":logprobs=false") + \
                (f":top_logprobs={self.top_logprobs}" if self.top_logprobs != 20 else "")
-        return super().cache_identity + f":{self.api}" + opts
+        return super().cache_identity + f":{self.api}" + opts + extras_identity(self.extras)
 
     @property
     def context_window(self) -> int | None:
@@ -121,6 +191,7 @@ class EndpointBackend(PromptBackend):
             self.client = OpenAIClient(self.base_url, self.model_id, api_key_env=self.api_key_env,
                                        concurrency=self.concurrency, max_retries=self.max_retries,
                                        timeout=self.timeout, backoff=self.backoff, down_after=self.down_after)
+            check_served_model(self.client, self.model_id)
 
     def uses_scoring(self, prompt) -> bool:
         return False  # score-mode prompts take the logprobs path in grade()
@@ -135,6 +206,7 @@ class EndpointBackend(PromptBackend):
         for decoding, idx in groups.items():
             kw = dict(max_tokens=max_tokens, temperature=0.0)
             kw.update(decoding)
+            kw.update(self.extras)
             if logprobs:
                 kw.update(logprobs=True, top_logprobs=self.top_logprobs)
             batch = [requests[i] for i in idx]
@@ -164,7 +236,21 @@ class EndpointBackend(PromptBackend):
     def _generate(self, requests, max_new_tokens):
         replies = self._call(requests, max_new_tokens, False)
         self.cut_off += sum(r.error is None and r.finish_reason == "length" for r in replies)
-        return [r.text if r.error is None else None for r in replies]
+        return [self._said(r) for r in replies]
+
+    def _said(self, reply):
+        """A reply's text with what came beside it (None: the call failed)."""
+        from ..grading.types import Generated
+
+        if reply.error is not None or reply.text is None:
+            return None
+        served = getattr(reply, "model", None)
+        return Generated.of(reply.text, getattr(reply, "reasoning", None), reply.finish_reason == "length",
+                            served if served and served != self.model_id else None)
+
+    def usage_line(self) -> str | None:
+        usage = getattr(self.client, "usage", None)
+        return usage.line() if usage else None
 
     def run_note(self) -> str | None:
         # a cut answer is still parsed (a rating usually comes first), but the user should know
@@ -200,32 +286,55 @@ class EndpointBackend(PromptBackend):
                 results[i] = self._scored(requests[i], reply)
 
     def _scored(self, req: GradeRequest, reply) -> GradeResult:
-        if reply.error is not None or reply.text is None:
+        said = self._said(reply)
+        if said is None:
             return FAILED
-        weights = label_weights(req.prompt.labels, reply.top_logprobs)
-        if weights:
+        read = self.interpret(req, said)  # the judge's own answer, as generate mode reads it
+        weights = label_weights(req.prompt.labels, reply.top_logprobs) if self.logprobs else None
+        mass = None if weights is None else weights.mass
+        if weights is None:
+            why = "no logprobs"
+        elif read.reasoning is not None and self.min_label_mass > 0:
+            why = "reasoning judge"  # the first token is the reasoning's, not the answer's
+        else:
+            why = label_mass_fallback(weights, self.min_label_mass)
+        if why is None:
             scored = scored_result(req.prompt, req.prompt.labels, weights)
-            if scored.parse_ok:
-                return GradeResult(reply.text, scored.grade, scored.probs, True)
-        return self.interpret(req, reply.text)
+            if not scored.parse_ok:
+                why = "no label among the alternatives"
+            elif self.min_label_mass > 0 and read.parse_ok and read.grade is not None and read.grade != scored.grade:
+                why = "the answer states another grade"
+            else:
+                return GradeResult(reply.text, scored.grade, scored.probs, True, label_mass=mass,
+                                   served_model=read.served_model)
+        return read._replace(label_mass=mass, fallback=read.fallback or why)
 
 
 def label_weights(labels: Sequence[str], top_logprobs: list[dict[str, float]] | None) -> dict[str, float] | None:
-    """Probabilities of the labels at the first generated token, from its alternatives.
+    """Probabilities of the labels at the first generated token, from its alternatives,
+    as LabelWeights: ``mass`` their sum (of what the server listed), ``top_is_label``
+    whether the most probable alternative is a label. None where the server sent none.
 
     Tokens are compared after stripping spaces (" 4" and "4" are the same answer) and,
     when the labels stay distinct that way, case-insensitively ("yes"/"Yes"); variants
     of one label add up.
     """
-    if not top_logprobs:
+    from ..grading.types import LabelWeights
+
+    if not top_logprobs or not top_logprobs[0]:
         return None
     first = top_logprobs[0]
     fold = len({lab.lower() for lab in labels}) == len(labels)
     norm = (lambda s: s.strip().lower()) if fold else (lambda s: s.strip())
     index = {norm(lab): lab for lab in labels}
     weights: dict[str, float] = {}
+    best, best_is_label = -math.inf, False
     for token, logprob in first.items():
+        if logprob is None or not math.isfinite(logprob):
+            continue
         lab = index.get(norm(token))
-        if lab is not None and logprob is not None and math.isfinite(logprob):
+        if lab is not None:
             weights[lab] = weights.get(lab, 0.0) + math.exp(logprob)
-    return weights or None
+        if logprob > best:
+            best, best_is_label = logprob, lab is not None
+    return LabelWeights.of(weights, min(1.0, sum(weights.values())), best_is_label)

@@ -68,9 +68,10 @@ def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], p
     clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
     if clash:
         raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")
-    _check_numbers(backend, extra)
-    _check_numbers(backend, {k: v for k, v in options.items() if v is not None}, "option ")  # api.grade's keywords
     options.update(extra)
+    _check_numbers(backend, extra)
+    _check_numbers(backend, {k: v for k, v in options.items() if v is not None and k not in extra},
+                   "option ")  # api.grade's keywords
     grader = get_backend(backend, **options)
     grader.check_prompt(prompt)
     _check_rating_rule(grader, backend, prompt)
@@ -109,6 +110,8 @@ def attach_verifier(grader, backend: str, verifier_model, verifier_backend: str,
         params = inspect.signature(cls.__init__).parameters
         kw = {k: options.get(k) for k in shared if k in params and options.get(k) is not None}
         vb = get_backend(verifier_backend, model=verifier_model, **kw)
+        # the verifier's scored verdicts stand where the grader's would
+        vb.min_label_mass = getattr(grader, "min_label_mass", vb.min_label_mass)
         vb.check_prompt(verifier)
         grader.verifier_backend = vb
     elif not isinstance(grader, PromptBackend):

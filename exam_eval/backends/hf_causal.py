@@ -17,7 +17,7 @@ from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
 from .ct2_engine import EngineChoice
-from .hf_common import (HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
+from .hf_common import (HFGenerativeBase, label_columns, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
                         penalty_processor, pick_device, pick_dtype, pretrained_source, quiet_gguf_reader,
                         sampling_kwargs)
 
@@ -147,10 +147,8 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
             # layer's keys and values of the whole batch alive through the call (on a GPU, at
             # the token budget, more memory than a 7B model's weights)
             logits = self.model(**enc, **self._last_only, use_cache=False).logits[:, -1, :].float()
-            # normalising over the label logits directly equals p(label) / sum p(labels), and
-            # cannot underflow to all zeros when the model puts its mass on another token
-            probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1)
-        return self.read_back(probs, labels)
+            columns = label_columns(torch, logits, self.label_index(ids))
+        return self.read_back(columns, labels)
 
     def _generate(self, requests, max_new_tokens):
         # a batch holds one prompt (and so one decoding) at a time; split when it does not

@@ -174,6 +174,26 @@ def kv_bytes_per_token(model) -> int:
     return 2 * layers * heads * head_dim * model.dtype.itemsize
 
 
+def label_columns(torch, logits, index):
+    """One scoring step's [batch, labels + 2] answer: the labels' probabilities normalised
+    over the labels (computed from their logits directly, which cannot underflow to all
+    zeros when the model puts its mass elsewhere), then the labels' share of the whole
+    distribution (the label mass) and 1.0 where the most probable token is a label."""
+    label_logits = logits[:, index]
+    shares = torch.softmax(label_logits, dim=-1)
+    mass = torch.exp(torch.logsumexp(label_logits, dim=-1) - torch.logsumexp(logits, dim=-1))
+    top = (label_logits.max(dim=-1).values >= logits.max(dim=-1).values).to(shares.dtype)
+    return torch.cat([shares, mass[:, None], top[:, None]], dim=1)
+
+
+def weights_row(labels: Sequence[str], row: Sequence[float]):
+    """A :func:`label_columns` row as LabelWeights."""
+    from ..grading.types import LabelWeights
+
+    n = len(labels)
+    return LabelWeights.of(dict(zip(labels, row[:n])), float(row[n]), bool(row[n + 1] > 0.5))
+
+
 def load_failure(model: str, exc: Exception) -> InputError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     offline = " (offline? pre-download the model or give a local directory)" if "huggingface" in str(exc).lower() \
@@ -362,24 +382,24 @@ class HFGenerativeBase:
         # a GPU computes while the host goes on; a CPU's forward pass is the host's own work
         return self.on_cuda
 
-    def read_back(self, probs, labels: tuple[str, ...]):
-        """The label probabilities of a batch (a [batch, labels] tensor) as
-        :meth:`_score_async`'s call. On a GPU the copy to pinned host memory is queued
+    def read_back(self, columns, labels: tuple[str, ...]):
+        """The label weights of a batch (:func:`label_columns`' [batch, labels + 2] tensor)
+        as :meth:`_score_async`'s call. On a GPU the copy to pinned host memory is queued
         behind the batch's work with an event after it, so the call waits for this batch
         alone, not for the next one queued meanwhile (a plain ``.cpu()`` would): the
         batch's one sync."""
         torch = self._torch
         if not self.on_cuda:
-            rows = probs.cpu().tolist()
-            return lambda: [dict(zip(labels, row)) for row in rows]
-        host = torch.empty(probs.shape, dtype=probs.dtype, pin_memory=True)
-        host.copy_(probs, non_blocking=True)
+            rows = columns.cpu().tolist()
+            return lambda: [weights_row(labels, row) for row in rows]
+        host = torch.empty(columns.shape, dtype=columns.dtype, pin_memory=True)
+        host.copy_(columns, non_blocking=True)
         done = torch.cuda.Event()
         done.record()
 
         def collect():
             done.synchronize()
-            return [dict(zip(labels, row)) for row in host.tolist()]
+            return [weights_row(labels, row) for row in host.tolist()]
 
         return collect
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from .base import GradeRequest, PromptBackend
 from .ct2_engine import EngineChoice
-from .hf_common import (CUDA_PAD_MULTIPLE, HFGenerativeBase, TokenizerOps, cuda_token_budget, label_token_ids,
+from .hf_common import (CUDA_PAD_MULTIPLE, HFGenerativeBase, label_columns, TokenizerOps, cuda_token_budget, label_token_ids,
                         load_failure, model_kwargs, pick_device, pick_dtype)
 
 DEFAULT_MODEL = "google/flan-t5-large"
@@ -115,10 +115,8 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         with torch.inference_mode():
             # one decoder step: no key/value cache to keep
             logits = self.model(**enc, decoder_input_ids=decoder, use_cache=False).logits[:, 0, :].float()
-            # normalising over the label logits directly equals p(label) / sum p(labels), and
-            # cannot underflow to all zeros when the model puts its mass on another token
-            probs = torch.softmax(logits[:, self.label_index(ids)], dim=-1)
-        return self.read_back(probs, labels)
+            columns = label_columns(torch, logits, self.label_index(ids))
+        return self.read_back(columns, labels)
 
     def _generate(self, requests, max_new_tokens):
         torch = self._torch

@@ -10,6 +10,26 @@ Retries (exponential backoff with jitter, at most ``max_retries`` after the firs
 the JSON the protocol promises (a proxy's HTML error page, a truncated body). Other 4xx
 answers mean the request itself is wrong; repeating it cannot help, so they fail at once.
 
+Timeouts: ``timeout`` (default 600 s, the OpenAI SDK's) bounds one try, the whole reply
+read included. A request that timed out may still be running on the server, which does
+not notice that nobody waits for it: a retry sent at once would queue the same work
+behind it (on a server answering one request at a time, 10 calls were each computed up
+to 6 times). So the retry waits until the requests in flight have drained to what the
+window allows after its cut (below), and gets twice the time of the try before (at most
+``MAX_TIMEOUT_GROWTH`` times ``timeout``).
+
+In flight: ``concurrency`` is the most requests in flight; how many are is adapted to the
+server (:class:`_Window`). A vLLM-class server batches what it is sent, and its latency
+barely rises with load: there the window doubles each round trip, from ``START_WINDOW``
+to the maximum within a few round trips. A server that answers one request at a time
+queues them, and each one's latency grows with the number in flight: there the window
+shrinks until about ``TOLERANCE`` requests are in flight, so each waits for about one
+other, the server is never idle, and no request waits long enough to time out. The
+signal is the latency of the replies (per generated token) relative to the fastest seen
+for replies of their size (prompt and completion tokens, to within a factor of two; a
+long answer is no sign of load). A timeout or a 429 halves the window at once, and a
+request that timed out counts as in flight until the server has likely finished it.
+
 A server that cannot be reached at all (connection refused, unknown host, no route) for
 ``down_after`` seconds (default 5) in a row, with no answer of any kind in between, is
 taken as down: every request still waiting fails at once, and no further request is sent.
@@ -19,7 +39,8 @@ bound is ridden through.
 
 Interrupts: the requests run on daemon threads and the caller's thread only waits, so
 Ctrl-C (or SIGTERM made an interrupt) returns at once. The requests in flight are
-abandoned: their threads send nothing more (no retry, no queued request) and never hold
+abandoned: their threads send nothing more (no retry, no queued request; a thread waiting
+for room in the window looks at the stop flag at least every 0.25 s) and never hold
 up the interpreter's exit, as the worker threads of ``concurrent.futures`` would (they are
 joined at exit, where a second Ctrl-C broke in with a traceback).
 
@@ -29,7 +50,8 @@ history and process listings. Without the variable no ``Authorization`` header i
 which is what a local vLLM server expects.
 
 Implementation note: the standard library (``urllib``) is used rather than ``requests``:
-the client only POSTs JSON, and this keeps the core install free of another dependency.
+the client only POSTs JSON (and GETs the model list), and this keeps the core install free
+of another dependency.
 """
 
 from __future__ import annotations
@@ -41,19 +63,23 @@ import os
 import queue
 import random
 import socket
+import statistics
 import threading
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..grading.types import InterruptedBatch
 from .http_replies import (MAX_BODY, BadReply, chat_logprobs, completion_logprobs, decoded_body, error_message,
-                           json_body, one_line, retry_after_seconds)
+                           json_body, model_ids, model_name, one_line, reasoning_text, retry_after_seconds,
+                           usage_counts)
+from .token_usage import TokenUsage
 
-__all__ = ["ChatResult", "OpenAIClient"]
+__all__ = ["ChatResult", "OpenAIClient", "TokenUsage"]
 
 # A server asking us to wait longer than this is treated as if it had asked for this long:
 # a misconfigured Retry-After must not stall a grading job for hours.
@@ -69,6 +95,27 @@ _UNREACHABLE = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno
 _REFUSALS = {401: "check the API key in ${env}", 403: "check the API key in ${env} and its access to the model",
              404: "check --base-url (it usually ends in /v1) and --model"}
 MAX_TIMEOUT = 86400.0
+#: the OpenAI SDK's: a long generation on a busy server takes minutes, and a timeout
+#: throws away work the server goes on doing
+DEFAULT_TIMEOUT = 600.0
+#: a retry after a timeout gets twice the time of the try before, up to this many times
+#: ``timeout``: once its abandoned copy is out of the way it needs no more than the first
+#: try had, and a server that hangs must not hold a request for hours
+MAX_TIMEOUT_GROWTH = 4
+#: requests in flight before anything is known of the server: few enough that a server
+#: answering one at a time keeps each within 4 of its service times
+START_WINDOW = 4
+#: the latency, relative to the fastest seen, up to which the window grows: 2 lets each
+#: request wait for about one other (the server is never idle between requests)
+TOLERANCE = 2.0
+#: the most one round may grow or shrink the window by (doubling: slow start)
+MAX_GAIN, MIN_GAIN = 2.0, 0.5
+#: the most it grows by above the window a timeout or 429 left (TCP's ssthresh): near
+#: the size that failed, carefully
+CAREFUL_GAIN = 1.25
+#: the replies, each the only request in flight, whose latency spread is taken as the
+#: server's own (the last so many)
+ALONE_REPLIES = 8
 
 
 def check_base_url(url: str) -> str:
@@ -113,7 +160,11 @@ class ChatResult:
     ``text`` is the model's output (None on failure); ``error`` says why it failed (None on
     success); ``top_logprobs`` has, per generated token, a ``{token: logprob}`` dict of the
     alternatives the server reported (None unless logprobs were requested and returned);
-    ``attempts`` counts HTTP tries including the successful one.
+    ``attempts`` counts HTTP tries including the successful one. ``reasoning`` is a
+    reasoning model's thinking where the server sends it beside the answer
+    (``reasoning_content`` or ``reasoning``); ``usage`` the tokens the reply says it took
+    (``prompt_tokens``, ``completion_tokens``, ``reasoning_tokens``); ``model`` the model id
+    the server reported. Each is None where the reply does not say.
     """
 
     text: str | None
@@ -121,10 +172,24 @@ class ChatResult:
     top_logprobs: list[dict[str, float]] | None
     attempts: int
     finish_reason: str | None = None
+    reasoning: str | None = None
+    usage: dict[str, int] | None = None
+    model: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+class _Parsed(NamedTuple):
+    """What a reply body says, read and checked."""
+
+    text: str
+    logprobs: list[dict[str, float]] | None
+    finish_reason: str | None
+    reasoning: str | None
+    usage: dict[str, int] | None
+    model: str | None
 
 
 class _Retryable(Exception):
@@ -133,6 +198,14 @@ class _Retryable(Exception):
     def __init__(self, message: str, wait: float | None = None):
         super().__init__(message)
         self.wait = wait
+
+
+class _TimedOut(_Retryable):
+    """Our timeout: the server may still be working on the request."""
+
+
+class _Busy(_Retryable):
+    """429: the server (or its quota) asks for fewer requests."""
 
 
 class _Unreachable(_Retryable):
@@ -147,6 +220,165 @@ class _Refused(_Fatal):
     """An answer that every request of the run would get (401, 403, 404): nothing more is sent."""
 
 
+@dataclass(frozen=True)
+class _Slot:
+    """A request on the wire: the window's round when it was sent, the time, and whether
+    the window allowed no other request in flight with it."""
+
+    round: int
+    sent: float
+    alone: bool = False
+
+
+def _size(usage: dict[str, int] | None) -> tuple[tuple, int]:
+    """A reply's size class and its work. Replies whose prompt and completion are within a
+    factor of two of each other's are compared with each other only, per generated token
+    (decoding is most of the time of a long answer, and a long answer is no sign of load)."""
+    if not usage:
+        return (), 1
+    completion = usage["completion_tokens"]
+    return (usage["prompt_tokens"].bit_length(), completion.bit_length()), completion + 1
+
+
+class _Window:
+    """How many requests may be in flight (:attr:`allowed`, 1 to ``maximum``), adapted to
+    the server's latency under load: a gradient limiter in the manner of TCP Vegas and
+    Netflix's Gradient2, with slow start.
+
+    Each answered request gives its latency (per generated token) relative to the fastest
+    seen for replies of its size. Once per round (as many answers as the window allowed
+    when the round began, one of them to a request sent in this round: about one round
+    trip) the window is multiplied by ``TOLERANCE * excess / median ratio``, clamped to
+    ``MIN_GAIN..MAX_GAIN``: flat latency doubles it; a server that queues (latency grows
+    with the number in flight) settles at about ``TOLERANCE`` in flight. It grows only
+    where it was used up (a run's tail says nothing of a larger window).
+
+    A timeout or a 429 halves it at once, once per round: the requests sent before the cut
+    report the window before it. Above the window a cut left, it grows by
+    ``CAREFUL_GAIN`` a round at most (TCP's ssthresh: a queue that drained while the
+    timeouts were waited out looks flat). A request that timed out is still counted in
+    flight, as the server is still computing it, until a request sent after it is answered
+    (a server that queues has finished it by then) or for as long again as it was waited
+    for.
+
+    ``excess`` (at first 1) guards a server whose replies differ in latency by more than
+    their size says (no usage reported, prompts that hit a cache): there the median is
+    many times the fastest at any load, and the window would shrink to 1 and stay. At one
+    in flight nothing of ours queues, so the median ratio of the last ``ALONE_REPLIES``
+    replies to requests sent alone is the server's own spread, and the window grows
+    again until the latency is ``TOLERANCE`` times that.
+
+    ``clock`` is injectable for tests; the callers' threads wait in :meth:`enter`.
+    """
+
+    def __init__(self, maximum: int, clock: Callable[[], float] = time.monotonic):
+        self.maximum = maximum
+        self.limit = float(min(START_WINDOW, maximum))
+        self.in_flight = 0
+        self._clock = clock
+        self._cond = threading.Condition(threading.Lock())
+        self._fastest: dict[tuple, float] = {}  # the no-load seconds per token, per size class
+        self._round = 0
+        self._cut_round = 0  # the round a cut began: older requests cannot cut again
+        self._round_size = self.allowed
+        self._ratios: list[float] = []
+        self._full = False
+        self._alone: deque[float] = deque(maxlen=ALONE_REPLIES)
+        self.excess = 1.0
+        self._lingering: list[tuple[float, float]] = []  # timed-out requests: (sent, counted until)
+        self._threshold = float("inf")  # the window the last cut left
+
+    @property
+    def allowed(self) -> int:
+        return max(1, min(self.maximum, int(self.limit)))
+
+    def try_enter(self) -> _Slot | None:
+        """A slot if the window has room now, else None."""
+        with self._cond:
+            return self._enter()
+
+    def enter(self, stop: threading.Event) -> _Slot | None:
+        """A slot once the window has room; None once ``stop`` is set. Only worker threads
+        wait here: the caller's thread must stay in its interruptible wait."""
+        with self._cond:
+            while not stop.is_set():
+                slot = self._enter()
+                if slot is not None:
+                    return slot
+                self._cond.wait(0.25)  # an interrupt sets stop without notifying: look again
+        return None
+
+    def answered(self, slot: _Slot, usage: dict[str, int] | None = None) -> None:
+        """A reply came; ``usage`` (its token counts) tells what size of work it was."""
+        with self._cond:
+            self._leave()
+            self._end_lingering(lambda sent, until: sent < slot.sent)
+            size, work = _size(usage)
+            pace = max(self._clock() - slot.sent, 1e-9) / work
+            fastest = self._fastest[size] = min(self._fastest.get(size, pace), pace)
+            ratio = pace / fastest
+            self._ratios.append(ratio)
+            if slot.alone:
+                self._alone.append(ratio)
+                if len(self._alone) == ALONE_REPLIES:
+                    self.excess = max(1.0, statistics.median(self._alone))
+            if slot.round == self._round and len(self._ratios) >= self._round_size:
+                self._adapt()
+
+    def congested(self, slot: _Slot, linger: float = 0.0) -> None:
+        """The request timed out (``linger``: how long it was waited for) or was answered 429."""
+        with self._cond:
+            if linger > 0:
+                self._lingering.append((slot.sent, self._clock() + linger))
+            else:
+                self._leave()
+            if slot.round >= self._cut_round:
+                self.limit = self._threshold = max(1.0, self.limit / 2)
+                self._next_round()
+                self._cut_round = self._round
+
+    def release(self, slot: _Slot) -> None:
+        """The slot is given back with nothing learnt (another failure, or never used)."""
+        with self._cond:
+            self._leave()
+
+    def _enter(self) -> _Slot | None:
+        if self._lingering:
+            now = self._clock()
+            self._end_lingering(lambda sent, until: until <= now)
+        if self.in_flight >= self.allowed:
+            return None
+        self.in_flight += 1
+        self._full = self._full or self.in_flight >= self.allowed
+        return _Slot(self._round, self._clock(), self.allowed == 1)
+
+    def _leave(self) -> None:
+        self.in_flight -= 1
+        self._cond.notify(max(0, self.allowed - self.in_flight))
+
+    def _end_lingering(self, over: Callable[[float, float], bool]) -> None:
+        kept = [x for x in self._lingering if not over(*x)]
+        for _ in range(len(self._lingering) - len(kept)):
+            self._leave()
+        self._lingering = kept
+
+    def _adapt(self) -> None:
+        ratio = statistics.median(self._ratios)
+        most = MAX_GAIN if self.limit < self._threshold else CAREFUL_GAIN
+        gain = min(most, max(MIN_GAIN, TOLERANCE * self.excess / ratio))
+        if not self._full:
+            gain = min(gain, 1.0)
+        self.limit = min(float(self.maximum), max(1.0, self.limit * gain))
+        self._next_round()
+        self._cond.notify(max(0, self.allowed - self.in_flight))
+
+    def _next_round(self) -> None:
+        self._round += 1
+        self._round_size = self.allowed
+        self._ratios = []
+        self._full = self.in_flight >= self.allowed
+
+
 def _unreachable_reason(exc: BaseException) -> str | None:
     if isinstance(exc, socket.gaierror):
         return f"cannot resolve the host name ({exc.strerror or exc})"
@@ -155,10 +387,13 @@ def _unreachable_reason(exc: BaseException) -> str | None:
     return None
 
 
-def _run_on_daemons(work: Callable[[int], None], n: int, threads: int, stop: threading.Event) -> None:
-    """``work(i)`` for i in range(n) on ``threads`` daemon threads, while the calling thread
-    waits, interruptibly. Stops at the first exception (re-raised here) or interrupt,
-    setting ``stop``; the threads then take no further item and are left to end alone."""
+def _run_on_daemons(work: Callable[[int, _Slot | None], None], n: int, threads: int, stop: threading.Event,
+                    window: _Window | None = None) -> None:
+    """``work(i, slot)`` for i in range(n) on ``threads`` daemon threads, while the calling
+    thread waits, interruptibly. A thread takes the next item only once ``window`` has room
+    (``slot``: its place there, None without a window). Stops at the first exception
+    (re-raised here) or interrupt, setting ``stop``; the threads then take no further item
+    and are left to end alone."""
     todo: queue.SimpleQueue[int] = queue.SimpleQueue()
     for i in range(n):
         todo.put(i)
@@ -177,14 +412,26 @@ def _run_on_daemons(work: Callable[[int], None], n: int, threads: int, stop: thr
         except RuntimeError:  # released already (a failure raced the last item)
             pass
 
+    def next_item() -> tuple[int, _Slot | None] | None:
+        slot = None
+        if window is not None:
+            slot = window.enter(stop)
+            if slot is None:
+                return None
+        try:
+            return todo.get_nowait(), slot
+        except queue.Empty:
+            if slot is not None:
+                window.release(slot)
+            return None
+
     def worker() -> None:
         while not stop.is_set():
-            try:
-                i = todo.get_nowait()
-            except queue.Empty:
+            item = next_item()
+            if item is None:
                 return
             try:
-                work(i)
+                work(*item)
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
                 failed.append(exc)
                 stop.set()
@@ -211,11 +458,13 @@ class OpenAIClient:
     """Concurrent, retrying client for ``/chat/completions`` and ``/completions``.
 
     ``base_url`` includes the version prefix, as in the OpenAI SDK
-    (``https://api.openai.com/v1``, ``http://localhost:8000/v1``).
+    (``https://api.openai.com/v1``, ``http://localhost:8000/v1``). ``concurrency`` is the
+    most requests in flight (the window adapts below it); ``timeout`` bounds one try
+    (``DEFAULT_TIMEOUT``, 600 s). :attr:`usage` totals the tokens of every successful reply.
     """
 
     def __init__(self, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
-                 concurrency: int = 8, max_retries: int = 5, timeout: float = 60.0,
+                 concurrency: int = 8, max_retries: int = 5, timeout: float = DEFAULT_TIMEOUT,
                  backoff: float = 1.0, down_after: float = DOWN_AFTER):
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -238,6 +487,9 @@ class OpenAIClient:
         self._reach_lock = threading.Lock()
         self._unreachable_since: float | None = None  # first failure to connect with no answer since
         self.down: str | None = None  # why the server was taken as down; then nothing is sent
+        # kept from one call to the next: what it learnt of the server holds for the next batch
+        self._window = _Window(concurrency)
+        self.usage = TokenUsage()
 
     # -- public API -------------------------------------------------------------------
 
@@ -279,6 +531,20 @@ class OpenAIClient:
             payloads.append(body)
         return self._run("/completions", payloads, self._parse_completion, progress)
 
+    def list_models(self, timeout: float = 10.0) -> list[str] | None:
+        """The ids of the models the server says it serves (``GET /models``), or None where
+        it does not say: any HTTP error, no answer within ``timeout``, a body that is not a
+        model list. Never raises (but KeyboardInterrupt) and never retries: a server that
+        cannot list its models may still serve them."""
+        req = urllib.request.Request(self.base_url + "/models", headers=self._headers(), method="GET")
+        try:
+            with _OPENER.open(req, timeout=timeout) as resp:
+                raw = self._read(resp, time.monotonic() + timeout)
+                encoding = resp.headers.get("Content-Encoding")
+            return model_ids(json_body(decoded_body(raw, encoding)))
+        except Exception:  # noqa: BLE001 - every failure means the same here: no list
+            return None
+
     # -- machinery --------------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
@@ -307,8 +573,8 @@ class OpenAIClient:
         lock = threading.Lock()
         stop = threading.Event()
 
-        def work(i: int) -> None:
-            res = self._request(url, headers, payloads[i], parse, stop)
+        def work(i: int, slot: _Slot | None = None) -> None:
+            res = self._request(url, headers, payloads[i], parse, stop, slot)
             results[i] = res
             if callback is not None:
                 with lock:
@@ -321,7 +587,7 @@ class OpenAIClient:
                 for i in range(len(payloads)):  # here a signal breaks into the request itself
                     work(i)
             else:
-                _run_on_daemons(work, len(payloads), min(self.concurrency, len(payloads)), stop)
+                _run_on_daemons(work, len(payloads), min(self.concurrency, len(payloads)), stop, self._window)
         except KeyboardInterrupt:  # the results that came travel with it (None: abandoned)
             raise InterruptedBatch(list(results)) from None
         finally:
@@ -359,38 +625,74 @@ class OpenAIClient:
             return None
 
     def _request(self, url: str, headers: dict, payload: dict, parse,
-                 stop: threading.Event | None = None) -> ChatResult:
+                 stop: threading.Event | None = None, slot: _Slot | None = None) -> ChatResult:
+        """One request with its retries. ``slot`` (the window's, for the first try) marks a
+        request sent from the worker threads: its tries go through the window; without one
+        (the caller's thread) they do not wait for it."""
+        window = self._window if slot is not None else None
         data = json.dumps(payload).encode("utf-8")
         last_error = "no attempt made"
+        timeout = self.timeout
         attempt = 0
-        for attempt in range(1, self.max_retries + 2):
-            if self.down is not None:
-                return ChatResult(None, self.down, None, attempt - 1)
-            if stop is not None and stop.is_set():
-                return ChatResult(None, "interrupted", None, attempt - 1)
-            try:
-                body = self._post(url, headers, data)
-                text, logprobs, finish = parse(body)
-                return ChatResult(text, None, logprobs, attempt, finish)
-            except _Refused as exc:
-                with self._reach_lock:
-                    if self.down is None:
-                        self.down = str(exc)
-                return ChatResult(None, self.down, None, attempt)
-            except _Fatal as exc:
-                return ChatResult(None, str(exc), None, attempt)
-            except _Unreachable as exc:
-                last_error = str(exc)
-                left = self._unreachable(str(exc).removeprefix("connection error: "))
-                if left is None:
+        try:
+            for attempt in range(1, self.max_retries + 2):
+                if window is not None and slot is None:
+                    slot = window.enter(stop)  # a retry after a timeout waits here for the cut window
+                if self.down is not None:
+                    return ChatResult(None, self.down, None, attempt - 1)
+                if (stop is not None and stop.is_set()) or (window is not None and slot is None):
+                    return ChatResult(None, "interrupted", None, attempt - 1)
+                try:
+                    reply = self._attempt(url, headers, data, parse, timeout, slot)
+                    self.usage.add(reply.usage)
+                    return ChatResult(reply.text, None, reply.logprobs, attempt, reply.finish_reason,
+                                      reply.reasoning, reply.usage, reply.model)
+                except _Refused as exc:
+                    with self._reach_lock:
+                        if self.down is None:
+                            self.down = str(exc)
                     return ChatResult(None, self.down, None, attempt)
-                if attempt <= self.max_retries:
-                    self._pause(min(self._sleep_for(attempt, exc.wait), left), stop)
-            except _Retryable as exc:
-                last_error = str(exc)
-                if attempt <= self.max_retries:
-                    self._pause(self._sleep_for(attempt, exc.wait), stop)
+                except _Fatal as exc:
+                    return ChatResult(None, str(exc), None, attempt)
+                except _Unreachable as exc:
+                    last_error = str(exc)
+                    left = self._unreachable(str(exc).removeprefix("connection error: "))
+                    if left is None:
+                        return ChatResult(None, self.down, None, attempt)
+                    if attempt <= self.max_retries:
+                        self._pause(min(self._sleep_for(attempt, exc.wait), left), stop)
+                except _Retryable as exc:
+                    last_error = str(exc)
+                    if isinstance(exc, _TimedOut):  # the try may still be running: give the next more time
+                        timeout = min(timeout * 2, self.timeout * MAX_TIMEOUT_GROWTH, MAX_TIMEOUT)
+                    if attempt <= self.max_retries:
+                        self._pause(self._sleep_for(attempt, exc.wait), stop)
+                finally:
+                    slot = None  # _attempt gave it back
+        finally:
+            if slot is not None:  # taken, but nothing was sent with it
+                self._window.release(slot)
         return ChatResult(None, f"{last_error} (gave up after {attempt} attempts)", None, attempt)
+
+    def _attempt(self, url: str, headers: dict, data: bytes, parse, timeout: float, slot: _Slot | None) -> _Parsed:
+        """One try; the window (where the try holds a slot there) hears how it went."""
+        try:
+            reply = parse(self._post(url, headers, data, timeout))
+        except _TimedOut:
+            if slot is not None:
+                self._window.congested(slot, linger=timeout)
+            raise
+        except _Busy:
+            if slot is not None:
+                self._window.congested(slot)
+            raise
+        except BaseException:
+            if slot is not None:
+                self._window.release(slot)
+            raise
+        if slot is not None:
+            self._window.answered(slot, reply.usage)
+        return reply
 
     @staticmethod
     def _pause(seconds: float, stop: threading.Event | None) -> None:
@@ -400,11 +702,11 @@ class OpenAIClient:
         else:
             stop.wait(seconds)
 
-    def _post(self, url: str, headers: dict, data: bytes) -> Any:
+    def _post(self, url: str, headers: dict, data: bytes, timeout: float) -> Any:
         req = urllib.request.Request(url, data=data, headers=headers, method="POST")
-        deadline = time.monotonic() + self.timeout
+        deadline = time.monotonic() + timeout
         try:
-            with _OPENER.open(req, timeout=self.timeout) as resp:
+            with _OPENER.open(req, timeout=timeout) as resp:
                 self._reached()
                 raw = self._read(resp, deadline)
                 encoding = resp.headers.get("Content-Encoding")
@@ -412,10 +714,10 @@ class OpenAIClient:
             self._reached()
             raise self._http_error(exc, url) from None
         except TimeoutError:
-            raise _Retryable(f"timed out after {self.timeout:g}s") from None
+            raise _TimedOut(f"timed out after {timeout:g}s") from None
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):
-                raise _Retryable(f"timed out after {self.timeout:g}s") from None
+                raise _TimedOut(f"timed out after {timeout:g}s") from None
             unreachable = _unreachable_reason(exc.reason) if isinstance(exc.reason, BaseException) else None
             if unreachable is not None:
                 raise _Unreachable(f"connection error: {unreachable}") from None
@@ -457,7 +759,7 @@ class OpenAIClient:
             return _Fatal(f"HTTP {exc.code}: {url} redirects to {where}; not followed (a request and its API key go "
                           "only to --base-url): give the address it should be as --base-url")
         if exc.code == 429:
-            return _Retryable(msg, retry_after_seconds(exc.headers.get("Retry-After")))
+            return _Busy(msg, retry_after_seconds(exc.headers.get("Retry-After")))
         if exc.code >= 500 or exc.code == 408:  # 408: the server's own request timeout
             return _Retryable(msg)
         if exc.code in _REFUSALS:
@@ -476,7 +778,13 @@ class OpenAIClient:
             raise _Retryable("malformed response: no choices")
         return choices[0]
 
-    def _parse_chat(self, body: Any):
+    @staticmethod
+    def _details(body: dict, choice: dict) -> tuple[str | None, dict[str, int] | None, str | None]:
+        """What a reply says beside its text: the finish reason, the usage, the model id."""
+        finish = choice.get("finish_reason")
+        return (finish if isinstance(finish, str) else None), usage_counts(body), model_name(body.get("model"))
+
+    def _parse_chat(self, body: Any) -> _Parsed:
         choice = self._first_choice(body)
         message = choice.get("message")
         if not isinstance(message, dict):
@@ -486,11 +794,13 @@ class OpenAIClient:
             content = ""  # a refusal or a tool call: no text, but a well-formed answer
         if not isinstance(content, str):
             raise _Retryable("malformed response: message content is not a string")
-        return content, chat_logprobs(choice), choice.get("finish_reason")
+        finish, usage, model = self._details(body, choice)
+        return _Parsed(content, chat_logprobs(choice), finish, reasoning_text(message), usage, model)
 
-    def _parse_completion(self, body: Any):
+    def _parse_completion(self, body: Any) -> _Parsed:
         choice = self._first_choice(body)
         text = choice.get("text")
         if not isinstance(text, str):
             raise _Retryable("malformed response: choice without text")
-        return text, completion_logprobs(choice), choice.get("finish_reason")
+        finish, usage, model = self._details(body, choice)
+        return _Parsed(text, completion_logprobs(choice), finish, None, usage, model)

@@ -168,3 +168,59 @@ def completion_logprobs(choice: dict) -> list[dict[str, float]] | None:
     except _NotLogprobs:
         return None
     return None
+
+
+#: the most tokens one reply may say it used; a larger count is not a count but a
+#: misbehaving server, and would swamp a run's totals
+MAX_TOKENS_SAID = 10**9
+
+
+def _count(value) -> int | None:
+    # bool is an int to Python, and JSON's true is no token count
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS_SAID:
+        return None
+    return value
+
+
+def usage_counts(body: dict) -> dict[str, int] | None:
+    """``{"prompt_tokens", "completion_tokens", "reasoning_tokens"}`` from the body's
+    ``usage``; None where the server gave no usable prompt and completion counts (a reply
+    counted wrongly would be worse than one counted as saying nothing). Reasoning tokens
+    (``completion_tokens_details.reasoning_tokens``) are 0 where not said."""
+    usage = body.get("usage")
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    if prompt is None or completion is None:
+        return None
+    details = usage.get("completion_tokens_details")
+    reasoning = _count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "reasoning_tokens": reasoning or 0}
+
+
+def reasoning_text(message: dict) -> str | None:
+    """A reasoning model's thinking, which servers put beside the answer: vLLM, DeepSeek
+    and llama.cpp as ``reasoning_content``, newer vLLM, OpenRouter and Ollama as
+    ``reasoning``."""
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def model_name(value) -> str | None:
+    """A model id the server reported, as one printable line (it may be printed), or None."""
+    if not isinstance(value, str):
+        return None
+    return one_line(value) or None
+
+
+def model_ids(body) -> list[str] | None:
+    """The ids of a ``/models`` listing (``{"data": [{"id": ...}, ...]}``); None where the
+    body is not that shape. Entries without a usable id are left out."""
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return None
+    ids = (model_name(entry.get("id")) for entry in data if isinstance(entry, dict))
+    return [i for i in ids if i is not None]

@@ -86,6 +86,7 @@ def _pseudo(req: GradeRequest) -> str:
 
 class ScriptedBackend(PromptBackend):
     name = "scripted"
+    reports_label_mass = False  # its label weights are the script's
 
     def __init__(self, model: str | None = None, script: "str | Script | None" = None,
                  delay: float | str = 0.0, score: bool | str = False, batch_size: int | str = 4,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ..backends.endpoint import DEFAULT_CONCURRENCY
+from ..backends.endpoint import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT
 from ..errors import UsageError
 from ._base import FiniteRange, check_no_cache, claim_cache, refuse_untaken
 
@@ -27,15 +27,17 @@ def chat_options(f):
                      help="endpoint: requests in flight (see man exam-nuggets, THROUGHPUT)."),
         click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
                      help="HTTP retries per call on 429, 5xx, timeouts, connection errors."),
-        click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=120.0, show_default=True,
-                     help="Seconds per HTTP request."),
+        click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=DEFAULT_TIMEOUT, show_default=True,
+                     help="Seconds per HTTP request (a server that serves one request at a time answers the "
+                          "last of a window late)."),
         click.option("--retries", type=click.IntRange(0), default=5, show_default=True,
                      help="Ask again (at temperature 0.2, as the nuggetizer does) this many times when an "
                           "answer does not parse; the nuggetizer's own bound is 500."),
         click.option("--max-tokens", type=click.IntRange(1), default=2048, show_default=True,
                      help="Tokens the model may write per answer (the nuggetizer's 2048)."),
         click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE",
-                     help="hf-causal: further back-end option (repeatable), as in exam-grade."),
+                     help="hf-causal: further back-end option (repeatable), as in exam-grade; endpoint: "
+                          "reasoning_effort=low, chat_template_kwargs='{\"enable_thinking\": false}' (sent as they are)."),
     ]
     for opt in reversed(opts):
         f = opt(f)
@@ -59,8 +61,8 @@ def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, t
     from ..backends.chat import get_chat_model
     from ._grading import split_backend_options
 
-    if backend_options and backend != "hf-causal":
-        raise UsageError("--backend-option is for --backend hf-causal")
+    if backend_options and backend not in ("hf-causal", "endpoint"):
+        raise UsageError("--backend-option is for --backend hf-causal and endpoint")
     if script and backend != "scripted":
         raise UsageError("--script is for --backend scripted")
     from ..backends.chat import CHAT_MODELS
@@ -70,6 +72,12 @@ def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, t
     return get_chat_model(backend, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                           max_retries=max_retries, timeout=timeout, max_tokens=max_tokens,
                           backend_options=split_backend_options(backend_options), script=script)
+
+
+def usage_note(model) -> str | None:
+    """The tokens a server reported for this run's calls (None: no call went to a server)."""
+    usage = getattr(model, "usage", None)
+    return usage.line() if usage else None
 
 
 def kept_hint(no_cache: bool) -> str:

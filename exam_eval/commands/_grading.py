@@ -41,12 +41,48 @@ def dry_run_report(plan, grader, cache, shard) -> None:
         ("to grade (pairs)", todo_pairs),
         ("model calls after deduplication", s.units_to_grade),
     ]
+    tokens, how = estimate_prompt_tokens(grader, plan.units_todo)
+    lines.append((f"prompt tokens to send ({how})", tokens))
     for label, value in lines:
         click.echo(f"{label}\t{value}")
     if est is None:
         click.echo(f"estimated time\tunknown (no finished run of {grader.cache_identity} in the cache yet)")
     else:
         click.echo(f"estimated time\t{hms(est)} (at {rate:.2f} calls/s measured on the last run)")
+
+
+def _tokenizer_of(grader):
+    """The grading model's tokenizer where one is at hand without a download: a local
+    back end's checkpoint, or an endpoint's model id that names a checkpoint on this
+    machine (a path, or one in the Hugging Face cache); None otherwise."""
+    ref = getattr(grader, "_ref", None) or getattr(grader, "model_id", None)
+    if not ref or getattr(grader, "name", "") in ("scripted", "embedding"):
+        return None
+    try:
+        from transformers import AutoTokenizer
+
+        from ..backends.hf_common import pretrained_source
+
+        source, gguf = pretrained_source(str(ref))
+        return AutoTokenizer.from_pretrained(source, local_files_only=True, **gguf)
+    except Exception:  # noqa: BLE001 - no tokenizer here: the estimate says so
+        return None
+
+
+def estimate_prompt_tokens(grader, units) -> tuple[int, str]:
+    """The prompt tokens the units to grade would send (as rendered, without a chat
+    template's own tokens), and how they were counted."""
+    # the whole passage, uncut: a dry run loads no model, so the window is not known yet
+    texts = [unit.request.prompt.render(**unit.request.texts(unit.request.context)) for unit in units]
+    if not texts:
+        return 0, "none to send"
+    tok = _tokenizer_of(grader)
+    if tok is None:
+        return sum(max(1, len(t) // 4) for t in texts), "estimated at 4 characters a token: no tokenizer here"
+    total = 0
+    for start in range(0, len(texts), 1024):
+        total += sum(len(ids) for ids in tok(texts[start:start + 1024], add_special_tokens=False)["input_ids"])
+    return total, "counted with the model's tokenizer"
 
 
 def hms(seconds: float) -> str:
@@ -75,7 +111,8 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
         log(f"interrupted; {exc.written} grades written; {hint}")
         sys.exit(EXIT_INTERRUPTED)
     log(stats.summary())
-    for note in (*notes, stats.device_memory, session.grader.run_note()):
+    for note in (*notes, *stats.judge_notes(), stats.device_memory, session.grader.run_note(),
+                 getattr(session.grader, "usage_line", lambda: None)()):
         if note:
             log(note)
     if stats.failed:

@@ -29,7 +29,12 @@ BACKEND_OPTIONS = [
     click.option("--num-beams", type=click.IntRange(min=1), default=None, help="Beam search width for generation (default greedy)."),
     click.option("--base-url", default=None, metavar="URL", help="endpoint: OpenAI-compatible base URL (…/v1)."),
     click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY]."),
-    click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight [64; see man exam-nuggets, THROUGHPUT]."),
+    click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight at most; the window adapts to the server [64; see man exam-nuggets, THROUGHPUT]."),
+    click.option("--min-label-mass", type=click.FloatRange(min=0, max=1), default=None, metavar="M",
+                 help="Scored prompts: a grade is read from the labels' probabilities only where the judge put at least "
+                      "M of its first token's probability on them and its most probable token is a label; elsewhere "
+                      "the answer is generated and read from its text. 0 reads the labels whatever the judge wrote "
+                      "first. [0.5; see man exam-grade, JUDGES]"),
 ]
 
 # how a grading run reads and writes: -O pairs, the cache, one shard, a dry run, the output
@@ -49,7 +54,8 @@ RUN_OPTIONS = [
 # the keyword names BACKEND_OPTIONS give a command, as make_grader wants them
 _SETTINGS = {"engine_name": "engine"}
 BACKEND_SETTINGS = ("model", "device", "dtype", "engine_name", "compute_type", "recheck_margin", "batch_size",
-                    "max_input_tokens", "max_new_tokens", "num_beams", "base_url", "api_key_env", "concurrency")
+                    "max_input_tokens", "max_new_tokens", "num_beams", "base_url", "api_key_env", "concurrency",
+                    "min_label_mass")
 
 
 def _apply(options):

@@ -15,7 +15,7 @@ import click
 from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, IN_PLACE, FiniteRange, interrupted_says, make_main, output_option, refuse_given,
                     refuse_untaken)
-from ._chat import cache_options, chat_options, kept_hint, open_cache
+from ._chat import cache_options, chat_options, kept_hint, open_cache, usage_note
 
 EXIT_PARTIAL = 3
 PROG = "exam-genq"
@@ -95,7 +95,7 @@ def cli():
               help="Parallel requests (see man exam-nuggets, THROUGHPUT).")
 @click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
               help="HTTP retries per call on 429, 5xx, timeouts, connection errors, malformed bodies.")
-@click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=120.0, show_default=True,
+@click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=600.0, show_default=True,
               help="Seconds per HTTP request.")
 @click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
               help="Ask again this many times when an answer holds no parseable list.")
@@ -148,6 +148,10 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     refuse_untaken(click.get_current_context(), backend, generator_class(backend), GENERATOR_KEYWORDS)
     prompt = get_prompt(family, style, kind)
     extra = split_backend_options(backend_options)   # numbers and booleans as exam-grade reads them
+    if backend == "endpoint":
+        from ..backends.endpoint import chat_extras
+
+        chat_extras(extra)  # before a dry run too
     _check_output(output, force)
     topic_map = read_topics(topics)
     skip: set = set()
@@ -184,8 +188,9 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     _log(f"{len(outcome.items)} {kind}s for {outcome.units_done} of {len(units)} {what} "
          f"({outcome.calls} calls, {outcome.from_cache} from cache)"
          + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else ""))
-    if getattr(gen, "memory_note", None):
-        _log(gen.memory_note)
+    for note in (getattr(gen, "memory_note", None), usage_note(gen)):
+        if note:
+            _log(note)
     if outcome.failures:
         _log(f"{len(outcome.failures)} {what} failed and have no items:")
         for f in outcome.failures:
@@ -326,8 +331,9 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
         result = nuggetize_topics(queries, doc_ids, texts, chat, cache_path=cache_file(cache_path, no_cache),
                                   retries=retries, window=window, max_nuggets=max_nuggets, log=_log)
     bank = result.bank()
-    if getattr(chat, "memory_note", None):
-        _log(chat.memory_note)
+    for note in (getattr(chat, "memory_note", None), usage_note(chat)):
+        if note:
+            _log(note)
     if not bank and not result.failed:
         if not result.topics:
             raise InputError("no topic has documents with text", qrels or passages or ", ".join(runs or reports))

@@ -85,7 +85,7 @@ def _log(msg: str) -> None:
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports, track_spec, report_unit,
         cited_documents, reports_run_out, passages, topics, on_missing, bank,
         keep_edited_ids, prompt_name, generate_ratings, rating_rule, backend, model, device, dtype, engine_name,
-        compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
+        compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency, min_label_mass,
         verify, verifier_model, verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, retry_unparsed, output):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 

@@ -19,7 +19,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, claim_output, interrupted_says, make_main, output_option, refuse_given)
-from ._chat import chat_options, kept_hint, make_chat, open_cache
+from ._chat import chat_options, kept_hint, make_chat, open_cache, usage_note
 from ._nugget_options import check_shape_options, check_file_or_dir, reports_option, threshold_options
 from ._options import backend_flags, backend_settings, run_flags
 
@@ -319,7 +319,7 @@ Killed or interrupted? Run the same command again: it resumes where it stopped.
 @backend_flags
 @run_flags
 def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, backend, model, device, dtype,
-                engine_name, compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency,
+                engine_name, compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency, min_label_mass,
                 backend_options, cache_path, no_cache, shard, dry_run, retry_unparsed, output):
     """Grade whether each cited document supports the sentence citing it.
 
@@ -410,8 +410,9 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
         result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
                             window=window, retries=retries, output=output, log=_log, bank_name=bank,
                             topics_name=topics)
-    if getattr(chat, "memory_note", None):
-        _log(chat.memory_note)
+    for note in (getattr(chat, "memory_note", None), usage_note(chat)):
+        if note:
+            _log(note)
     if assignments:
         from ..measures.assignment_scores import write_listwise_assignments
 

@@ -44,35 +44,51 @@ class EndpointGenerator:
 
     def __init__(self, *, name: str = "endpoint", model: str | None = None, base_url: str = "",
                  api_key_env: str = "OPENAI_API_KEY", concurrency: int = 8, max_retries: int = 5,
-                 timeout: float = 60.0, max_tokens: int = 1024, temperature: float = 0.0,
-                 progress: bool = True, **_ignored: Any):
+                 timeout: float | None = None, max_tokens: int = 1024, temperature: float = 0.0,
+                 progress: bool = True, backend_options: dict | None = None, **_ignored: Any):
         if not model:
             raise UsageError("--model is required for the endpoint back end")
-        from ..backends.endpoint import checked_endpoint
+        from ..backends.endpoint import DEFAULT_TIMEOUT, chat_extras, checked_endpoint, extras_identity
 
         base_url = checked_endpoint(base_url, model)
+        options = dict(backend_options or {})
+        self.extras = chat_extras(options)
         self.client = OpenAIClient(base_url, model, api_key_env=api_key_env, concurrency=concurrency,
-                                   max_retries=max_retries, timeout=timeout)
+                                   max_retries=max_retries, timeout=timeout or DEFAULT_TIMEOUT)
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.progress = progress
         self.model = model
+        self._identity = extras_identity(self.extras)
+        self._checked = False
 
     @property
     def cache_identity(self) -> str:
         """What an answer depends on besides its prompt (the base URL is not part of it, as
         with exam-grade's endpoint: a server moved to another port keeps its answers)."""
-        return f"genq-endpoint:{self.model}:max_tokens={self.max_tokens}:temperature={self.temperature!r}"
+        return f"genq-endpoint:{self.model}:max_tokens={self.max_tokens}:temperature={self.temperature!r}" + \
+            self._identity
+
+    @property
+    def usage(self):
+        """Tokens the server reported for this run's calls (backends.token_usage.TokenUsage)."""
+        return self.client.usage
 
     def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
+        from ..backends.chat import after_reasoning
+        from ..backends.endpoint import check_served_model
         from ..progress import progress_bar
 
+        if not self._checked:
+            check_served_model(self.client, self.model)
+            self._checked = True
         convs = [[{"role": "user", "content": p}] for p in prompts]
         if not self.progress:
-            return self.client.chat(convs, max_tokens=self.max_tokens, temperature=self.temperature)
+            return after_reasoning(self.client.chat(convs, max_tokens=self.max_tokens, temperature=self.temperature,
+                                                    **self.extras))
         with progress_bar(len(convs), "generating", "calls") as bar:
-            return self.client.chat(convs, max_tokens=self.max_tokens, temperature=self.temperature,
-                                    progress=lambda _res: bar.advance())
+            return after_reasoning(self.client.chat(convs, max_tokens=self.max_tokens, temperature=self.temperature,
+                                                    progress=lambda _res: bar.advance(), **self.extras))
 
 
 class ScriptedGenerator:

@@ -136,6 +136,23 @@ def known_identities(path) -> set[str]:
     return {r[0] for r in rows if isinstance(r[0], str)}
 
 
+_DETAIL_FIELDS = {"label_mass": (int, float), "fallback": str, "reasoning": str, "served_model": str}
+
+
+def _detail(text: str | None) -> dict:
+    """A row's ``detail`` as GradeResult keywords; what cannot be read is left out."""
+    if not text:
+        return {}
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return {}
+    if not isinstance(obj, dict):
+        return {}
+    return {k: v for k, v in obj.items() if k in _DETAIL_FIELDS and isinstance(v, _DETAIL_FIELDS[k])
+            and not isinstance(v, bool)}
+
+
 class NullCache:
     """``--no-cache``: same interface, remembers nothing."""
 
@@ -178,12 +195,22 @@ class GradeCache(NullCache):
             _patiently(self.db.execute, "PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             _patiently(self.db.executescript, _SCHEMA)
+            _patiently(self._add_detail_column)
         except sqlite3.DatabaseError as exc:
             self._drop_unfinished(new)
             raise InputError(f"cannot use as grade cache: {exc}", str(path)) from None
         except OSError as exc:
             self._drop_unfinished(new)
             raise InputError(f"cannot create grade cache: {exc.strerror}", str(path)) from None
+
+    def _add_detail_column(self) -> None:
+        """``detail``: a grade's label mass, fallback reason, reasoning and served model
+        (GradeResult.detail, JSON), added to a cache an older exam_eval made; its rows
+        read as having none."""
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(grades)")}
+        if "detail" not in columns:
+            with self.db:
+                self.db.execute("ALTER TABLE grades ADD COLUMN detail TEXT")
 
     def _drop_unfinished(self, new: bool) -> None:
         """A cache this run began to create and could not finish (a full disk) is removed,
@@ -212,10 +239,11 @@ class GradeCache(NullCache):
             for start in range(0, len(keys), 500):
                 chunk = keys[start:start + 500]
                 marks = ",".join("?" * len(chunk))
-                rows = _patiently(self._fetch, f"SELECT key, answer, grade, probs, parse_ok FROM grades "
+                rows = _patiently(self._fetch, f"SELECT key, answer, grade, probs, parse_ok, detail FROM grades "
                                                 f"WHERE key IN ({marks})", chunk)
-                for key, answer, grade, probs, ok in rows:
-                    out[key] = GradeResult(answer, grade, json.loads(probs) if probs else None, bool(ok))
+                for key, answer, grade, probs, ok, detail in rows:
+                    extra = _detail(detail)
+                    out[key] = GradeResult(answer, grade, json.loads(probs) if probs else None, bool(ok), **extra)
         except sqlite3.Error as exc:
             raise self._error("read", exc) from None
         return out
@@ -226,11 +254,12 @@ class GradeCache(NullCache):
         lock with :class:`WaitStopped`."""
         now = time.time()
         values = [(k, r.answer, r.grade, None if r.probs is None else json.dumps(r.probs), int(r.parse_ok),
-                   backend, prompt_hash, now) for k, r in rows]
+                   backend, prompt_hash, now, json.dumps(r.detail) if r.detail else None) for k, r in rows]
 
         def commit():
             with self.db:  # one transaction = one commit per batch; a failed one is rolled back
-                self.db.executemany("INSERT OR REPLACE INTO grades VALUES (?,?,?,?,?,?,?,?)", values)
+                self.db.executemany("INSERT OR REPLACE INTO grades (key, answer, grade, probs, parse_ok, backend, "
+                                    "prompt_hash, created, detail) VALUES (?,?,?,?,?,?,?,?,?)", values)
 
         try:
             _patiently(commit, stop=stop)

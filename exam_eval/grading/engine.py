@@ -42,7 +42,7 @@ from .fitting import Batch, BatchLimit, submit_fitting
 from .handover import HandOver
 from .output import GradesAppender
 from .writer import GradeWriter
-from .types import GradeRequest, GradeResult, InterruptedBatch, padded_width
+from .types import CUT_OFF_REASONING, GradeRequest, GradeResult, InterruptedBatch, padded_width
 from .types import Grader as Backend  # the engine needs only this much of a back end
 
 
@@ -78,11 +78,38 @@ class Stats:
     units_to_grade: int = 0
     seconds: float = 0.0
     device_memory: str | None = None  # batches split where the device ran out of memory (fitting)
+    # pairs of a scored prompt whose grade was read from the answer's text, by reason, and
+    # answers cut off while reasoning (GradeResult.fallback)
+    fallbacks: dict = field(default_factory=dict)
+    scored: int = 0  # pairs of a scored prompt graded in this run (label mass measured or read from text)
 
     def summary(self) -> str:
         return (f"{self.pairs} pairs: {self.graded} graded, {self.from_cache} from cache, "
                 f"{self.deduplicated} deduplicated, {self.in_output} already in output, "
                 f"{self.failed} failed, {self.unparsed} unparsed")
+
+    def count(self, unit_pairs: int, result) -> None:
+        """Note what a graded unit's result says about the judge."""
+        if result.label_mass is not None or (result.fallback and result.fallback != CUT_OFF_REASONING):
+            self.scored += unit_pairs
+        if result.fallback:
+            self.fallbacks[result.fallback] = self.fallbacks.get(result.fallback, 0) + unit_pairs
+
+    def judge_notes(self) -> list[str]:
+        """What the summary says of the judge: scored grades read from the text and why,
+        and answers cut off while reasoning."""
+        notes = []
+        cut = self.fallbacks.get(CUT_OFF_REASONING, 0)
+        read = {k: v for k, v in self.fallbacks.items() if k != CUT_OFF_REASONING}
+        if read:
+            why = "; ".join(f"{k}: {v}" for k, v in sorted(read.items(), key=lambda kv: (-kv[1], kv[0])))
+            notes.append(f"{sum(read.values())} of {self.scored} scored pairs were read from the answer's text, "
+                         f"as generate mode reads it ({why})")
+        if cut:
+            notes.append(f"{cut} answers were cut off while reasoning (unparsed): raise --max-new-tokens (a reasoning "
+                         "judge may think for thousands of tokens) or ask for less thinking (-O reasoning_effort=low, "
+                         "-O chat_template_kwargs='{\"enable_thinking\": false}')")
+        return notes
 
 
 @dataclass
@@ -186,7 +213,15 @@ def is_done(pair: Pair, model: str, prompt, done: set[tuple], inputs: str | None
                for ih in item_hashes for ph in (key[6], None) for inh in (inputs, None))
 
 
-def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, model: str, prompt) -> Plan:
+def _stale_score(result: GradeResult, prompt, grader) -> bool:
+    """A scored grade cached before label masses were recorded (an older exam_eval): it
+    may contradict what the judge wrote, so it is graded again."""
+    return (grader is not None and prompt.mode == "score" and result.probs is not None and result.label_mass is None
+            and getattr(grader, "min_label_mass", 0) > 0 and getattr(grader, "reports_label_mass", False))
+
+
+def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, model: str, prompt,
+              grader=None) -> Plan:
     """``done``: resume keys of the output's lines (``Grade.resume_key``)."""
     stats = Stats(pairs=npairs)
     pending: list[Unit] = []
@@ -202,7 +237,8 @@ def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, mode
         if left:
             pending.append(Unit(unit.key, unit.request, left))
     # an unparsed answer is not final: a rerun asks again (older caches may hold some)
-    cached = {k: r for k, r in cache.get_many(u.key for u in pending).items() if r.parse_ok}
+    cached = {k: r for k, r in cache.get_many(u.key for u in pending).items()
+              if r.parse_ok and not _stale_score(r, prompt, grader)}
     units_cached = [u for u in pending if u.key in cached]
     todo = [u for u in pending if u.key not in cached]
     stats.from_cache = sum(len(u.pairs) for u in units_cached)
@@ -225,6 +261,8 @@ def _grades_for(unit: Unit, result: GradeResult, model: str, prompt, engine: str
             probs=result.probs, answer=result.answer, parse_ok=bool(result.parse_ok and result.grade is not None),
             model=model, prompt=prompt.id, prompt_hash=prompt.hash, engine=engine,
             item_hash=None if p.item is None else p.item.text_hash, input_hash=inputs, grader_hash=grader,
+            label_mass=None if result.label_mass is None else round(result.label_mass, 4),
+            fallback=result.fallback, reasoning=result.reasoning, served_model=result.served_model,
         )
         for p in unit.pairs
     ]
@@ -286,6 +324,7 @@ def execute(
                 stats.graded += 1
                 stats.deduplicated += len(unit.pairs) - 1
                 stats.unparsed += _unparsed(unit, result)
+                stats.count(len(unit.pairs), result)
                 # unparsed: written (and counted), not cached; a new -o or --retry-unparsed asks again
                 done.append((unit, result))
             writer.put(done)

@@ -29,11 +29,16 @@ choice stays visible. Two opt-in rules (``exam-grade --rating-rule``) read every
   unparsed).
 
 Rating parsers pick the rating the model meant, in this order: a number at the very start
-("4", " 4.", "4/5", "**4**", "[2] Highly relevant", "4: The answer ..."); a number after a
-rating keyword ("Grade: 4", "Rating: 4 out of 5", "The answer is 4", "score = 3"); an
-"N/M" or "N out of M" whose M is the scale's maximum. A number word ("four") only counts
-when it is the whole response. Non-integers ("4.5") and numbers off the prompt's scale
-are parse_ok False, never clipped.
+("4", " 4.", "4/5", "**4**", "[2] Highly relevant", "4: The answer ..."); one of the
+prompt's scale lines echoed whole, "- 5: The answer is highly relevant, complete, and
+accurate." (the self-rating prompts print their scale as "- N: description"; chat models
+such as SmolLM2-135M-Instruct answer with one such line) -- the "- " bullet must be
+followed by the number, ":" and text, so "- 3", "-3" (a negative number) and "- 4-6 weeks"
+are not read, and an answer echoing scale lines of two or more numbers (the model copying
+the scale) is refused; a number after a rating keyword ("Grade: 4", "Rating: 4 out of 5",
+"The answer is 4", "score = 3"); an "N/M" or "N out of M" whose M is the scale's maximum.
+A number word ("four") only counts when it is the whole response. Non-integers ("4.5")
+and numbers off the prompt's scale are parse_ok False, never clipped.
 
 A number is a rating only when what follows it says so: nothing, "/M" or "out of M" with
 M the scale's maximum, or a separator (":", ".", ")", "]", " - ", ",", a line break) and
@@ -188,6 +193,13 @@ def _rating_then(prompt: Prompt, raw: str, rest: str) -> Parsed | None:
 
 
 _LEADING = re.compile(r"^[\s\[\(\"'<]*" + _NUM + r"(?P<rest>.*)$", re.DOTALL)
+# An echoed scale line: "- 5: The answer is highly relevant, ..." (the self-rating prompts
+# print their scale as "- N: description" and chat models answer with one such line). The
+# "- " bullet needs a space ("-3" is a negative number) and the number needs ":" and text
+# after it ("- 4-6 weeks", "- 3" are not read).
+_SCALE_ECHO = re.compile(r"^\s*-[ \t]+([0-9]+(?:[.,][0-9]+)?)(?P<rest>\s*:\s+\S.*)$", re.DOTALL)
+# Every line of an answer that looks like one of the scale's lines, bulleted or not.
+_SCALE_LINES = re.compile(r"^[ \t]*(?:-[ \t]+)?([0-9]+)[ \t]*:", re.MULTILINE)
 
 
 def find_rating(prompt: Prompt, text: str) -> Parsed | None:
@@ -203,6 +215,17 @@ def find_rating(prompt: Prompt, text: str) -> Parsed | None:
     return found
 
 
+def _scale_echo(prompt: Prompt, raw: str, rest: str, text: str) -> Parsed:
+    """An answer opening with one of the prompt's scale lines, "- N: text": read as "N: text"
+    (so "N: <another grade's description>" is refused as before), unless the answer echoes
+    scale lines of two or more numbers (the model copying the scale)."""
+    numbers = sorted({int(n) for n in _SCALE_LINES.findall(text)}, reverse=True)
+    if len(numbers) > 1:
+        return Parsed(None, False, None, "several scale lines: " + ", ".join(map(str, numbers)))
+    found = _rating_then(prompt, raw, rest)
+    return found if found is not None else Parsed(None, False, None, "no rating found")
+
+
 def _first_rating(prompt: Prompt, text: str) -> Parsed | None:
     t = _clean(text)
     m = _LEADING.match(t)
@@ -210,6 +233,9 @@ def _first_rating(prompt: Prompt, text: str) -> Parsed | None:
         found = _rating_then(prompt, m.group(1), m.group("rest"))
         if found is not None:
             return found
+    m = _SCALE_ECHO.match(t)
+    if m:
+        return _scale_echo(prompt, m.group(1), m.group("rest"), t)
     for m in _KEYWORD.finditer(t):
         found = _rating_then(prompt, m.group(1), t[m.end():])
         if found is not None:

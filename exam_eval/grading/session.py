@@ -165,7 +165,8 @@ class GradingSession:
         Everything that can refuse does so here, before a model loads."""
         done = self._resume_keys()
         self.cache = self._open_cache()
-        self.work = engine.plan_work(units, npairs, done, self.cache, self.grader.model_id, self.prompt)
+        self.work = engine.plan_work(units, npairs, done, self.cache, self.grader.model_id, self.prompt,
+                                     self.grader)
         return self.work
 
     # -- the work -------------------------------------------------------------------------

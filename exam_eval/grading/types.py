@@ -44,9 +44,63 @@ class GradeResult(NamedTuple):
     # the model call itself failed (an endpoint error after all retries): nothing to
     # record; the engine neither writes nor caches it, so a rerun tries again
     failed: bool = False
+    # scored prompts: the share of the judge's first-token probability that fell on the
+    # labels (the whole distribution locally, the top alternatives over an endpoint)
+    label_mass: float | None = None
+    # why a scored prompt's grade was read from the answer's text instead (a short,
+    # stable reason the summary counts), or why an answer has no grade beyond parsing
+    # ("cut off while reasoning")
+    fallback: str | None = None
+    # what a reasoning judge thought before its answer (kept for exam-verify and audits)
+    reasoning: str | None = None
+    # the model id the server reported, where it differs from the one asked for
+    served_model: str | None = None
+
+    @property
+    def detail(self) -> dict:
+        """The optional fields that are set, as a grade line and the cache keep them."""
+        return {k: v for k, v in (("label_mass", self.label_mass), ("fallback", self.fallback),
+                                  ("reasoning", self.reasoning), ("served_model", self.served_model))
+                if v is not None}
 
 
 FAILED = GradeResult(None, None, None, False, True)
+#: GradeResult.fallback of an answer whose judge never finished reasoning
+CUT_OFF_REASONING = "cut off while reasoning"
+
+
+class LabelWeights(dict):
+    """A scoring back end's label weights (label -> weight, any positive scale), with what
+    the judge did besides: ``mass``, the share of the first token's probability on the
+    labels (None where unknown), and ``top_is_label``, whether the judge's most probable
+    first token is a label at all (None where unknown). A grade read from label weights
+    measures the judge only where both say it was about to write a label."""
+
+    mass: float | None = None
+    top_is_label: bool | None = None
+
+    @classmethod
+    def of(cls, weights: dict, mass: float | None, top_is_label: bool | None) -> "LabelWeights":
+        out = cls(weights)
+        out.mass = mass
+        out.top_is_label = top_is_label
+        return out
+
+
+class Generated(str):
+    """A generated answer with what came beside it: the server's separate reasoning field
+    and whether the answer was cut off at the token limit."""
+
+    reasoning: str | None = None
+    cut_off: bool = False
+    served_model: str | None = None
+
+    @classmethod
+    def of(cls, text: str, reasoning: str | None = None, cut_off: bool = False,
+           served_model: str | None = None) -> "Generated":
+        out = cls(text)
+        out.reasoning, out.cut_off, out.served_model = reasoning, cut_off, served_model
+        return out
 
 
 class Grader(Protocol):

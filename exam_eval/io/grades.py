@@ -66,6 +66,16 @@ class Grade:
     # the grader's settings (back end, model files, decoding, token limits, verifier, ...):
     # a resume refuses to append grades of other settings under the same model and prompt
     grader_hash: str | None = None
+    # a scored prompt's label mass: the share of the judge's first-token probability on
+    # the labels (exam_eval.backends.base.label_mass_fallback)
+    label_mass: float | None = None
+    # why a scored prompt's grade was read from the answer's text ("label mass below 0.5",
+    # "reasoning judge", ...) or why an answer stayed unparsed ("cut off while reasoning")
+    fallback: str | None = None
+    # a reasoning judge's thinking before its answer
+    reasoning: str | None = None
+    # the model id the server reported, where it differs from ``model``
+    served_model: str | None = None
 
     @property
     def key(self) -> tuple:
@@ -89,7 +99,9 @@ class Grade:
             "prompt_hash": self.prompt_hash, "item_hash": self.item_hash,
         } | ({"engine": self.engine} if self.engine is not None else {}) \
           | ({"input_hash": self.input_hash} if self.input_hash is not None else {}) \
-          | ({"grader_hash": self.grader_hash} if self.grader_hash is not None else {})
+          | ({"grader_hash": self.grader_hash} if self.grader_hash is not None else {}) \
+          | {k: v for k, v in (("label_mass", self.label_mass), ("fallback", self.fallback),
+                               ("reasoning", self.reasoning), ("served_model", self.served_model)) if v is not None}
 
 
 def grade_line(g: Grade) -> str:
@@ -203,7 +215,19 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
         item_hash=_text_or_null(obj, "item_hash", name, lineno), engine=_text_or_null(obj, "engine", name, lineno),
         input_hash=_text_or_null(obj, "input_hash", name, lineno),
         grader_hash=_text_or_null(obj, "grader_hash", name, lineno),
+        label_mass=_share_or_null(obj, "label_mass", name, lineno),
+        fallback=_text_or_null(obj, "fallback", name, lineno), reasoning=_text_or_null(obj, "reasoning", name, lineno),
+        served_model=_text_or_null(obj, "served_model", name, lineno),
     )
+
+
+def _share_or_null(obj: dict, key: str, name: str, lineno: int) -> float | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if type(v) not in _NUMBERS or not -1e-6 <= v <= 1 + 1e-6:
+        raise InputError(f"'{key}' must be a number from 0 to 1 or null, got {_show(v)}", name, lineno)
+    return float(v)
 
 
 def _objects(value, what: str, name: str, lineno: int) -> list[dict]:
