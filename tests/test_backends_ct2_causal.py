@@ -52,7 +52,7 @@ def _reqs(prompt):
 
 
 def _ct2(model, **kw):
-    # the engines' label probabilities are compared: the label-mass rule (test_label_mass.py) is off
+    # the engines' label probabilities are compared: the label-mass rule (tests/test_judges.py, test_grade_cli_hf.py) is off
     kw.setdefault("min_label_mass", 0)
     b = get_backend("hf-causal", model=str(model), device="cpu", max_new_tokens=6, engine="ctranslate2", **kw)
     b.load()

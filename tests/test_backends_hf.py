@@ -36,7 +36,7 @@ def _reqs(prompt, n=3, keys=None):
 @pytest.fixture(scope="module")
 def t5(tiny_t5):
     # random weights put a few per cent of their mass on the labels: these checks are of the
-    # scoring arithmetic, so the label-mass rule is off (it has tests of its own: test_label_mass.py)
+    # scoring arithmetic, so the label-mass rule is off (its own tests: test_judges.py, test_grade_cli_hf.py)
     b = get_backend("hf-seq2seq", model=str(tiny_t5), device="cpu", max_new_tokens=6, max_input_tokens=400,
                     engine="torch", min_label_mass=0)  # the checks below call the torch model directly
     b.load()

@@ -39,7 +39,9 @@ def common(tiny_t5, tmp_path):
     run = tmp_path / "r.run"
     run.write_text("".join(x + "\n" for x in (DEMO / "good.run").read_text().splitlines()[:4]))
     return ["--backend", "hf-seq2seq", "--model", tiny_t5, "--device", "cpu", "--prompt", "question-selfrating",
-            "--bank", bank, "--passages", DEMO / "passages.jsonl", run, "--cache", tmp_path / "cache.sqlite"]
+            "--bank", bank, "--passages", DEMO / "passages.jsonl", run, "--cache", tmp_path / "cache.sqlite",
+            # scored grades (the random model would fall back to generating: tests/test_judges.py, test_grade_cli_hf.py)
+            "--min-label-mass", "0"]
 
 
 @pytest.mark.parametrize("engine", ["torch", "ctranslate2"])

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("exam_eval", "exam_eval.progress", "exam_eval.data", "exam_eval.parallel", "exam_eval.allocator"),
     # the grade types, output parsers and published prompts are data that needs only
     # errors: below io, so the grades reader can hold a grade to its prompt's scale
-    ("exam_eval.grading.types",),
+    ("exam_eval.grading.types", "exam_eval.grading.reasoning"),
     ("exam_eval.grading.parsing",),
     ("exam_eval.grading.prompts",),
     ("exam_eval.io",),
@@ -40,7 +40,7 @@ LAYERS: list[tuple[str, ...]] = [
 # back ends build on are below the engine, which must not need a back end to run.
 GRADING_LAYERS: list[tuple[str, ...]] = [
     ("exam_eval.grading", "exam_eval.grading.types", "exam_eval.grading.answer_check", "exam_eval.grading.segment",
-     "exam_eval.grading.handover"),
+     "exam_eval.grading.handover", "exam_eval.grading.reasoning"),
     ("exam_eval.grading.parsing",),
     ("exam_eval.grading.prompts",),
     ("exam_eval.grading.pool", "exam_eval.grading.report_units", "exam_eval.grading.cache",

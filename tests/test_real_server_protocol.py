@@ -215,3 +215,67 @@ def test_exam_grade_endpoint_against_llamacpp(llamacpp_server, tmp_path, run_cli
     assert res.returncode == 0, res.stderr[-3000:]
     lines = _grade_lines(out)
     assert len(lines) == 4, lines
+
+
+# -- every command that talks to a chat model, through transformers serve --------------------
+
+def _said_or_unparsed(lines, prompt_id):
+    """Every grade is what the judge's text says, or none (this server sends no logprobs)."""
+    from exam_eval.grading.prompts import get_prompt
+
+    prompt = get_prompt(prompt_id)
+    for g in lines:
+        parsed = prompt.parse(g["answer"] or "")
+        assert (g["grade"], g["parse_ok"]) == ((parsed.grade, True) if parsed.parse_ok else (None, False)), g
+        assert g["probs"] is None
+
+
+@pytest.mark.parametrize("prompt_id", ["question-selfrating", "umbrela"])
+def test_exam_grade_score_and_generate_prompts_give_the_judges_own_answer(transformers_server, tmp_path, run_cli,
+                                                                          prompt_id):
+    out = tmp_path / "grades.jsonl"
+    res = run_cli("exam-grade", "--backend", "endpoint", "--base-url", transformers_server.base_url,
+                  "--model", transformers_server.model, "--prompt", prompt_id, "--max-new-tokens", "6",
+                  "--no-cache", "-o", out, *_grade_inputs(tmp_path), timeout=180, env={"EXAM_EVAL_PROGRESS": "0"})
+    assert res.returncode == 0, res.stderr[-3000:]
+    lines = _grade_lines(out)
+    pairs = 4 if prompt_id == "question-selfrating" else 2  # umbrela grades the passages directly
+    assert len(lines) == pairs
+    _said_or_unparsed(lines, prompt_id)
+    if prompt_id == "question-selfrating":  # scored: the server listed no logprobs
+        assert all(g["fallback"] == "no logprobs" for g in lines)
+        assert "4 of 4 scored pairs were read from the answer's text" in res.stderr
+    assert "tokens: " in res.stderr and " prompt, " in res.stderr and f"over {pairs} replies" in res.stderr
+
+
+def test_exam_nuggets_assign_and_exam_genq_through_the_server(transformers_server, tmp_path, run_cli):
+    """The AutoNuggetizer's prompts and question generation against a real chat template:
+    the random model's answers do not parse, which must end in a clean summary (with the
+    tokens the server counted), never a traceback."""
+    from exam_eval.demo import demo_data_dir
+
+    data = demo_data_dir()
+    server = ["--base-url", transformers_server.base_url, "--model", transformers_server.model,
+              "--max-tokens", "8", "--retries", "0", "--no-cache"]
+    env = {"EXAM_EVAL_PROGRESS": "0"}
+    reports = tmp_path / "reports.jsonl"
+    reports.write_text(json.dumps({"metadata": {"run_id": "r", "topic_id": "101", "team_id": "t"},
+                                   "responses": [{"text": "Bees make honey from nectar.", "citations": []}],
+                                   "references": []}) + "\n")
+    bank = tmp_path / "nuggets.jsonl"
+    bank.write_text("".join(x + "\n" for x in (data / "nuggets.jsonl").read_text().splitlines()
+                            if json.loads(x)["query_id"] == "101"))
+    out = tmp_path / "assigned.jsonl"
+    res = run_cli("exam-nuggets", "assign", "--reports", reports, "--bank", bank, "--topics", data / "topics.tsv",
+                  *server, "-o", out, timeout=180, env=env)
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert "tokens: " in res.stderr and len(_grade_lines(out)) == len(bank.read_text().splitlines())
+    topics = tmp_path / "topics.tsv"
+    topics.write_text((data / "topics.tsv").read_text().splitlines()[0] + "\n")
+    res = run_cli("exam-genq", "generate", topics, *server, "-o", tmp_path / "q.jsonl", timeout=180, env=env)
+    assert res.returncode in (0, 3) and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert "tokens: " in res.stderr
+    res = run_cli("exam-genq", "nuggetize", topics, "--qrels", data / "qrels.txt", "--passages",
+                  data / "passages.jsonl", *server, "-o", tmp_path / "n.jsonl", timeout=180, env=env)
+    assert res.returncode in (0, 3) and "Traceback" not in res.stderr, res.stderr[-3000:]
+    assert "tokens: " in res.stderr
