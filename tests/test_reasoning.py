@@ -196,4 +196,6 @@ def test_join_reasoning():
     assert join_reasoning(None, "4", False) == Reasoned("4", None, False, None)
     assert join_reasoning("", "4", False) == Reasoned("4", None, False, None)
     assert join_reasoning(None, None, False) == Reasoned("", None, False, None)
-    assert join_reasoning(None, None, True) == Reasoned(None, None, True, None)
+    # cut off with no reasoning at all is an empty answer, not one cut off while reasoning
+    assert join_reasoning(None, None, True) == Reasoned("", None, False, None)
+    assert join_reasoning(None, "", True) == Reasoned("", None, False, None)

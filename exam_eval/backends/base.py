@@ -311,7 +311,8 @@ class PromptBackend(Backend):
         if said.unfinished:
             return GradeResult(said.answer or "", None, None, False, fallback=CUT_OFF_REASONING,
                                reasoning=said.reasoning, served_model=served)
-        answer = said.answer if said.answer is not None else ""
+        # without reasoning the answer is the text as it came, byte for byte
+        answer = str(text) if said.reasoning is None else (said.answer or "")
         parsed = req.prompt.parse(answer)
         grade, ok = finish_parsed(req, parsed)
         return GradeResult(answer, grade, None, ok, reasoning=said.reasoning, served_model=served)
@@ -322,7 +323,9 @@ def answer_of(text: str) -> str | None:
     from ..grading.reasoning import join_reasoning
 
     said = join_reasoning(getattr(text, "reasoning", None), str(text), bool(getattr(text, "cut_off", False)))
-    return None if said.unfinished else (said.answer or "")
+    if said.unfinished:
+        return None
+    return str(text) if said.reasoning is None else (said.answer or "")
 
 
 def llm_verify(backend: Backend, verifier: "Prompt", requests: Sequence[GradeRequest], answers: Sequence[str | None],

@@ -33,7 +33,7 @@ from ..errors import InputError, OutputError
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS grades (
     key TEXT PRIMARY KEY, answer TEXT, grade INTEGER, probs TEXT, parse_ok INTEGER NOT NULL,
-    backend TEXT, prompt_hash TEXT, created REAL);
+    backend TEXT, prompt_hash TEXT, created REAL, detail TEXT);
 CREATE TABLE IF NOT EXISTS throughput (
     backend TEXT PRIMARY KEY, pairs INTEGER NOT NULL, seconds REAL NOT NULL, updated REAL);
 """
