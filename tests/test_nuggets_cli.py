@@ -573,3 +573,24 @@ def test_support_dry_run_and_shards(data, run_cli, tmp_path):
         assert run_cli("exam-nuggets", *base, "--shard", f"{i}/2", "-o", part).returncode == 0
         keys += [(g["doc_id"], g["item_id"]) for g in map(json.loads, part.read_text().splitlines())]
     assert len(keys) == 4 == len(set(keys))
+
+
+def test_bank_export_keeps_the_workbench_query_texts(shared_data, run_cli, tmp_path):
+    """Every line of the workbench's DL19 nugget bank carries query_text: the nuggetizer
+    export writes it (it wrote "" for all 43 topics); --topics fills in only what is missing."""
+    import gzip
+
+    source = shared_data / "dl19" / "banks" / "nuggets.jsonl.gz"
+    with gzip.open(source, "rt", encoding="utf-8") as fh:
+        want = {str(obj["query_id"]): obj["query_text"] for obj in map(json.loads, fh)}
+    out = tmp_path / "nz.jsonl"
+    res = run_cli("exam-nuggets", "bank", "--to", "nuggetizer", source, "-o", out)
+    assert res.returncode == 0 and "give --topics" not in res.stderr, res.stderr
+    got = {x["qid"]: x["query"] for x in map(json.loads, out.read_text().splitlines())}
+    assert len(got) == 43 and got == want
+    topics = tmp_path / "topics.tsv"
+    first = next(iter(want))
+    topics.write_text(f"{first}\tanother text\n999\tunused\n")
+    res = run_cli("exam-nuggets", "bank", "--to", "nuggetizer", source, "--topics", topics, "-o", out)
+    assert res.returncode == 0, res.stderr
+    assert {x["qid"]: x["query"] for x in map(json.loads, out.read_text().splitlines())} == want

@@ -93,6 +93,9 @@ def _items_from_workbench(obj: dict, name: str, lineno: int) -> Iterator[BankIte
         raise InputError("workbench bank line without an 'items' or 'questions' list", name, lineno)
     qid = json_id(obj.get("query_id"), "query_id", name, lineno)
     facet = json_id(obj.get("facet_id"), "facet_id", name, lineno, trec=False, nullable=True)
+    # the line's query text travels with its items (exam-nuggets bank writes it out)
+    query_text = obj.get("query_text")
+    shared = {"query_text": query_text} if isinstance(query_text, str) and query_text.strip() else {}
     for entry in entries:
         if not isinstance(entry, dict):
             raise InputError("workbench bank item is not an object", name, lineno)
@@ -115,7 +118,7 @@ def _items_from_workbench(obj: dict, name: str, lineno: int) -> Iterator[BankIte
             raise InputError("'answers' must be a list of strings", name, lineno)
         item_id = None if item_id in (None, "") else json_id(item_id, kind + "_id", name, lineno, trec=False)
         yield BankItem(json_id(entry.get("query_id", qid), "query_id", name, lineno), item_id, kind, text,
-                       efacet, answers or None,
+                       efacet, answers or None, dict(shared),
                        importance=_importance(entry.get("importance"), name, lineno))
 
 

@@ -138,11 +138,12 @@ def items_from_track_bank(obj: dict, name: str, lineno: int) -> Iterator[BankIte
 
 
 def query_texts(items: Iterable[BankItem], queries: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Query text per topic: the given ``queries`` first, else the text a bank item
-    carries (``query_text``: a nuggetizer "query", an AutoJudge "title_query", a bank
-    made by exam-genq nuggetize)."""
-    out = {i.query_id: i.extra["query_text"] for i in items if isinstance(i.extra.get("query_text"), str)}
-    out.update(queries or {})
+    """Query text per topic: the text the bank's items carry (``query_text``: a workbench
+    line's, a nuggetizer "query", an AutoJudge "title_query", a bank made by exam-genq
+    nuggetize), else the given ``queries`` (--topics fills in only what is missing)."""
+    out = dict(queries or {})
+    out.update((i.query_id, i.extra["query_text"]) for i in items
+               if isinstance(i.extra.get("query_text"), str) and i.extra["query_text"].strip())
     return out
 
 
