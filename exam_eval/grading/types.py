@@ -59,9 +59,16 @@ class GradeResult(NamedTuple):
     @property
     def detail(self) -> dict:
         """The optional fields that are set, as a grade line and the cache keep them."""
-        return {k: v for k, v in (("label_mass", self.label_mass), ("fallback", self.fallback),
-                                  ("reasoning", self.reasoning), ("served_model", self.served_model))
-                if v is not None}
+        return detail_of(self)
+
+
+#: what a grade may say about its judge besides the grade (GradeResult and io.grades.Grade)
+DETAIL_FIELDS = ("label_mass", "fallback", "reasoning", "served_model")
+
+
+def detail_of(obj) -> dict:
+    """``obj``'s DETAIL_FIELDS that are set."""
+    return {k: v for k in DETAIL_FIELDS if (v := getattr(obj, k)) is not None}
 
 
 FAILED = GradeResult(None, None, None, False, True)

@@ -39,6 +39,7 @@ from typing import IO, Iterable, Iterator
 from ..errors import InputError, UsageError
 from .jsonl import dumps, iter_jsonl, json_id, require_fields
 from .openers import display_name
+from ..grading.types import detail_of
 from .trec import LABEL_MAX
 
 
@@ -100,8 +101,7 @@ class Grade:
         } | ({"engine": self.engine} if self.engine is not None else {}) \
           | ({"input_hash": self.input_hash} if self.input_hash is not None else {}) \
           | ({"grader_hash": self.grader_hash} if self.grader_hash is not None else {}) \
-          | {k: v for k, v in (("label_mass", self.label_mass), ("fallback", self.fallback),
-                               ("reasoning", self.reasoning), ("served_model", self.served_model)) if v is not None}
+          | detail_of(self)
 
 
 def grade_line(g: Grade) -> str:
