@@ -159,10 +159,30 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         if dry_run:
             dry_run_report(plan, grader, session.cache, shard)
             return 0
+        listwise = listwise_note(prompt, plan, grader)
+        if listwise:
+            _log(listwise)
         missing = plan.stats.missing
         return run_session(session, log=_log, batch_size=batch_size, progress="grading",
                            notes=[f"{missing} pooled passages had no text and were skipped"] if missing else [],
                            on_ready=lambda: [write_segment_runs(planned) for planned in run_files.values()])
+
+
+def listwise_note(prompt, plan, grader) -> str | None:
+    """nuggetizer-assign here is one call per (report, nugget): the user who wants the
+    AutoNuggetizer's own calls (a window of nuggets per call) should hear of its path."""
+    from ..grading.listwise import WINDOW
+
+    if prompt.id != "nuggetizer-assign" or not plan.units_todo or getattr(grader, "name", "") == "scripted":
+        return None
+    per_report: dict[tuple, int] = {}
+    for unit in plan.units_todo:
+        for pair in unit.pairs:
+            per_report[(pair.query_id, pair.doc_id)] = per_report.get((pair.query_id, pair.doc_id), 0) + 1
+    windows = sum(-(-n // WINDOW) for n in per_report.values())
+    return (f"prompt nuggetizer-assign asks one model call per (report, nugget) pair: {len(plan.units_todo)} calls "
+            f"here; the AutoNuggetizer asks up to {WINDOW} nuggets of a report per call, as `exam-nuggets assign` "
+            f"does (about {windows} calls for these pairs)")
 
 
 def check_run_files(run_files: dict) -> None:
