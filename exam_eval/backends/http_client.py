@@ -454,6 +454,47 @@ def _run_on_daemons(work: Callable[[int, _Slot | None], None], n: int, threads: 
         raise failed[0]
 
 
+CHAT_ROUTE = "/chat/completions"
+COMPLETIONS_ROUTE = "/completions"
+
+
+def chat_body(model: str, messages: Sequence[dict], *, max_tokens: int = 512, temperature: float = 0.0,
+              logprobs: bool = False, top_logprobs: int | None = None, **extra: Any) -> dict[str, Any]:
+    """The JSON body of one chat request, as :meth:`OpenAIClient.chat` sends it (and a
+    batch file holds it: exam_eval.backends.batch_files)."""
+    body: dict[str, Any] = {"model": model, "messages": list(messages), "max_tokens": max_tokens,
+                            "temperature": temperature}
+    if logprobs or top_logprobs:
+        body["logprobs"] = True
+        if top_logprobs:
+            body["top_logprobs"] = int(top_logprobs)
+    body.update(extra)
+    return body
+
+
+def completion_body(model: str, prompt: str, *, max_tokens: int = 512, temperature: float = 0.0,
+                    logprobs: bool = False, top_logprobs: int | None = None, **extra: Any) -> dict[str, Any]:
+    """The JSON body of one legacy text completion, as :meth:`OpenAIClient.complete` sends it."""
+    body: dict[str, Any] = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": temperature}
+    if logprobs or top_logprobs:
+        # the legacy API takes the number of alternatives in `logprobs` itself
+        body["logprobs"] = int(top_logprobs or 1)
+    body.update(extra)
+    return body
+
+
+def reply_of(route: str, body: Any) -> ChatResult:
+    """A reply body that came some other way (a batch service's results file), read as
+    the client reads one from the server: a malformed one is an error, as it would be
+    after the client's last retry."""
+    try:
+        reply = (OpenAIClient._parse_chat if route == CHAT_ROUTE else OpenAIClient._parse_completion)(body)
+    except (_Retryable, BadReply) as exc:
+        return ChatResult(None, str(exc), None, 1)
+    return ChatResult(reply.text, None, reply.logprobs, 1, reply.finish_reason, reply.reasoning, reply.usage,
+                      reply.model)
+
+
 class OpenAIClient:
     """Concurrent, retrying client for ``/chat/completions`` and ``/completions``.
 
@@ -503,33 +544,18 @@ class OpenAIClient:
         or a string, shown as the description of a rich progress bar on stderr.
         ``extra`` keys (``stop``, ``seed``, ...) are sent as they are.
         """
-        payloads = []
-        for messages in conversations:
-            body: dict[str, Any] = {"model": self.model, "messages": list(messages),
-                                    "max_tokens": max_tokens, "temperature": temperature}
-            if logprobs or top_logprobs:
-                body["logprobs"] = True
-                if top_logprobs:
-                    body["top_logprobs"] = int(top_logprobs)
-            body.update(extra)
-            payloads.append(body)
-        return self._run("/chat/completions", payloads, self._parse_chat, progress)
+        payloads = [chat_body(self.model, messages, max_tokens=max_tokens, temperature=temperature,
+                              logprobs=logprobs, top_logprobs=top_logprobs, **extra) for messages in conversations]
+        return self._run(CHAT_ROUTE, payloads, self._parse_chat, progress)
 
     def complete(self, prompts: Sequence[str], *, max_tokens: int = 512, temperature: float = 0.0,
                  logprobs: bool = False, top_logprobs: int | None = None,
                  progress: Callable[[ChatResult], Any] | str | None = None,
                  **extra: Any) -> list[ChatResult]:
         """One legacy text completion per prompt (the ``/completions`` route)."""
-        payloads = []
-        for prompt in prompts:
-            body: dict[str, Any] = {"model": self.model, "prompt": prompt,
-                                    "max_tokens": max_tokens, "temperature": temperature}
-            if logprobs or top_logprobs:
-                # the legacy API takes the number of alternatives in `logprobs` itself
-                body["logprobs"] = int(top_logprobs or 1)
-            body.update(extra)
-            payloads.append(body)
-        return self._run("/completions", payloads, self._parse_completion, progress)
+        payloads = [completion_body(self.model, prompt, max_tokens=max_tokens, temperature=temperature,
+                                    logprobs=logprobs, top_logprobs=top_logprobs, **extra) for prompt in prompts]
+        return self._run(COMPLETIONS_ROUTE, payloads, self._parse_completion, progress)
 
     def list_models(self, timeout: float = 10.0) -> list[str] | None:
         """The ids of the models the server says it serves (``GET /models``), or None where
@@ -784,8 +810,9 @@ class OpenAIClient:
         finish = choice.get("finish_reason")
         return (finish if isinstance(finish, str) else None), usage_counts(body), model_name(body.get("model"))
 
-    def _parse_chat(self, body: Any) -> _Parsed:
-        choice = self._first_choice(body)
+    @staticmethod
+    def _parse_chat(body: Any) -> _Parsed:
+        choice = OpenAIClient._first_choice(body)
         message = choice.get("message")
         if not isinstance(message, dict):
             raise _Retryable("malformed response: choice without message")
@@ -794,13 +821,14 @@ class OpenAIClient:
             content = ""  # a refusal or a tool call: no text, but a well-formed answer
         if not isinstance(content, str):
             raise _Retryable("malformed response: message content is not a string")
-        finish, usage, model = self._details(body, choice)
+        finish, usage, model = OpenAIClient._details(body, choice)
         return _Parsed(content, chat_logprobs(choice), finish, reasoning_text(message), usage, model)
 
-    def _parse_completion(self, body: Any) -> _Parsed:
-        choice = self._first_choice(body)
+    @staticmethod
+    def _parse_completion(body: Any) -> _Parsed:
+        choice = OpenAIClient._first_choice(body)
         text = choice.get("text")
         if not isinstance(text, str):
             raise _Retryable("malformed response: choice without text")
-        finish, usage, model = self._details(body, choice)
+        finish, usage, model = OpenAIClient._details(body, choice)
         return _Parsed(text, completion_logprobs(choice), finish, None, usage, model)

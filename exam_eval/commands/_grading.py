@@ -93,10 +93,13 @@ def hms(seconds: float) -> str:
 
 
 def run_session(session, *, log: Callable[[str], None], batch_size: int | None, progress: str,
-                notes: Iterable[str] = (), on_ready: Callable[[], None] | None = None) -> int:
+                notes: Iterable[str] = (), on_ready: Callable[[], None] | None = None,
+                failures: Callable[[], list[str]] | None = None,
+                retry: str = "run the same command again to retry them") -> int:
     """Run a planned session as a command does: SIGTERM stops like Ctrl-C (exit 130 with
     the resume hint; a second signal ends the process at once, see ``stop_on_signals``),
-    then the summary, ``notes`` and failed model calls (exit 3)."""
+    then the summary, ``notes`` and failed model calls (exit 3): named by ``failures``
+    where given (else the back end's most frequent error), ``retry`` said of them."""
     from ..grading.session import Interrupted
     from ._base import exit_on_next_signal, stop_on_signals
 
@@ -116,9 +119,99 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
         if note:
             log(note)
     if stats.failed:
-        detail = getattr(session.grader, "failure_summary", lambda: None)()
-        if detail:
-            log(detail)
-        log(f"{stats.failed} model calls failed and were not recorded; run the same command again to retry them")
+        if failures is not None:
+            for line in failures():
+                log(line)
+        else:
+            detail = getattr(session.grader, "failure_summary", lambda: None)()
+            if detail:
+                log(detail)
+        log(f"{stats.failed} model calls failed and were not recorded; {retry}")
         return EXIT_CALLS_FAILED
     return 0
+
+
+# ---- batch files (--batch-out, --batch-in): backends.batch_files -------------------------
+
+def batch_tag(command: str, grader, prompt) -> str:
+    from ..backends.batch_files import grader_tag
+
+    return grader_tag(command, grader.cache_identity, prompt.id, prompt.hash)
+
+
+def check_batch_flags(backend: str, batch_out: str | None, batch_in: tuple, dry_run: bool, verify: str | None,
+                      options: dict) -> None:
+    """--batch-out and --batch-in: requests of the endpoint back end, one call per pair;
+    no server is needed for either (``options``' base_url is filled in where missing)."""
+    if not batch_out and not batch_in:
+        return
+    flag = "--batch-out" if batch_out else "--batch-in"
+    if batch_out and batch_in:
+        raise click.UsageError("--batch-out writes the requests and --batch-in reads their answers: give one")
+    if backend != "endpoint":
+        raise click.UsageError(f"{flag} takes the requests of the endpoint back end: give --backend endpoint and "
+                               "--model (the name the batch service serves)")
+    if dry_run:
+        raise click.UsageError(f"--dry-run and {flag}: the dry run counts what --batch-out would ask; give one")
+    if verify == "llm":
+        raise click.UsageError(f"{flag}: --verify llm asks a second call after each answer; grade its extraction "
+                               "with --verify lexical, or through a server")
+    from ..backends.batch_files import NO_SERVER
+
+    options["base_url"] = options.get("base_url") or NO_SERVER
+
+
+def _unit_name(unit) -> str:
+    pair = unit.pairs[0]
+    return f"{pair.query_id}:{pair.doc_id}:{'-' if pair.item is None else pair.item.item_id}"
+
+
+def _asked(session, command: str) -> list[tuple[str, str, dict]]:
+    """(custom_id, route, body) of every unit still to grade, as the back end would send it."""
+    from ..backends.batch_files import custom_id, record_bodies, request_digest
+
+    grader, units = session.grader, session.work.units_todo
+    tag = batch_tag(command, grader, session.prompt)
+    out = []
+    for unit, asked in zip(units, record_bodies(grader, [u.request for u in units], lambda r: grader.grade([r]))):
+        if len(asked) != 1:  # one call per pair is what a batch file can hold
+            raise RuntimeError(f"back end {grader.name} asked {len(asked)} requests for one pair")
+        route, body = asked[0]
+        out.append((custom_id(tag, request_digest(route, body), _unit_name(unit)), route, body))
+    return out
+
+
+def write_batch(session, path: str, *, command: str, log: Callable[[str], None]) -> int:
+    """--batch-out: one request line per unit still to grade (resume rules, cache and
+    --shard as for grading), split at the Batch API's limits."""
+    from ..backends.batch_files import request_line, write_requests
+
+    asked = _asked(session, command)
+    pairs = sum(len(u.pairs) for u in session.work.units_todo)
+    written = write_requests(path, [request_line(cid, route, body) for cid, route, body in asked])
+    files = ", ".join(f"{p} ({n:,})" for p, n in written)
+    stats = session.work.stats
+    # the cache's grades are not asked; the --batch-in run writes them with the answers
+    log(f"{len(asked):,} requests for {pairs:,} pairs written to {files or path}; not asked: {stats.in_output:,} "
+        f"pairs already in the output, {stats.from_cache:,} in the cache")
+    if asked:
+        log("send them to the OpenAI Batch API or vLLM's run_batch, then run the same command with --batch-in "
+            "RESULTS (man exam-grade, BATCH FILES)")
+    return 0
+
+
+def read_batch(session, paths: tuple[str, ...], *, command: str, log: Callable[[str], None]):
+    """--batch-in: the back end's client answers from the results files (checked whole
+    before anything is written); returns the client, for its report of what failed."""
+    from ..backends.batch_files import Replay, read_results
+
+    asked = _asked(session, command)
+    names = {cid.split(":")[3]: cid for cid, _, _ in asked}
+    answers = read_results(paths, batch_tag(command, session.grader, session.prompt), "command")
+    known = {d: a for d, a in answers.items() if d in names}
+    if len(answers) > len(known):
+        log(f"{len(answers) - len(known):,} answers in the results files are for requests this run does not ask "
+            "(pairs already graded, or of another --shard or pool): not used")
+    replay = Replay(session.grader.model_id, known, names)
+    session.grader.client = replay
+    return replay

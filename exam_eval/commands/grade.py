@@ -14,6 +14,7 @@ import click
 from ..errors import UsageError
 from ..backends.factory import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
 from ._base import CONTEXT_SETTINGS, claim_output, make_main, refuse_given
+from ._grading import check_batch_flags
 from ._options import backend_flags, backend_settings, run_flags
 
 EPILOG = """\b
@@ -80,13 +81,20 @@ def _log(msg: str) -> None:
 @click.option("--verifier-backend", default="hf-seq2seq", show_default=True, metavar="NAME",
               help="Back end of --verifier-model (hf-seq2seq, hf-causal, endpoint).")
 @run_flags
+@click.option("--batch-out", metavar="FILE", callback=claim_output,
+              help="endpoint: write the requests of the pairs still to grade to FILE (JSONL for the OpenAI Batch API "
+                   "or vLLM's run_batch; split as FILE-2.jsonl ... past 50,000 requests or 200 MB) and grade nothing.")
+@click.option("--batch-in", multiple=True, metavar="FILE",
+              help="endpoint: grade from a batch service's results file(s) instead of a server (repeatable); "
+                   "requests without an answer fail as calls do (exit 3).")
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports, track_spec, report_unit,
         cited_documents, reports_run_out, passages, topics, on_missing, bank,
         keep_edited_ids, prompt_name, generate_ratings, rating_rule, backend, model, device, dtype, engine_name,
         compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency, min_label_mass,
-        verify, verifier_model, verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, retry_unparsed, output):
+        verify, verifier_model, verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, retry_unparsed, output,
+        batch_out, batch_in):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
     The pool is the top --depth passages of every RUN, the passages of --qrels, the
@@ -120,6 +128,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         raise UsageError(f"--verify llm verifies extracted answers; prompt {prompt.id!r} extracts none "
                          "(use an extraction prompt such as question-extraction)")
     options = backend_settings(click.get_current_context().params)
+    check_batch_flags(backend, batch_out, batch_in, dry_run, verify, options)
     grader = make_grader(backend, options, backend_options, prompt)
     if verify == "llm":
         attach_verifier(grader, backend, verifier_model, verifier_backend, options)
@@ -144,7 +153,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     check_run_files(run_files)
 
     from ..grading.session import GradingSession
-    from ._grading import cache_file, dry_run_report, run_session
+    from ._grading import cache_file, dry_run_report, read_batch, run_session, write_batch
 
     units, npairs = engine.build_units(docs=plan_inputs["docs"], texts=plan_inputs["texts"], items=plan_inputs["items"],
                                        queries=plan_inputs["queries"], prompt=prompt, identity=grader.cache_identity,
@@ -162,10 +171,15 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         listwise = listwise_note(prompt, plan, grader)
         if listwise:
             _log(listwise)
+        if batch_out:
+            return write_batch(session, batch_out, command="exam-grade", log=_log)
+        replay = read_batch(session, batch_in, command="exam-grade", log=_log) if batch_in else None
         missing = plan.stats.missing
         return run_session(session, log=_log, batch_size=batch_size, progress="grading",
                            notes=[f"{missing} pooled passages had no text and were skipped"] if missing else [],
-                           on_ready=lambda: [write_segment_runs(planned) for planned in run_files.values()])
+                           on_ready=lambda: [write_segment_runs(planned) for planned in run_files.values()],
+                           **({} if replay is None else dict(failures=replay.report,
+                                                              retry="a new --batch-out asks for them")))
 
 
 def listwise_note(prompt, plan, grader) -> str | None:

@@ -328,8 +328,8 @@ def execute(
                 # unparsed: written (and counted), not cached; a new -o or --retry-unparsed asks again
                 done.append((unit, result))
             writer.put(done)
-            if on_batch is not None:
-                on_batch(sum(len(u.pairs) for u in batch))
+            if on_batch is not None:  # a failed call is not done: the bar stops short of 100% by its pairs
+                on_batch(sum(len(u.pairs) for u, _ in done))
 
         if getattr(backend, "overlaps", False):
             # the device computes batch k+1 while batch k is read back and handed to the writer

@@ -1,0 +1,273 @@
+"""Batch files: the endpoint back end's requests written to a file, and its answers read
+back from one, for the OpenAI Batch API and vLLM's ``run_batch``.
+
+Both services take the same JSONL: one request per line,
+``{"custom_id", "method": "POST", "url": "/v1/chat/completions", "body": {...}}``, and
+answer with one line per request, in any order,
+``{"id", "custom_id", "response": {"status_code", "request_id", "body"}, "error"}``.
+
+The body of a request is the one the live client would send (the same functions build
+it: :func:`exam_eval.backends.http_client.chat_body`), and an answer's body is read as the
+live client reads a reply (:func:`exam_eval.backends.http_client.reply_of`): everything
+after that (the parsing, the judge rules, the grade lines, the cache) is the back end's
+own code, which sees a client that answers from the results file (:class:`Replay`) where
+it would see the server.
+
+The custom_id (stable; documented in man exam-grade, BATCH FILES)::
+
+    exam_eval:1:<grader>:<request>:<name>
+
+- ``grader``: 16 hex digits of SHA-256 over the command, the grader's identity (model,
+  options, the prompt and its text): a results file of another grader is refused whole;
+- ``request``: 16 hex digits of SHA-256 over the request's URL and body (canonical JSON):
+  the answer is taken for exactly the request that was asked;
+- ``name``: which work it is, for people (exam-grade: ``query:doc:item``); not read back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+from ..errors import InputError, UsageError
+from .http_client import CHAT_ROUTE, COMPLETIONS_ROUTE, ChatResult, chat_body, completion_body, reply_of
+from .token_usage import TokenUsage
+
+#: the OpenAI Batch API's limits per input file (vLLM's run_batch has none; one file per
+#: shard is its unit of work)
+MAX_REQUESTS = 50_000
+MAX_BYTES = 200 * 1000 * 1000
+ID_PREFIX = "exam_eval:1:"
+#: the answer a request gets while its batch file is written: nothing to record
+NOT_SENT = "written to a batch file, not sent"
+#: where a back end that must name a server points in batch mode: nothing is ever sent
+NO_SERVER = "http://batch-file.invalid/v1"
+#: errors and missing answers named one by one before the count says the rest
+NAMED = 10
+
+
+def grader_tag(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def request_digest(route: str, body: dict) -> str:
+    canonical = json.dumps(["/v1" + route, body], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def custom_id(tag: str, digest: str, name: str) -> str:
+    return f"{ID_PREFIX}{tag}:{digest}:{name}"
+
+
+class _FileClient:
+    """What the back ends use of :class:`exam_eval.backends.http_client.OpenAIClient`,
+    with a file in place of the server: bodies built as the live client builds them."""
+
+    base_url = "(a batch file)"
+
+    def __init__(self, model: str):
+        self.model = model
+        self.usage = TokenUsage()
+
+    def list_models(self, timeout: float = 10.0) -> None:
+        return None  # no server to ask; the results' bodies name the model that answered
+
+    def chat(self, conversations: Sequence[Sequence[dict]], *, progress=None, **kw: Any) -> list[ChatResult]:
+        return self._answer(CHAT_ROUTE, [chat_body(self.model, m, **kw) for m in conversations])
+
+    def complete(self, prompts: Sequence[str], *, progress=None, **kw: Any) -> list[ChatResult]:
+        return self._answer(COMPLETIONS_ROUTE, [completion_body(self.model, p, **kw) for p in prompts])
+
+    def _answer(self, route: str, bodies: list[dict]) -> list[ChatResult]:
+        raise NotImplementedError
+
+
+class Recorder(_FileClient):
+    """Takes the requests down instead of sending them; every call "fails" (nothing to record)."""
+
+    def __init__(self, model: str):
+        super().__init__(model)
+        self.asked: list[tuple[str, dict]] = []
+
+    def _answer(self, route, bodies):
+        self.asked += [(route, b) for b in bodies]
+        return [ChatResult(None, NOT_SENT, None, 0) for _ in bodies]
+
+    def take(self) -> list[tuple[str, dict]]:
+        asked, self.asked = self.asked, []
+        return asked
+
+
+@dataclass
+class Answer:
+    where: str  # "FILE line N"
+    custom_id: str
+    body: dict | None  # the reply body; None: the service answered an error
+    error: str | None
+
+
+class Replay(_FileClient):
+    """Answers each request from the results files, by its digest; a request without an
+    answer, or answered with an error, fails as a call after its last retry does (not
+    recorded; the next --batch-out asks for it again)."""
+
+    def __init__(self, model: str, answers: dict[str, Answer], names: dict[str, str]):
+        super().__init__(model)
+        self.answers = answers
+        self.names = names  # digest -> custom_id of this run's requests
+        self.missing: list[str] = []  # custom_ids without an answer
+        self.errors: list[Answer] = []
+
+    def _answer(self, route, bodies):
+        out = []
+        for body in bodies:
+            digest = request_digest(route, body)
+            got = self.answers.get(digest)
+            if got is None:
+                cid = self.names.get(digest, f"{ID_PREFIX}?:{digest}")
+                self.missing.append(cid)
+                out.append(ChatResult(None, "no answer in the results files", None, 0))
+            elif got.body is None:
+                self.errors.append(got)
+                out.append(ChatResult(None, f"the batch service answered an error: {got.error}", None, 1))
+            else:
+                reply = reply_of(route, got.body)
+                if reply.error is not None:
+                    self.errors.append(Answer(got.where, got.custom_id, None, reply.error))
+                else:
+                    self.usage.add(reply.usage)
+                out.append(reply)
+        return out
+
+    def report(self) -> list[str]:
+        """The errors and missing answers, named (the first NAMED of each) and counted."""
+        lines = [f"{a.where}: {a.custom_id}: {a.error}" for a in self.errors[:NAMED]]
+        if len(self.errors) > NAMED:
+            lines.append(f"... and {len(self.errors) - NAMED} more answered with an error")
+        lines += [f"no answer for {cid}" for cid in self.missing[:NAMED]]
+        if len(self.missing) > NAMED:
+            lines.append(f"... and {len(self.missing) - NAMED} more requests without an answer")
+        if self.errors or self.missing:
+            lines.append(f"{len(self.errors)} requests were answered with an error, {len(self.missing)} have no answer")
+        return lines
+
+
+def _error_text(line: dict) -> str | None:
+    """Why a results line holds no answer (None: it holds one)."""
+    error = line.get("error")
+    response = line.get("response")
+    if error not in (None, "", {}):
+        if isinstance(error, dict):
+            return str(error.get("message") or error.get("code") or json.dumps(error))
+        return str(error)
+    if not isinstance(response, dict):
+        return "no response"
+    status = response.get("status_code", 200)
+    body = response.get("body")
+    if status != 200:
+        said = body.get("error") if isinstance(body, dict) else None
+        message = said.get("message") if isinstance(said, dict) else said
+        return f"status {status}" + (f": {message}" if message else "")
+    if not isinstance(body, dict):
+        return "response without a body"
+    return None
+
+
+def read_results(paths: Iterable[str], tag: str, what: str) -> dict[str, Answer]:
+    """The answers of the results files by request digest. A line that is not a results
+    line, or answers another grader (``tag``), refuses the file: one line naming file and
+    line. Of several answers to one request a successful one wins, the first of them."""
+    from ..io.jsonl import iter_jsonl
+    from ..io.openers import display_name
+
+    answers: dict[str, Answer] = {}
+    for path in paths:
+        name = display_name(path)
+        for lineno, line in iter_jsonl(path):
+            cid = line.get("custom_id") if isinstance(line, dict) else None
+            if not isinstance(cid, str):
+                raise InputError("not a batch results line (no custom_id)", name, lineno)
+            if not cid.startswith(ID_PREFIX) or cid.count(":") < 4:
+                raise InputError(f"custom_id {cid[:80]!r} was not written by exam_eval's --batch-out", name, lineno)
+            their_tag, digest = cid[len(ID_PREFIX):].split(":", 2)[:2]
+            if their_tag != tag:
+                raise InputError(f"answers the requests of another grader (custom_id grader {their_tag}, this run's "
+                                 f"{tag}: another model, prompt, options or {what}); refused, not mixed in",
+                                 name, lineno)
+            error = _error_text(line)
+            answer = Answer(f"{name} line {lineno}", cid, None if error else line["response"]["body"], error)
+            if digest not in answers or (answers[digest].body is None and answer.body is not None):
+                answers[digest] = answer
+    return answers
+
+
+def split_known(answers: dict[str, Answer], names: dict[str, str]) -> tuple[dict[str, Answer], int]:
+    """The answers to requests this run knows, and how many answer others."""
+    known = {d: a for d, a in answers.items() if d in names}
+    return known, len(answers) - len(known)
+
+
+def request_line(cid: str, route: str, body: dict) -> str:
+    return json.dumps({"custom_id": cid, "method": "POST", "url": "/v1" + route, "body": body},
+                      ensure_ascii=False) + "\n"
+
+
+def part_paths(path: str, parts: int) -> list[str]:
+    """FILE for the first part, FILE with -2, -3 ... before its extension for the others."""
+    stem, ext = os.path.splitext(path)
+    if ext.lower() != ".jsonl":
+        stem, ext = path, ""
+    return [path] + [f"{stem}-{i}{ext}" for i in range(2, parts + 1)]
+
+
+def write_requests(path: str, lines: Sequence[str], max_requests: int | None = None,
+                   max_bytes: int | None = None) -> list[tuple[str, int]]:
+    """Write request lines to ``path``, split where a file would pass the Batch API's
+    limits; each file appears whole or not at all. Returns (file, requests) per file."""
+    max_requests = max_requests or MAX_REQUESTS
+    max_bytes = max_bytes or MAX_BYTES
+    groups: list[list[str]] = [[]]
+    size = 0
+    for line in lines:
+        n = len(line.encode("utf-8"))
+        if n > max_bytes:
+            raise UsageError(f"one request is {n:,} bytes, above a batch file's {max_bytes:,}")
+        if groups[-1] and (len(groups[-1]) >= max_requests or size + n > max_bytes):
+            groups.append([])
+            size = 0
+        groups[-1].append(line)
+        size += n
+    written = []
+    for target, group in zip(part_paths(path, len(groups)), groups):
+        tmp = f"{target}.tmp.{os.getpid()}"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.writelines(group)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except OSError as exc:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise InputError(f"cannot write the batch file: {exc.strerror or exc}", target) from None
+        written.append((target, len(group)))
+    return written
+
+
+def record_bodies(backend, requests: Sequence, ask: Callable[[Any], None]) -> list[list[tuple[str, dict]]]:
+    """The request bodies ``backend`` would send for each of ``requests``, in order (one
+    call of ``ask(request)`` each, with a :class:`Recorder` as its client)."""
+    recorder = Recorder(backend.model_id)
+    saved = backend.client
+    backend.client = recorder
+    try:
+        out = []
+        for request in requests:
+            ask(request)
+            out.append(recorder.take())
+        return out
+    finally:
+        backend.client = saved
