@@ -279,3 +279,38 @@ def test_exam_nuggets_assign_and_exam_genq_through_the_server(transformers_serve
                   data / "passages.jsonl", *server, "-o", tmp_path / "n.jsonl", timeout=180, env=env)
     assert res.returncode in (0, 3) and "Traceback" not in res.stderr, res.stderr[-3000:]
     assert "tokens: " in res.stderr
+
+
+@pytest.mark.parametrize("prompt_id", ["question-selfrating", "umbrela"])
+def test_batch_file_bodies_are_taken_by_a_real_server_and_read_back_as_live(transformers_server, tmp_path, run_cli,
+                                                                          prompt_id):
+    """--batch-out's request bodies pass a real server's request validation (it refuses
+    unknown fields), and its answers, written as run_batch writes them, read back with
+    --batch-in give the grades of the live run against the same server."""
+    grade = ["exam-grade", "--backend", "endpoint", "--model", transformers_server.model, "--prompt", prompt_id,
+             "--max-new-tokens", "6", "--no-cache", *_grade_inputs(tmp_path)]
+    env = {"EXAM_EVAL_PROGRESS": "0"}
+    live = run_cli(*grade, "--base-url", transformers_server.base_url, "-o", tmp_path / "live.jsonl",
+                   timeout=180, env=env)
+    assert live.returncode == 0, live.stderr[-3000:]
+    res = run_cli(*grade, "-o", tmp_path / "batch.jsonl", "--batch-out", tmp_path / "req.jsonl", timeout=180, env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    results = []
+    for n, line in enumerate(_grade_lines(tmp_path / "req.jsonl")):
+        assert line["url"] == "/v1/chat/completions"
+        status, body = transformers_server.post(line["url"], line["body"])
+        assert status == 200, body
+        results.append({"id": f"vllm-{n}", "custom_id": line["custom_id"],
+                        "response": {"status_code": 200, "request_id": f"req-{n}", "body": body}, "error": None})
+    (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in reversed(results)))
+    res = run_cli(*grade, "-o", tmp_path / "batch.jsonl", "--batch-in", tmp_path / "results.jsonl", timeout=180,
+                  env=env)
+    assert res.returncode == 0, res.stderr[-3000:]
+    fields = ("grade", "probs", "answer", "parse_ok", "label_mass", "fallback", "grader_hash", "input_hash")
+
+    def key(g):
+        return g["query_id"], g["doc_id"], g.get("item_id")
+
+    want = {key(g): [g.get(f) for f in fields] for g in _grade_lines(tmp_path / "live.jsonl")}
+    got = {key(g): [g.get(f) for f in fields] for g in _grade_lines(tmp_path / "batch.jsonl")}
+    assert got == want and len(got) == (4 if prompt_id == "question-selfrating" else 2)
