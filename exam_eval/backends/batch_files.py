@@ -76,7 +76,11 @@ class _FileClient:
         return None  # no server to ask; the results' bodies name the model that answered
 
     def chat(self, conversations: Sequence[Sequence[dict]], *, progress=None, **kw: Any) -> list[ChatResult]:
-        return self._answer(CHAT_ROUTE, [chat_body(self.model, m, **kw) for m in conversations])
+        results = self._answer(CHAT_ROUTE, [chat_body(self.model, m, **kw) for m in conversations])
+        if callable(progress):
+            for res in results:
+                progress(res)
+        return results
 
     def complete(self, prompts: Sequence[str], *, progress=None, **kw: Any) -> list[ChatResult]:
         return self._answer(COMPLETIONS_ROUTE, [completion_body(self.model, p, **kw) for p in prompts])
@@ -109,37 +113,67 @@ class Answer:
     error: str | None
 
 
-class Replay(_FileClient):
-    """Answers each request from the results files, by its digest; a request without an
-    answer, or answered with an error, fails as a call after its last retry does (not
-    recorded; the next --batch-out asks for it again)."""
+#: what a re-ask without an answer gets where no new requests are written: the last answer
+#: stands (unparsed), as after the last of the live re-asks
+NOT_ASKED_AGAIN = "not asked again: no --batch-out"
 
-    def __init__(self, model: str, answers: dict[str, Answer], names: dict[str, str]):
+
+class Replay(_FileClient):
+    """Answers each request from the results files, by its key: the request's digest, and
+    for the n-th asking of one request in a run (n >= 2: a re-ask at temperature 0.2 sent
+    as it was) the digest with ``.n``. Without an answer a request fails as a call after
+    its last retry does (not recorded), unless ``record``: then it is taken down for the
+    next batch file (:attr:`asked`). ``reask_temperature``: a request at that temperature
+    is a re-ask of an answer that did not parse; without an answer and without ``record``
+    its last answer stands (:data:`NOT_ASKED_AGAIN`), as after the last live re-ask."""
+
+    def __init__(self, model: str, answers: dict[str, Answer], names: dict[str, str] | None = None, *,
+                 record: bool = False, reask_temperature: float | None = None, name: str = ""):
         super().__init__(model)
         self.answers = answers
-        self.names = names  # digest -> custom_id of this run's requests
+        self.names = names or {}  # key -> custom_id of this run's requests (where known before)
+        self.record = record
+        self.reask_temperature = reask_temperature
+        self.name = name  # the custom_id's last part for requests met only now
+        self.tag = ""
+        self.seen: dict[str, int] = {}
+        self.asked: list[tuple[str, str, dict]] = []  # (custom_id, route, body) to write
         self.missing: list[str] = []  # custom_ids without an answer
         self.errors: list[Answer] = []
+        self.not_reasked = 0
+        self.used: set[str] = set()
 
     def _answer(self, route, bodies):
         out = []
         for body in bodies:
             digest = request_digest(route, body)
-            got = self.answers.get(digest)
+            n = self.seen.get(digest, 0) + 1
+            self.seen[digest] = n
+            key = digest if n == 1 else f"{digest}.{n}"
+            got = self.answers.get(key)
             if got is None:
-                cid = self.names.get(digest, f"{ID_PREFIX}?:{digest}")
-                self.missing.append(cid)
-                out.append(ChatResult(None, "no answer in the results files", None, 0))
-            elif got.body is None:
+                cid = self.names.get(key) or custom_id(self.tag, key, self.name)
+                if self.record:
+                    self.asked.append((cid, route, body))
+                    out.append(ChatResult(None, NOT_SENT, None, 0))
+                elif self.reask_temperature is not None and body.get("temperature") == self.reask_temperature:
+                    self.not_reasked += 1
+                    out.append(ChatResult(None, NOT_ASKED_AGAIN, None, 0))
+                else:
+                    self.missing.append(cid)
+                    out.append(ChatResult(None, "no answer in the results files", None, 0))
+                continue
+            self.used.add(key)
+            if got.body is None:
                 self.errors.append(got)
                 out.append(ChatResult(None, f"the batch service answered an error: {got.error}", None, 1))
+                continue
+            reply = reply_of(route, got.body)
+            if reply.error is not None:
+                self.errors.append(Answer(got.where, got.custom_id, None, reply.error))
             else:
-                reply = reply_of(route, got.body)
-                if reply.error is not None:
-                    self.errors.append(Answer(got.where, got.custom_id, None, reply.error))
-                else:
-                    self.usage.add(reply.usage)
-                out.append(reply)
+                self.usage.add(reply.usage)
+            out.append(reply)
         return out
 
     def report(self) -> list[str]:
