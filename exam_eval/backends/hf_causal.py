@@ -103,9 +103,6 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         # the chat template's own tokens count against the window as well
         return self.count_tokens(self._full_text(req, ""))
 
-    def _texts(self, requests: Sequence[GradeRequest]) -> list[str]:
-        return [self._full_text(r, self.fit_context(r)) for r in requests]
-
     def _labels(self, labels: tuple[str, ...], req: GradeRequest) -> list[int] | None:
         """The labels' first tokens, read after ``req``'s prompt (the first request with these labels)."""
         if labels not in self._label_ids:

@@ -282,12 +282,6 @@ class PromptEncoder:
                     out[i] = ids
         return out
 
-    def forget(self) -> None:
-        """Drop ids made ahead that were never used (an interrupted run)."""
-        with self._lock:
-            self._ready.clear()
-
-
 def pad(rows: Sequence[np.ndarray], pad_id: int, left: bool, multiple: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """(ids, attention mask) as int64 matrices, padded on the tokenizer's side to the
     longest row rounded up to a multiple of ``multiple``."""

@@ -379,10 +379,3 @@ def _finish(latest, names, model, prompt, kind, single_grader) -> list[Grade]:
             raise UsageError(f"{', '.join(names)} holds grades of several graders; choose one: {listing}")
     return grades
 
-
-def grades_summary(grades: Iterable[Grade]) -> dict[str, int]:
-    total = failed = 0
-    for g in grades:
-        total += 1
-        failed += not g.parse_ok
-    return {"grades": total, "unparsed": failed}

@@ -88,10 +88,6 @@ SPECS: dict[str, TrackSpec] = {s.track: s for s in (
 )}
 
 
-def get_spec(name: str) -> TrackSpec | None:
-    return SPECS.get(name)
-
-
 def length_count(texts, unit: str) -> int:
     """The official RAGTIME validator's count: join with single spaces, then count
     whitespace-split words or NFKC characters."""
