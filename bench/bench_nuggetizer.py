@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
+import common  # noqa: E402
 
 QUERY = "how do vaccines train the immune system"
 
@@ -155,6 +156,8 @@ def main() -> int:
     ap.add_argument("--latency", type=float, default=0.15, help="Stand-in latency per call (seconds).")
     args = ap.parse_args()
     os.environ.setdefault("EXAM_EVAL_PROGRESS", "0")
+    machine = common.machine()
+    print(common.machine_line(machine))
     c = counts()
     print("1 topic x 20 reports (5 sentences) x 30 nuggets, 20 documents: calls / prompt tokens")
     for label, key in (("nuggetizer: creation + importance", "nuggetizer_create"),
@@ -172,7 +175,7 @@ def main() -> int:
           + ", ".join(f"{k} in flight {v:.0f}/s" for k, v in rates.items()))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"counts": c, "throughput": rates}, indent=1))
+        args.json.write_text(json.dumps({"counts": c, "throughput": rates, "machine": machine}, indent=1))
     return 0 if c["same_nuggets"] and c["same_assignments"] else 1
 
 

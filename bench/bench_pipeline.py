@@ -12,7 +12,7 @@ this order, the table and the JSON in ``--out`` rewritten after each (a run stop
 time limit keeps the rows it finished; ``"complete": false`` in the JSON says so):
 
 - **reference**: the workbench's way (batch 1, beam search 5, 2 new tokens, float32) on
-  ``--sample-pairs`` pairs (bench_grading.reference_loop, here on ``--device``);
+  ``--sample-pairs`` pairs (common.reference_loop, here on ``--device``);
 - **plain loop** (the ceiling): the same model, dtype and attention as exam-grade's
   default; the rendered prompts tokenized before the clock starts (one batched call of the
   fast tokenizer), sorted by token count and padded per batch; timed: the copies to the
@@ -31,8 +31,8 @@ time limit keeps the rows it finished; ``"complete": false`` in the JSON says so
   ``--compare-code DIR`` (repeatable) the same commands, and the host cost, from other
   checkouts too, run back to back with this one (before/after a change).
 
-Models: random weights in the published flan-t5 configurations (bench_grading.CONFIGS)
-and the BPE tokenizer bench_grading trains on the DL19 passages; pool: a seeded sample of
+Models: random weights in the published flan-t5 configurations (common.CONFIGS)
+and the BPE tokenizer common.train_tokenizer trains on the DL19 passages; pool: a seeded sample of
 the DL19 judged pool with the DL19 question bank (``--data``: ``../shared/data/dl19``, or
 the copy bench/device_stage.sh makes in ``.device/dl19`` for a machine without ../shared).
 Everything goes to ``--out``/bench_pipeline.{txt,json} with the device, CPU and library
@@ -42,7 +42,6 @@ versions.
 from __future__ import annotations
 
 import argparse
-import collections
 import contextlib
 import importlib.util
 import io
@@ -57,70 +56,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import bench_grading as bg  # noqa: E402
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import common  # noqa: E402
 import device_sim  # noqa: E402
 
-PROMPT = bg.PROMPT
+PROMPT = common.PROMPT
 HOST_GOAL_MS = 0.2
 
 
 # -- in-process pieces ------------------------------------------------------------------------------
-def pool_requests(pool: dict):
-    from exam_eval.backends.base import GradeRequest
-    from exam_eval.grading.prompts import get_prompt
-
-    prompt = get_prompt(PROMPT)
-    return [GradeRequest(prompt, "", item.text, pool["texts"][d]) for q, ds in pool["chosen"].items() for d in ds
-            if d in pool["texts"] for item in pool["items"][q]]
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def release(device: str) -> None:
-    """Give the device memory of an in-process loop back: exam-grade, a child process, sizes
-    its batches on CUDA from the memory free when it starts."""
-    if device.startswith("cuda"):
-        import gc
-
-        import torch
-
-        gc.collect()
-        torch.cuda.empty_cache()
-
-
-def reference_loop(model_dir: Path, requests, device: str) -> dict:
-    """bench_grading's reference loop (batch 1, beam 5, float32), on ``device``."""
-    import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).to(device).eval()
-    texts = [r.prompt.render(query=r.query, item=r.item_text, context=r.context) for r in requests]
-
-    def one(text):
-        enc = tok(text, return_tensors="pt", truncation=True, max_length=512).to(device)
-        with torch.inference_mode():
-            out = model.generate(**enc, num_beams=5, max_new_tokens=2, min_new_tokens=2, do_sample=False)
-        return tok.decode(out[0], skip_special_tokens=True)
-
-    one(texts[0])
-    sync(device)
-    t0 = time.perf_counter()
-    for text in texts:
-        one(text)
-    sync(device)
-    secs = time.perf_counter() - t0
-    return {"pairs": len(texts), "seconds": secs, "pairs_per_s": len(texts) / secs}
-
-
 def plain_loop(model_dir: Path, requests, device: str, batches: list[int]) -> dict:
     """The ceiling: what the same model does on these pairs with nothing around it."""
     import torch
@@ -159,7 +103,7 @@ def plain_loop(model_dir: Path, requests, device: str, batches: list[int]) -> di
     for size in batches:
         prepared = [padded(order[b:b + size]) for b in range(0, len(order), size)]
         batch(*prepared[0])  # warm-up
-        sync(device)
+        common.sync(device)
         t0 = time.perf_counter()
         for enc, mask in prepared:
             batch(enc, mask)
@@ -224,31 +168,6 @@ class StubT5:
         return SimpleNamespace(logits=torch.zeros((input_ids.shape[0], 1, self.vocab), device=input_ids.device))
 
 
-def engine_run(backend, work: Path, out: Path):
-    """exam-grade's engine in this process, without a cache, over the pool in ``work``
-    (pool.json, bank.jsonl) into ``out``: (stats, pairs, seconds of the grading loop)."""
-    from exam_eval.grading import engine
-    from exam_eval.grading.cache import NullCache
-    from exam_eval.grading.output import GradesAppender
-    from exam_eval.grading.prompts import get_prompt
-    from exam_eval.io.banks import items_by_query, read_bank
-
-    pool = json.loads((work / "pool.json").read_text())
-    items = items_by_query(read_bank(work / "bank.jsonl"))
-    prompt = get_prompt(PROMPT)
-    units, npairs = engine.build_units(docs=pool["chosen"], texts=pool["texts"], items=items,
-                                       queries={q: "" for q in pool["chosen"]}, prompt=prompt,
-                                       identity=backend.cache_identity)
-    plan = engine.plan_work(units, npairs, set(), NullCache(), backend.model_id, prompt)
-    out.unlink(missing_ok=True)  # this run's grades alone (they are compared across runs)
-    sink = GradesAppender(str(out))
-    t0 = time.perf_counter()
-    stats = engine.execute(plan, backend, prompt, sink)
-    secs = time.perf_counter() - t0
-    sink.close()
-    return stats, npairs, secs
-
-
 def host_cost_child(args) -> dict:
     """In a process limited to one thread: the engine with a stubbed forward, both ways."""
     import torch
@@ -267,7 +186,7 @@ def host_cost_child(args) -> dict:
         backend.use_prompt_ids = use_ids
         backend.load()
         backend.model = StubT5(backend.model)
-        stats, npairs, secs = engine_run(backend, work, work / f"host-{way}.jsonl")
+        stats, npairs, secs = common.engine_run(backend, work, work / f"host-{way}.jsonl")
         enc = getattr(backend, "_prompt_ids", None)
         out[way] = {"pairs": npairs, "units": stats.graded, "seconds": secs, "ms_per_pair": 1000 * secs / npairs,
                     "pairs_per_s": npairs / secs,
@@ -307,38 +226,14 @@ def host_costs(work: Path, pool: dict, args) -> dict:
     return {**best, "rounds": rounds}
 
 
-# -- exam-grade -------------------------------------------------------------------------------------
-def exam_grade(name: str, model_dir: Path, work: Path, device: str, extra: list[str], tag: str,
-               root: Path = ROOT) -> dict:
-    cache = work / f"cache-{name}-{tag}.sqlite"
-    out = work / f"{name}-{tag}.jsonl"
-    # a kept work folder (--keep) holds the last run's grades and cache: a rerun would find
-    # every pair done and time nothing but its start
-    for old in (out, cache):
-        old.unlink(missing_ok=True)
-    # --depth: every passage of the pool (exam-grade's default pools a run's top 20 alone, which
-    # graded 6,000 of the 11,970 pairs of a GPU run at --per-query 40)
-    depth = max(collections.Counter(line.split()[0] for line in open(work / "pool.run", encoding="utf-8")).values())
-    r = bg.run_cli(["--backend", "hf-seq2seq", "--model", str(model_dir), "--device", device, "--prompt", PROMPT,
-                    "--depth", str(depth),
-                    "--passages", str(work / "passages.jsonl"), "--bank", str(work / "bank.jsonl"),
-                    "--cache", str(cache), "-o", str(out), *extra, str(work / "pool.run")], root=root)
-    r["grading_s"] = bg.engine_seconds(cache)
-    r["pairs_per_s_end_to_end"] = r["pairs"] / r["wall_s"]
-    r["pairs_per_s_grading"] = r["pairs"] / r["grading_s"]
-    r["flags"] = extra
-    r["code"] = str(root)
-    r["output"] = str(out)
-    return r
-
-
+# -- the rows ---------------------------------------------------------------------------------------
 def environment(device: str) -> dict:
     import tokenizers
     import torch
     import transformers
 
     env = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-           "tokenizers": tokenizers.__version__, "device": device, "cpu": bg.cpu_peak(),
+           "tokenizers": tokenizers.__version__, "device": device, "cpu": common.cpu_peak(),
            "torch_threads": torch.get_num_threads(), "load_average_before": os.getloadavg()}
     try:
         import ctranslate2
@@ -354,18 +249,18 @@ def environment(device: str) -> dict:
     return env
 
 
-def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args, res: dict | None = None,
+def model_rows(name: str, model_dir: Path, work: Path, pool: dict, args, res: dict | None = None,
                 saved=lambda: None) -> dict:
     """The rows of one model into ``res``, cheapest and most needed first; ``saved()`` after
     each, so a run stopped at its time limit (the GPU run's ``timeout``) keeps what it finished."""
-    requests = pool_requests(pool)
+    requests = common.pool_requests(pool)
     res = {} if res is None else res
     res["pairs"] = len(requests)
     say = lambda msg: print(f"[{name}] {msg} ...", file=sys.stderr, flush=True)  # noqa: E731
-    sample = bg.sample_requests(pool, args.sample_pairs, args.seed)
+    sample = common.sample_requests(pool, args.sample_pairs, args.seed)
     say(f"reference loop on {len(sample)} pairs")
-    res["reference"] = reference_loop(model_dir, sample, args.device)
-    release(args.device)
+    res["reference"] = common.reference_loop(model_dir, sample, args.device)
+    common.release(args.device)
     saved()
     if args.only_ct2:
         return res
@@ -373,16 +268,16 @@ def bench_model(name: str, model_dir: Path, work: Path, pool: dict, args, res: d
     res["plain"] = plain_loop(model_dir, requests[: args.plain_pairs], args.device,
                               [int(b) for b in args.plain_batches.split(",")])
     res["plain"]["vs_reference"] = res["plain"]["pairs_per_s"] / res["reference"]["pairs_per_s"]
-    release(args.device)
+    common.release(args.device)
     saved()
     say(f"exam-grade (defaults) on {args.device}")
-    res["exam_grade"] = with_ratios(exam_grade(name, model_dir, work, args.device, [], "default"), res)
+    res["exam_grade"] = with_ratios(common.exam_grade(name, model_dir, work, args.device, [], "default"), res)
     saved()
     if args.float32_row or (args.float32_row is None and args.device.startswith("cuda")):
         say("exam-grade --dtype float32")
         res["exam_grade_float32"] = with_ratios(
-            exam_grade(name, model_dir, work, args.device, ["--dtype", "float32"], "fp32"), res)
-        res["agreement_default_vs_float32"] = bg.agreement(Path(res["exam_grade"]["output"]),
+            common.exam_grade(name, model_dir, work, args.device, ["--dtype", "float32"], "fp32"), res)
+        res["agreement_default_vs_float32"] = common.agreement(Path(res["exam_grade"]["output"]),
                                                            Path(res["exam_grade_float32"]["output"]))
         saved()
     say("start-up, piece by piece")
@@ -401,7 +296,7 @@ def with_ratios(r: dict, res: dict) -> dict:
     return r
 
 
-def bench_ct2(name: str, model_dir: Path, work: Path, args, reference: float) -> dict:
+def ct2_rows(name: str, model_dir: Path, work: Path, args, reference: float) -> dict:
     """exam-grade --engine ctranslate2 with the CPU defaults; with --compare-code, that
     checkouts' exam-grade right before this one's, on the same pool; with --ct2-alone, int8
     alone (--recheck-margin 0) the same way after it."""
@@ -417,20 +312,20 @@ def bench_ct2(name: str, model_dir: Path, work: Path, args, reference: float) ->
             label = f"{code} {suffix}".strip()
             print(f"[{name}] exam-grade --engine ctranslate2 {' '.join(flags)} ({code}: {root})", file=sys.stderr,
                   flush=True)
-            r = exam_grade(name, model_dir, work, "cpu", ["--engine", "ctranslate2", *flags],
+            r = common.exam_grade(name, model_dir, work, "cpu", ["--engine", "ctranslate2", *flags],
                            f"ct2-{label.replace(' ', '-')}", root=Path(root))
             r["vs_reference_end_to_end"] = r["pairs_per_s_end_to_end"] / reference
             r["vs_reference_grading"] = r["pairs_per_s_grading"] / reference
             runs[label] = r
         this = Path(runs[f"this {suffix}".strip()]["output"])
         for code, _ in codes[:-1]:
-            runs[f"same_grades {code} this {suffix}".strip()] = bg.agreement(
+            runs[f"same_grades {code} this {suffix}".strip()] = common.agreement(
                 Path(runs[f"{code} {suffix}".strip()]["output"]), this)
     return runs
 
 
 # -- output -----------------------------------------------------------------------------------------
-def print_table(results: dict, host: dict | None, env: dict, sim: dict | None = None) -> None:
+def pipeline_table(results: dict, host: dict | None, env: dict, sim: dict | None = None) -> None:
     where = env.get("gpu") or env["cpu"].get("model")
     print(f"device: {env['device']} ({where}); torch {env['torch']}, transformers {env['transformers']}, "
           f"tokenizers {env['tokenizers']}, ctranslate2 {env.get('ctranslate2')}; load {env['load_average_before'][0]:.1f}")
@@ -487,8 +382,8 @@ def print_table(results: dict, host: dict | None, env: dict, sim: dict | None = 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cpu", help="cpu (default) or cuda[:N]")
-    ap.add_argument("--data", type=Path, default=bg.DEFAULT_DATA, help="the DL19 folder of shared/data")
-    ap.add_argument("--models", default="flan-t5-base", help="of " + ", ".join(bg.CONFIGS))
+    ap.add_argument("--data", type=Path, default=common.DEFAULT_DATA, help="the DL19 folder of shared/data")
+    ap.add_argument("--models", default="flan-t5-base", help="of " + ", ".join(common.CONFIGS))
     ap.add_argument("--queries", type=int, default=6)
     ap.add_argument("--per-query", type=int, default=10)
     ap.add_argument("--sample-pairs", type=int, default=20, help="pairs of the reference loop")
@@ -552,7 +447,7 @@ def main(argv=None) -> int:
                 env["load_average_after"] = os.getloadavg()
             table = io.StringIO()
             with contextlib.redirect_stdout(table):
-                print_table(results, host, env, sim)
+                pipeline_table(results, host, env, sim)
             if final:
                 print(table.getvalue(), end="")
             else:
@@ -568,17 +463,17 @@ def main(argv=None) -> int:
                     part.write_text(text, encoding="utf-8")
                     part.replace(path)
 
-        pool = bg.build_pool(args.data, work, args.queries, args.per_query, args.seed)
-        tok = bg.train_tokenizer(args.data)
+        pool = common.build_pool(args.data, work, args.queries, args.per_query, args.seed)
+        tok = common.train_tokenizer(args.data)
         if args.host_cost:
             # a pool of the issue's size (the stubbed model makes it cheap): the first pair of
             # each passage and question is tokenized whole, a share that shrinks as pools grow
             hwork = work / "host"
             hwork.mkdir()
-            hpool = bg.build_pool(args.data, hwork, args.host_queries, args.host_per_query, args.seed)
+            hpool = common.build_pool(args.data, hwork, args.host_queries, args.host_per_query, args.seed)
             print(f"[host cost] 1-layer T5, stubbed forward, one thread, {args.host_queries} queries x "
                   f"{args.host_per_query} passages ...", file=sys.stderr, flush=True)
-            bg.build_model("t5-1-layer", tok, hwork / "t5-1-layer")
+            common.build_model("t5-1-layer", tok, hwork / "t5-1-layer")
             host = host_costs(hwork, hpool, args)
             save()
             if args.sim_device:
@@ -588,16 +483,16 @@ def main(argv=None) -> int:
                 save()
         for name in args.models.split(",") if args.models_arm else []:
             t1 = time.perf_counter()
-            model_dir = bg.build_model(name, tok, work / name)
+            model_dir = common.build_model(name, tok, work / name)
             results[name] = {"build_s": time.perf_counter() - t1}  # random weights, saved in float32
-            bench_model(name, model_dir, work, pool, args, results[name], save)
+            model_rows(name, model_dir, work, pool, args, results[name], save)
             if args.ct2:
-                results[name]["ctranslate2"] = bench_ct2(name, model_dir, work, args,
+                results[name]["ctranslate2"] = ct2_rows(name, model_dir, work, args,
                                                          results[name]["reference"]["pairs_per_s"])
                 save()
             if args.only_ct2:  # the reference again: how far the machine's load moved meanwhile
-                sample = bg.sample_requests(pool, args.sample_pairs, args.seed)
-                results[name]["reference_after"] = reference_loop(model_dir, sample, args.device)
+                sample = common.sample_requests(pool, args.sample_pairs, args.seed)
+                results[name]["reference_after"] = common.reference_loop(model_dir, sample, args.device)
         save(final=True)
     finally:
         if args.keep is None:

@@ -3,8 +3,9 @@
 
 Compares our trec_eval-identical path against pytrec_eval alone on the same inputs, and
 times the whole commands as a user runs them. Needs ../shared/data/dl19 (skips without).
-Prints a table and writes bench-out/scoring.json. Figures are medians of --repeat runs;
-"cpu" is process time (the compute the issue's target is about), "wall" includes I/O.
+Prints a table and writes bench-out/scoring.json (with the machine: common.machine). Figures
+are medians of --repeat runs; "cpu" is process time (the compute the issue's target is
+about), "wall" includes I/O. The ratios compare two commands timed alternately in one run.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import common  # noqa: E402
+
 DL19 = ROOT.parent / "shared" / "data" / "dl19"
 
 
@@ -43,6 +46,8 @@ def main() -> int:
         return 0
 
     import pytrec_eval
+
+    machine = common.machine()
 
     from exam_eval.io.grades import read_grades
     from exam_eval.io.trec import read_qrels, read_run
@@ -139,6 +144,7 @@ def main() -> int:
         rows.append((label, wall, None))
 
     width = max(len(r[0]) for r in rows)
+    print(common.machine_line(machine))
     print(f"{'what':<{width}}  {'wall s':>8}  {'cpu s':>8}")
     for label, wall, cpu in rows:
         print(f"{label:<{width}}  {wall:8.3f}  {'' if cpu is None else f'{cpu:8.3f}':>8}")
@@ -147,7 +153,8 @@ def main() -> int:
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "scoring.json"), "w") as fh:
         json.dump([{"what": r[0], "wall_s": r[1], "cpu_s": r[2]} for r in rows]
-                  + [{"what": f"ratio exam-qrels / pytrec_eval, {label}", "ratio": ratio} for label, ratio in ratios],
+                  + [{"what": f"ratio exam-qrels / pytrec_eval, {label}", "ratio": ratio} for label, ratio in ratios]
+                  + [{"what": "machine", **machine}],
                   fh, indent=2)
     print(f"written {os.path.join(args.out, 'scoring.json')}")
     return 0

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -40,6 +39,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import common  # noqa: E402
+
 SHARED = ROOT.parent / "shared"
 DL19 = SHARED / "data" / "dl19"
 BUILD = SHARED / "tools" / "build-trec-eval"
@@ -154,24 +156,11 @@ def _arms(samples: list[list]) -> dict:
 
 
 def machine() -> dict:
-    cpu, flags = platform.processor(), []
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-            if line.startswith("flags"):
-                have = set(line.split(":", 1)[1].split())
-                flags = sorted(f for f in ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni",
-                                           "avx512_bf16", "amx_tile", "sse4_2") if f in have)
-                break
-    except OSError:
-        pass
+    """The machine (common.machine) and the versions that matter here."""
     import numpy
     import pytrec_eval
 
-    return {"cpu": cpu, "cpu_flags": flags, "cores": len(os.sched_getaffinity(0)),
-            "python": platform.python_version(), "numpy": numpy.__version__,
-            "pytrec_eval": getattr(pytrec_eval, "__version__", "?"), "platform": platform.platform()}
+    return {**common.machine(), "numpy": numpy.__version__, "pytrec_eval": getattr(pytrec_eval, "__version__", "?")}
 
 
 def main() -> int:

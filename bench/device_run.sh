@@ -12,7 +12,7 @@
 #   $OUT/large/bench_pipeline.{txt,json}  flan-t5-large: reference, plain loop, exam-grade
 #                                         defaults (end to end, grading only), --dtype float32
 #                                         and the share of grades equal to float32's
-#   $OUT/batches.json                     bench/device_batches.py on the same model: exam-grade's
+#   $OUT/batches.json                     bench/studies/device_batches.py on the same model: exam-grade's
 #                                         engine batch by batch (device span and idle time,
 #                                         waits, shapes) in variants (2D mask, memory capped
 #                                         so that batches run out of it, pad multiple, cuDNN
@@ -20,7 +20,7 @@
 #                                         on the whole DL19 pool (43 x 400) and on every
 #                                         judged DL19 passage (92,600 pairs)
 #   $OUT/host/bench_pipeline.{txt,json}   host cost per pair on the device's CPU, model stubbed
-#   (run.log alone)                       bench/device_profile.py on $LARGE: the GPU's matmul
+#   (run.log alone)                       bench/studies/device_profile.py on $LARGE: the GPU's matmul
 #                                         rate, the bare model call with transformers' SDPA and
 #                                         with exam-grade's attention, a profiler table (the
 #                                         device tool returns 8 files: its JSON stays in /tmp)
@@ -209,15 +209,15 @@ main() {
   [ "$FLOAT32_ROW" = 1 ] || bench+=(--no-float32-row)
 
   step "$LARGE" "$LARGE_CAP" $((KEEP_BATCHES + KEEP_HOST + KEEP_PROFILE + keep_ct2)) "${bench[@]}" --models "$LARGE" --per-query "$PER_QUERY" --no-host-cost --keep "$LARGE_WORK" --out "$OUT/large"
-  step "batches ($LARGE, exam-grade's engine)" "$BATCHES_CAP" $((KEEP_HOST + KEEP_PROFILE + keep_ct2)) "$PYTHON" bench/device_batches.py --device "$DEVICE" --data "$DATA" \
+  step "batches ($LARGE, exam-grade's engine)" "$BATCHES_CAP" $((KEEP_HOST + KEEP_PROFILE + keep_ct2)) "$PYTHON" bench/studies/device_batches.py --device "$DEVICE" --data "$DATA" \
     --model "$LARGE" --model-dir "$LARGE_WORK/$LARGE" --queries "$QUERIES" --per-query "$BATCHES_PER_QUERY" \
     --big-queries "$BIG_QUERIES" --big-per-query "$BIG_PER_QUERY" --budget $((BATCHES_CAP - 15)) ${BATCHES_STEPS:+--steps "$BATCHES_STEPS"} ${BATCHES_FLAGS:-} --json "$OUT/batches.json"
   step "host cost (device CPU)" "$HOST_CAP" $((KEEP_PROFILE + keep_ct2)) "$PYTHON" bench/bench_pipeline.py --device cpu --data "$DATA" --no-models --no-sim-device \
     --host-queries "$HOST_QUERIES" --host-per-query "$HOST_PER_QUERY" --out "$OUT/host"
-  step "profile ($LARGE, the model alone)" "$PROFILE_CAP" "$keep_ct2" "$PYTHON" bench/device_profile.py --device "$DEVICE" \
+  step "profile ($LARGE, the model alone)" "$PROFILE_CAP" "$keep_ct2" "$PYTHON" bench/studies/device_profile.py --device "$DEVICE" \
     --model "$LARGE" --no-compile $PROFILE_FLAGS --json /tmp/device_profile.json
   if [ "$have_ct2" = 1 ]; then
-    step "ctranslate2 on $DEVICE" "$CT2_CAP" 0 "$PYTHON" bench/device_ct2.py --device "$DEVICE" --site "$SITE" \
+    step "ctranslate2 on $DEVICE" "$CT2_CAP" 0 "$PYTHON" bench/studies/device_ct2.py --device "$DEVICE" --site "$SITE" \
       --data "$DATA" --model "$CT2_MODEL" --queries "$CT2_QUERIES" --per-query "$CT2_PER_QUERY" --json "$OUT/ct2_cuda.json"
   else
     echo "== ctranslate2: no wheel carried in $WHEELS (bench/device_stage.sh --ct2)"
@@ -228,7 +228,7 @@ main() {
   rm -f "$OUT"/*.part "$OUT"/*/*.part  # a save cut short by a step's limit; the file before it stands
 
   echo "== the figures"
-  [ -f "$OUT/batches.json" ] && { echo "-- batches"; "$PYTHON" bench/device_batches.py --summary "$OUT/batches.json"; }
+  [ -f "$OUT/batches.json" ] && { echo "-- batches"; "$PYTHON" bench/studies/device_batches.py --summary "$OUT/batches.json"; }
   for d in large base host; do
     [ -f "$OUT/$d/bench_pipeline.txt" ] && { echo "-- $d"; cat "$OUT/$d/bench_pipeline.txt"; }
   done

@@ -40,6 +40,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import common  # noqa: E402
 
 #: (name, padded prompt tokens a second, layers each side): the issue's H100 ceilings
 RATES = {"flan-t5-large": (1328 * 224, 24), "flan-t5-base": (3719 * 224, 12)}
@@ -167,8 +169,6 @@ def child(work: Path, rates: list[str], setup_ms: float = 0.0) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from bench_pipeline import engine_run
-
     out: dict = {}
     for n, name in enumerate(rates):
         tokens_per_s, layers = RATES[name]
@@ -177,7 +177,7 @@ def child(work: Path, rates: list[str], setup_ms: float = 0.0) -> dict:
         for label, overlap, mask2d, setup_s in loops:
             device = SimDevice(tokens_per_s)
             backend = sim_backend(work / "t5-1-layer", device, layers, overlap, mask2d, setup_s)
-            stats, npairs, wall = engine_run(backend, work, work / f"sim-{name}-{len(out)}.jsonl")
+            stats, npairs, wall = common.engine_run(backend, work, work / f"sim-{name}-{len(out)}.jsonl")
             out[f"{name} {label}"] = {
                 "pairs": npairs, "units": stats.graded, "tokens": device.tokens, "seconds": wall,
                 "device_busy_s": device.busy, "device_busy_share": device.busy / wall,

@@ -5,7 +5,7 @@
 #   bench/device_stage.sh --ct2      # also CTranslate2's cp312 manylinux wheel into .device/whl
 #
 # Only the git checkout travels to the device machine, not ../shared beside it: the files
-# bench_pipeline.py reads (bench_grading.build_pool: the question bank, the submitted runs
+# bench_pipeline.py reads (common.build_pool: the question bank, the submitted runs
 # and the passages; train_tokenizer: the passages) are copied into .device/ at the
 # repository root, which .git/info/exclude keeps out of git and the device `run` call
 # carries (carry [".device"]). The machine has no network, so a package it lacks travels

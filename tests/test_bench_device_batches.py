@@ -1,4 +1,4 @@
-"""bench/device_batches.py's measuring process, on a CPU with a tiny T5: every pair of the
+"""bench/studies/device_batches.py's measuring process, on a CPU with a tiny T5: every pair of the
 pool graded in each pass, each batch recorded with the width the variant pads to, and the
 variants really change what they name. (The device figures themselves need a GPU.)"""
 
@@ -15,7 +15,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path[:0] = [str(ROOT / "bench"), str(ROOT / "bench" / "studies")]
 sys.path.insert(0, str(Path(__file__).parent))
 from tiny_models import tiny_t5  # noqa: E402,F401
 
@@ -23,7 +23,7 @@ DEMO = ROOT / "exam_eval" / "demo_data"
 
 
 def pool(work: Path) -> int:
-    """pool.json and bank.jsonl (what bench_pipeline.engine_run reads) from the demo data:
+    """pool.json and bank.jsonl (what common.engine_run reads) from the demo data:
     query 101, its first four passages of good.run; the number of pairs."""
     bank = [line for line in (DEMO / "questions.jsonl").read_text().splitlines() if '"query_id": "101"' in line][:3]
     (work / "bank.jsonl").write_text("".join(b + "\n" for b in bank))
@@ -63,7 +63,7 @@ def test_exam_grade_rows_grade_every_pair_again_in_a_kept_work_folder(tmp_path, 
     """bench_pipeline --keep (device_run.sh's large step, whose folder device_batches.py
     reuses) keeps the last run's grades and cache: a second run must time grading, not a
     start that finds every pair done."""
-    import bench_pipeline
+    import common
 
     bank = [line for line in (DEMO / "questions.jsonl").read_text().splitlines() if '"query_id": "101"' in line][:2]
     (tmp_path / "bank.jsonl").write_text("".join(b + "\n" for b in bank))
@@ -73,7 +73,7 @@ def test_exam_grade_rows_grade_every_pair_again_in_a_kept_work_folder(tmp_path, 
     (tmp_path / "passages.jsonl").write_text("".join(
         line + "\n" for line in (DEMO / "passages.jsonl").read_text().splitlines() if json.loads(line)["doc_id"] in docs))
     for _ in range(2):
-        r = bench_pipeline.exam_grade("tiny", tiny_t5, tmp_path, "cpu", [], "again")
+        r = common.exam_grade("tiny", tiny_t5, tmp_path, "cpu", [], "again")
         assert r["pairs"] == r["graded"] == 6 and r["from_cache"] == 0
 
 
@@ -94,7 +94,7 @@ def test_a_start_that_runs_out_of_memory_is_counted_not_timed(tmp_path, tiny_t5)
     counts it; the halves are recorded as batches."""
     import device_batches
     import torch
-    from bench_pipeline import engine_run
+    from common import engine_run
 
     from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
 

@@ -87,13 +87,13 @@ def test_the_staged_copy_gives_bench_pipeline_the_same_pool(tmp_path, shared_dat
     assert r.returncode == 0, r.stderr
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        import bench_grading as bg
+        import common
     finally:
         sys.path.remove(str(ROOT / "bench"))
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    original = bg.build_pool(shared_data / "dl19", tmp_path / "a", 3, 5, 1)
-    copy = bg.build_pool(tmp_path / "stage" / "dl19", tmp_path / "b", 3, 5, 1)
+    original = common.build_pool(shared_data / "dl19", tmp_path / "a", 3, 5, 1)
+    copy = common.build_pool(tmp_path / "stage" / "dl19", tmp_path / "b", 3, 5, 1)
     assert copy["chosen"] == original["chosen"] and copy["texts"] == original["texts"]
     assert len(copy["texts"]) == 15
     for name in ("pool.run", "passages.jsonl", "bank.jsonl"):
@@ -155,13 +155,13 @@ def test_run_needs_the_staged_data(tmp_path):
 
 
 def test_the_judged_pool_is_every_judged_passage_against_its_questions(tmp_path, shared_data):
-    """device_batches.py's judged step grades what the reference workbench graded for DL19:
+    """bench/studies/device_batches.py's judged step grades what the reference workbench graded for DL19:
     every judged passage against its query's questions (counted here from the files)."""
     import collections
 
     sys.path.insert(0, str(ROOT / "bench"))
     try:
-        import bench_grading as bg
+        import common
     finally:
         sys.path.remove(str(ROOT / "bench"))
     dl19 = shared_data / "dl19"
@@ -172,7 +172,7 @@ def test_the_judged_pool_is_every_judged_passage_against_its_questions(tmp_path,
         for line in fh:
             obj = json.loads(line)
             questions[obj["query_id"]] += len(obj["items"])
-    pool = bg.build_judged_pool(dl19, tmp_path)
+    pool = common.build_judged_pool(dl19, tmp_path)
     assert {q: len(ds) for q, ds in pool["chosen"].items()} == {q: n for q, n in judged.items() if q in questions}
     pairs = sum(len(ds) * questions[q] for q, ds in pool["chosen"].items())
     assert pairs == sum(n * questions[q] for q, n in judged.items())
@@ -182,7 +182,7 @@ def test_the_judged_pool_is_every_judged_passage_against_its_questions(tmp_path,
     assert {line.split()[2] for line in run_lines} == set(pool["texts"])
     # the rehearsal's cut: the first query's first three passages
     (tmp_path / "cut").mkdir()
-    cut = bg.build_judged_pool(dl19, tmp_path / "cut", 1, 3)
+    cut = common.build_judged_pool(dl19, tmp_path / "cut", 1, 3)
     first = min(pool["chosen"])
     assert cut["chosen"] == {first: pool["chosen"][first][:3]} and len(cut["texts"]) == 3
 

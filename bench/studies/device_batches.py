@@ -33,7 +33,7 @@ gap before it (waiting for the host). Steps (``--steps``), most needed first:
 Everything goes to ``--json`` after each step; a step that would start too late for
 ``--budget`` is recorded as skipped.
 
-    python bench/device_batches.py --device cuda --model-dir DIR --json $OUT/batches.json
+    python bench/studies/device_batches.py --device cuda --model-dir DIR --json $OUT/batches.json
 """
 
 from __future__ import annotations
@@ -46,11 +46,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import bench_grading as bg  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import common  # noqa: E402
 
 VARIANTS = ("default", "mask2d", "oom", "pad1", "nocudnn", "pad32", "recompile")
 #: the run's order, most needed first: the defaults, exam-grade end to end on the larger
@@ -221,7 +219,6 @@ def cap_memory(backend, device: str) -> dict:
 
 
 def child(args) -> dict:
-    from bench_pipeline import engine_run
     from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
 
     t0 = time.perf_counter()
@@ -235,7 +232,7 @@ def child(args) -> dict:
         res["memory_cap"] = cap_memory(backend, args.device)
     timeline = Timeline(backend, args.device)
     for n in range(args.passes):
-        stats, pairs, secs = engine_run(backend, args.work, args.work / f"{args.child}-{n}.jsonl")
+        stats, pairs, secs = common.engine_run(backend, args.work, args.work / f"{args.child}-{n}.jsonl")
         res[f"pass{n + 1}"] = timeline.summary(secs, pairs)
         res[f"pass{n + 1}"]["failed_starts"], timeline.failed_starts = timeline.failed_starts, 0
         res[f"pass{n + 1}"]["device_memory"] = stats.device_memory
@@ -268,25 +265,23 @@ def run_child(variant: str, args, cap: float) -> dict:
 def big_pool(args, judged: bool = False) -> dict:
     """exam-grade itself, end to end, on a larger pool (where its start-up weighs less):
     the top-20 pool of ``--big-queries`` x ``--big-per-query``, or every judged passage."""
-    from bench_pipeline import exam_grade
-
     name = "judged" if judged else "big"
     big = args.work / name
     big.mkdir(exist_ok=True)
     if judged:
-        bg.build_judged_pool(args.data, big, args.judged_queries, args.judged_per_query)
+        common.build_judged_pool(args.data, big, args.judged_queries, args.judged_per_query)
         what = "every judged passage"
     else:
-        bg.build_pool(args.data, big, args.big_queries, args.big_per_query, args.seed)
+        common.build_pool(args.data, big, args.big_queries, args.big_per_query, args.seed)
         what = f"{args.big_queries} x {args.big_per_query}"
     print(f"[batches] exam-grade end to end, {what}", file=sys.stderr, flush=True)
     try:
-        return {"pool": name, **exam_grade(args.model, args.model_dir, big, args.device, [], name)}
+        return {"pool": name, **common.exam_grade(args.model, args.model_dir, big, args.device, [], name)}
     except (SystemExit, Exception) as exc:  # a failure is a finding, recorded
         return {"pool": name, "error": str(exc)[:300]}
 
 
-def agreement(a: Path, b: Path) -> dict | None:
+def grades_equal(a: Path, b: Path) -> dict | None:
     """How many pairs got the same grade in two passes' outputs (None: one is missing)."""
     if not (a.is_file() and b.is_file()):
         return None
@@ -332,8 +327,8 @@ def line(r: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--data", type=Path, default=bg.DEFAULT_DATA)
-    ap.add_argument("--model", default="flan-t5-large", choices=sorted(bg.CONFIGS))
+    ap.add_argument("--data", type=Path, default=common.DEFAULT_DATA)
+    ap.add_argument("--model", default="flan-t5-large", choices=sorted(common.CONFIGS))
     ap.add_argument("--model-dir", type=Path, default=None,
                     help="a saved model with its tokenizer (bench_pipeline --keep's); built here if absent")
     ap.add_argument("--queries", type=int, default=30)
@@ -378,11 +373,11 @@ def main(argv=None) -> int:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(res, indent=1) + "\n")
 
-    pool = bg.build_pool(args.data, args.work, args.queries, args.per_query, args.seed)
+    pool = common.build_pool(args.data, args.work, args.queries, args.per_query, args.seed)
     (args.work / "pool.json").write_text(json.dumps({"chosen": pool["chosen"], "texts": pool["texts"]}))
     if args.model_dir is None or not (args.model_dir / "config.json").is_file():
         t0 = time.perf_counter()
-        args.model_dir = bg.build_model(args.model, bg.train_tokenizer(args.data), args.work / args.model)
+        args.model_dir = common.build_model(args.model, common.train_tokenizer(args.data), args.work / args.model)
         res["build_s"] = time.perf_counter() - t0
     res["model_dir"] = str(args.model_dir)
     save()
@@ -404,7 +399,7 @@ def main(argv=None) -> int:
             print(f"[batches] variant {step} (at most {min(left, args.variant_cap):.0f}s)", file=sys.stderr, flush=True)
             res["steps"][step] = run_child(step, args, min(left, args.variant_cap))
             if step == "oom":
-                res["steps"][step]["grades_equal_default"] = agreement(args.work / "default-0.jsonl",
+                res["steps"][step]["grades_equal_default"] = grades_equal(args.work / "default-0.jsonl",
                                                                        args.work / "oom-0.jsonl")
             print(line(res["steps"][step]), flush=True)
         save()

@@ -18,7 +18,7 @@ prompt). This script says why, on the model alone, with nothing of exam-grade ar
 Every step saves ``--json`` at once, so a run stopped at its limit keeps what it did;
 a step that fails is recorded and the next one runs.
 
-    python bench/device_profile.py --device cuda --json $OUT/profile.json
+    python bench/studies/device_profile.py --device cuda --json $OUT/profile.json
 """
 
 from __future__ import annotations
@@ -29,38 +29,20 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from bench_grading import CONFIGS, T5_COMMON  # noqa: E402
-
-
-def sync(device: str) -> None:
-    import torch
-
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def release(device: str) -> None:
-    import gc
-
-    import torch
-
-    gc.collect()
-    if device.startswith("cuda"):
-        torch.cuda.empty_cache()
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import common  # noqa: E402
 
 
 def timed(fn, device: str, reps: int, warm: int = 2) -> float:
     """Seconds per call, the mean of ``reps`` after ``warm`` warm-ups."""
     for _ in range(warm):
         fn()
-    sync(device)
+    common.sync(device)
     t0 = time.perf_counter()
     for _ in range(reps):
         fn()
-    sync(device)
+    common.sync(device)
     return (time.perf_counter() - t0) / reps
 
 
@@ -80,7 +62,7 @@ def build(name: str, device: str, dtype, attention: str | None = None):
     from transformers import AutoModelForSeq2SeqLM, T5Config
 
     torch.manual_seed(0)
-    config = T5Config(**T5_COMMON, **CONFIGS[name], pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    config = T5Config(**common.T5_COMMON, **common.CONFIGS[name], pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
     with torch.device(device):
         model = AutoModelForSeq2SeqLM.from_config(config, attn_implementation=attention)
     return model.to(dtype).eval()
@@ -120,7 +102,7 @@ def score_call(model, ids, mask, dec, encoder_only: bool = False):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--model", default="flan-t5-large", choices=sorted(CONFIGS))
+    ap.add_argument("--model", default="flan-t5-large", choices=sorted(common.CONFIGS))
     ap.add_argument("--tokens", type=int, default=222, help="prompt tokens (the DL19 pool's mean: 222)")
     ap.add_argument("--batches", default="512")
     ap.add_argument("--attention", default="sdpa,eager,sdpa_contiguous_bias",
@@ -168,7 +150,7 @@ def main(argv=None) -> int:
     n = args.gemm_size
     step = (lambda label, fn: None) if args.only_compile else run_step
     step("gemm bf16 square", lambda: gemm(args.device, n, n, n, dtype, args.reps * 2))
-    cfg = CONFIGS[args.model]
+    cfg = common.CONFIGS[args.model]
     step("gemm feed-forward shape", lambda: gemm(args.device, args.profile_batch * args.tokens, cfg["d_model"],
                                                  cfg["d_ff"], dtype, args.reps * 2))
     from exam_eval.backends.hf_attention import NAME, register
@@ -190,7 +172,7 @@ def main(argv=None) -> int:
     model = None
     for attention in [] if args.only_compile else variants:
         model = None
-        release(args.device)
+        common.release(args.device)
         model = build(args.model, args.device, dtype, attention)
         for b in [int(x) for x in args.batches.split(",")]:
             step(f"model {attention} batch {b}", lambda b=b, m=model: rate(m, b))
@@ -198,7 +180,7 @@ def main(argv=None) -> int:
             step(f"encoder alone {attention} batch {pb}", lambda m=model: rate(m, pb, encoder_only=True))
     if model is None or variants[-1] != NAME:  # the profile and compile are of exam-grade's attention
         model = None
-        release(args.device)
+        common.release(args.device)
         model = build(args.model, args.device, dtype, NAME)
 
     def profile():
@@ -208,11 +190,11 @@ def main(argv=None) -> int:
         ids, mask, dec = inputs(pb, args.tokens, args.device)
         call = score_call(model, ids, mask, dec)
         call()
-        sync(args.device)
+        common.sync(args.device)
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if args.device.startswith("cuda") else [])
         with prof(activities=acts) as p:
             call()
-            sync(args.device)
+            common.sync(args.device)
         key = "cuda_time_total" if args.device.startswith("cuda") else "cpu_time_total"
         table = p.key_averages().table(sort_by=key, row_limit=18, max_name_column_width=60)
         print(table, flush=True)
@@ -225,7 +207,7 @@ def main(argv=None) -> int:
             ids, mask, dec = inputs(pb, args.tokens, args.device)
             t0 = time.perf_counter()
             score_call(cm, ids, mask, dec)()
-            sync(args.device)
+            common.sync(args.device)
             first = time.perf_counter() - t0
             out = rate(cm, pb)
             return out | {"compile_and_first_call_s": first}

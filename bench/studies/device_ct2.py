@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """One `exam-grade --engine ctranslate2` attempt on a device, for the GPU run (bench/device_run.sh).
 
-    python3 bench/device_ct2.py --device cuda --site /tmp/site --json OUT/ct2_cuda.json
+    python3 bench/studies/device_ct2.py --device cuda --site /tmp/site --json OUT/ct2_cuda.json
 
 CTranslate2's PyPI wheel travels to the GPU machine as a wheel (bench/device_stage.sh --ct2)
 and is installed in ``--site``, which only this attempt puts on PYTHONPATH: where
@@ -24,20 +24,19 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-
-import bench_grading as bg  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import common  # noqa: E402
 
 
 def grade(model_dir: Path, work: Path, device: str, engine: str, site: tuple[str, ...]) -> dict:
     cache, out = work / f"cache-{engine}.sqlite", work / f"{engine}.jsonl"
-    r = bg.run_cli(["--backend", "hf-seq2seq", "--model", str(model_dir), "--device", device, "--engine", engine,
-                    "--prompt", bg.PROMPT, "--passages", str(work / "passages.jsonl"), "--bank",
+    r = common.run_cli(["--backend", "hf-seq2seq", "--model", str(model_dir), "--device", device, "--engine", engine,
+                    "--prompt", common.PROMPT, "--passages", str(work / "passages.jsonl"), "--bank",
                     str(work / "bank.jsonl"), "--cache", str(cache), "-o", str(out), str(work / "pool.run")],
                    check=False, path=site)
     if "returncode" not in r:
-        r["grading_s"] = bg.engine_seconds(cache)
+        r["grading_s"] = common.engine_seconds(cache)
         r["pairs_per_s_end_to_end"] = r["pairs"] / r["wall_s"]
         r["pairs_per_s_grading"] = r["pairs"] / r["grading_s"]
         r["output"] = str(out)
@@ -72,8 +71,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--site", action="append", default=[], help="folder holding the installed wheel (repeatable)")
-    ap.add_argument("--data", type=Path, default=bg.DEFAULT_DATA, help="the DL19 folder of shared/data")
-    ap.add_argument("--model", default="flan-t5-small", help="of " + ", ".join(bg.CONFIGS))
+    ap.add_argument("--data", type=Path, default=common.DEFAULT_DATA, help="the DL19 folder of shared/data")
+    ap.add_argument("--model", default="flan-t5-small", help="of " + ", ".join(common.CONFIGS))
     ap.add_argument("--queries", type=int, default=6)
     ap.add_argument("--per-query", type=int, default=10)
     ap.add_argument("--seed", type=int, default=1)
@@ -87,8 +86,8 @@ def main(argv=None) -> int:
     os.environ["EXAM_EVAL_CT2_CACHE"] = str(work / "ct2-models")
     try:
         t0 = time.perf_counter()
-        bg.build_pool(args.data, work, args.queries, args.per_query, args.seed)
-        model_dir = bg.build_model(args.model, bg.train_tokenizer(args.data), work / args.model)
+        common.build_pool(args.data, work, args.queries, args.per_query, args.seed)
+        model_dir = common.build_model(args.model, common.train_tokenizer(args.data), work / args.model)
         result = {"device": args.device, "model": args.model, "ctranslate2": ct2_facts(site, args.device)}
         print(f"[ctranslate2] exam-grade --engine ctranslate2 --device {args.device} ({args.model}) ...",
               file=sys.stderr, flush=True)
@@ -101,7 +100,7 @@ def main(argv=None) -> int:
                   f"{ct2['pairs_per_s_grading']:.1f} grading only ({ct2['pairs']} pairs)", file=sys.stderr, flush=True)
             result["torch_run"] = torch_run = grade(model_dir, work, args.device, "torch", site)
             if "returncode" not in torch_run:
-                result["agreement_ct2_vs_torch"] = bg.agreement(Path(ct2["output"]), Path(torch_run["output"]))
+                result["agreement_ct2_vs_torch"] = common.agreement(Path(ct2["output"]), Path(torch_run["output"]))
                 print(f"[ctranslate2] torch defaults {torch_run['pairs_per_s_end_to_end']:.1f} pairs/s end to end; "
                       f"same grade {result['agreement_ct2_vs_torch']['same_grade']}/"
                       f"{result['agreement_ct2_vs_torch']['pairs']}", file=sys.stderr, flush=True)

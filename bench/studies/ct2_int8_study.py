@@ -1,12 +1,12 @@
 #!/usr/bin/env python
 """Why CTranslate2 int8 grades differ from float32, and which setting fixes it (issue 10).
 
-    .venv/bin/python bench/ct2_int8_study.py --json bench/results-ct2-int8.json
-    .venv/bin/python bench/ct2_int8_study.py --recheck-margins --seed 2 --model-seed 3 --json out.json
-    .venv/bin/python bench/ct2_int8_study.py --recheck-margins --smollm2 thomas --seed 5 --queries 30 --per-query 20 --json out.json
+    .venv/bin/python bench/studies/ct2_int8_study.py --json bench-out/ct2-int8.json
+    .venv/bin/python bench/studies/ct2_int8_study.py --recheck-margins --seed 2 --model-seed 3 --json out.json
+    .venv/bin/python bench/studies/ct2_int8_study.py --recheck-margins --smollm2 thomas --seed 5 --queries 30 --per-query 20 --json out.json
 
 The same pool, tokenizer and random-weight flan-t5-base model as ``bench_grading.py``
-(its functions, its seed), graded in scoring mode in-process (no exam-grade subprocess,
+(``common``'s functions, its seed), graded in scoring mode in-process (no exam-grade subprocess,
 no cache: only the model calls, batches of 8 sorted by length as the engine does), once
 per CTranslate2 setting, in one run so the speed ratios share the machine's load:
 
@@ -40,8 +40,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_grading as bg  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import common  # noqa: E402
 
 BATCH = 8
 
@@ -50,7 +51,7 @@ def all_requests(pool):
     from exam_eval.backends.base import GradeRequest
     from exam_eval.grading.prompts import get_prompt
 
-    prompt = get_prompt(bg.PROMPT)
+    prompt = get_prompt(common.PROMPT)
     reqs = [GradeRequest(prompt, "", item.text, pool["texts"][d]) for q, ds in pool["chosen"].items() for d in ds
             if d in pool["texts"] for item in pool["items"][q]]
     # the engine's order: longest first, so a batch pads little
@@ -264,12 +265,12 @@ def speed_only(model_dir, work, reqs, labels, pool, args) -> dict:
         folders[ct] = work / f"ct2-{ct}"
         convert(model_dir, folders[ct], ct)
     rates = {k: [] for k in (*(f"ct2 {ct}" for ct in types), "torch float32", "reference loop")}
-    ref_sample = bg.sample_requests(pool, max(10, args.speed_only // 6), args.seed)
+    ref_sample = common.sample_requests(pool, max(10, args.speed_only // 6), args.seed)
     for _ in range(args.rounds):
         for ct in types:
             rates[f"ct2 {ct}"].append(score_ct2(folders[ct], ct, model_dir, sub, labels)["pairs_per_s"])
         rates["torch float32"].append(score_torch(model_dir, sub, labels)["pairs_per_s"])
-        rates["reference loop"].append(bg.reference_loop(model_dir, ref_sample)["pairs_per_s"])
+        rates["reference loop"].append(common.reference_loop(model_dir, ref_sample)["pairs_per_s"])
         print(f"[study] round: {rates}", file=sys.stderr, flush=True)
     best = {k: max(v) for k, v in rates.items()}
     return {"pairs": len(sub), "reference_pairs": len(ref_sample), "rounds": args.rounds, "rates": rates,
@@ -281,8 +282,8 @@ def speed_only(model_dir, work, reqs, labels, pool, args) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=bg.DEFAULT_DATA)
-    ap.add_argument("--model", default="flan-t5-base", choices=sorted(bg.CONFIGS))
+    ap.add_argument("--data", type=Path, default=common.DEFAULT_DATA)
+    ap.add_argument("--model", default="flan-t5-base", choices=sorted(common.CONFIGS))
     ap.add_argument("--queries", type=int, default=6)
     ap.add_argument("--per-query", type=int, default=10)
     ap.add_argument("--sample-pairs", type=int, default=30, help="pairs timed in the reference loop")
@@ -312,7 +313,7 @@ def main(argv=None) -> int:
     try:
         load_before = os.getloadavg()
         t_start = time.perf_counter()
-        pool = bg.build_pool(args.data, work, args.queries, args.per_query, args.seed)
+        pool = common.build_pool(args.data, work, args.queries, args.per_query, args.seed)
         if args.smollm2:
             import ct2_causal_study as causal
 
@@ -323,8 +324,8 @@ def main(argv=None) -> int:
             _, reqs = causal.requests(pool, read_topics(args.data / "topics.tsv"), args.smollm2)
             labels = tuple(reqs[0].prompt.labels)
         else:
-            tok = bg.train_tokenizer(args.data)
-            model_dir = bg.build_model(args.model, tok, work / args.model, seed=args.model_seed)
+            tok = common.train_tokenizer(args.data)
+            model_dir = common.build_model(args.model, tok, work / args.model, seed=args.model_seed)
             reqs, labels = all_requests(pool)
         log = lambda msg: print(f"[study] {msg}", file=sys.stderr, flush=True)  # noqa: E731
         supported = sorted(ctranslate2.get_supported_compute_types("cpu"))
@@ -370,7 +371,7 @@ def main(argv=None) -> int:
         log("torch float32 ...")
         tr = score_torch(model_dir, reqs, labels)
         log("reference loop ...")
-        ref_loop = bg.reference_loop(model_dir, bg.sample_requests(pool, args.sample_pairs, args.seed))
+        ref_loop = common.reference_loop(model_dir, common.sample_requests(pool, args.sample_pairs, args.seed))
 
         f32 = runs["float32"]["probs"]
         table = {}
@@ -395,7 +396,7 @@ def main(argv=None) -> int:
                                                    "also_flipped_by_ct2_int8": len(overlap)},
             "activations": {"final_decoder_state_norm_mean": tr["state_norm"], "vocab_logit_std_mean": tr["vocab_logit_std"],
                             "vocab_logit_absmax_mean": tr["vocab_logit_absmax"]},
-            "cpu": bg.cpu_peak(), "load_average_before": load_before, "load_average_after": os.getloadavg(),
+            "cpu": common.cpu_peak(), "load_average_before": load_before, "load_average_after": os.getloadavg(),
             "total_s": time.perf_counter() - t_start,
         }
         text = json.dumps(out, indent=1)

