@@ -64,6 +64,7 @@ def scoring_loop(model_dir: Path, requests, batch_size: int, count_flops: bool =
     from exam_eval.backends.hf_seq2seq import Seq2SeqBackend
 
     backend = Seq2SeqBackend(model=str(model_dir), device="cpu", batch_size=batch_size)
+    backend.min_label_mass = common.MIN_LABEL_MASS
     t0 = time.perf_counter()
     backend.load()
     load_s = time.perf_counter() - t0
@@ -90,7 +91,7 @@ def scoring_loop(model_dir: Path, requests, batch_size: int, count_flops: bool =
 def grade_model(name: str, model_dir: Path, work: Path, pool: dict, args) -> dict:
     run = str(work / "pool.run")
     inputs = ["--backend", "hf-seq2seq", "--model", str(model_dir), "--device", "cpu", "--prompt", PROMPT,
-              "--passages", str(work / "passages.jsonl"), run]
+              "--passages", str(work / "passages.jsonl"), *common.label_mass_flags(), run]
     torch_flags = ["--engine", "torch", *inputs]
     cache = work / f"cache-{name}.sqlite"
     print(f"[{name}] exam-grade, full pool ...", file=sys.stderr, flush=True)

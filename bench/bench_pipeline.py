@@ -184,6 +184,7 @@ def host_cost_child(args) -> dict:
     for way, use_ids in ways:
         backend = Seq2SeqBackend(model=str(work / "t5-1-layer"), device=args.device)
         backend.use_prompt_ids = use_ids
+        backend.min_label_mass = common.MIN_LABEL_MASS  # the stub's zero logits: scored, never generated
         backend.load()
         backend.model = StubT5(backend.model)
         stats, npairs, secs = common.engine_run(backend, work, work / f"host-{way}.jsonl")

@@ -152,6 +152,7 @@ def sim_backend(model_dir: Path, device: SimDevice, layers: int, overlap: bool, 
             return collect
 
     backend = SimSeq2Seq(model=str(model_dir), device="cpu")
+    backend.min_label_mass = common.MIN_LABEL_MASS  # zero logits: scored, never generated
     backend.load()
     backend.model = SimModel(backend.model.config, device, layers, setup_s)
     backend.token_budget = CUDA_MAX_TOKENS

@@ -223,6 +223,7 @@ def child(args) -> dict:
 
     t0 = time.perf_counter()
     backend = Seq2SeqBackend(model=str(args.model_dir), device=args.device)
+    backend.min_label_mass = common.MIN_LABEL_MASS
     backend.load()
     res = {"variant": args.child, "load_s": time.perf_counter() - t0, "token_budget": backend.token_budget,
            "pad_multiple": backend.pad_multiple}

@@ -33,7 +33,8 @@ def grade(model_dir: Path, work: Path, device: str, engine: str, site: tuple[str
     cache, out = work / f"cache-{engine}.sqlite", work / f"{engine}.jsonl"
     r = common.run_cli(["--backend", "hf-seq2seq", "--model", str(model_dir), "--device", device, "--engine", engine,
                     "--prompt", common.PROMPT, "--passages", str(work / "passages.jsonl"), "--bank",
-                    str(work / "bank.jsonl"), "--cache", str(cache), "-o", str(out), str(work / "pool.run")],
+                    str(work / "bank.jsonl"), "--cache", str(cache), "-o", str(out), *common.label_mass_flags(),
+                    str(work / "pool.run")],
                    check=False, path=site)
     if "returncode" not in r:
         r["grading_s"] = common.engine_seconds(cache)
