@@ -132,7 +132,7 @@ def batching_check(backend, reqs) -> dict:
 
     from exam_eval.backends.ct2_causal import equal_length_groups
 
-    texts = backend._texts(reqs)
+    texts = [backend._full_text(r, backend.fit_context(r)) for r in reqs]  # the prompts as hf-causal renders them
     tokens = backend._tokens(texts)
     kw = dict(max_length=1, beam_size=1, include_prompt_in_result=False, return_logits_vocab=True)
     t0 = time.perf_counter()

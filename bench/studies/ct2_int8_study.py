@@ -121,12 +121,12 @@ def score_torch(model_dir: Path, reqs, labels) -> dict:
     be.load()
     states = []
     hook = be.model.lm_head.register_forward_hook(lambda m, inp, out: states.append(inp[0][:, 0, :].detach().numpy().copy()))
-    be._score(reqs[:1], labels)
+    be._score_async(reqs[:1], labels)()
     states.clear()
     t0 = time.perf_counter()
     probs = []
     for b in range(0, len(reqs), BATCH):
-        probs += be._score(reqs[b:b + BATCH], labels)
+        probs += be._score_async(reqs[b:b + BATCH], labels)()
     secs = time.perf_counter() - t0
     hook.remove()
     weight = be.model.lm_head.weight.detach().numpy().astype(np.float64)
