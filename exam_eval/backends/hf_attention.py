@@ -8,7 +8,7 @@ by ``torch.where``) keeps the layout. PyTorch's fused GPU kernels (memory-effici
 cuDNN) need a mask whose last dimension has stride 1. Without it every encoder
 self-attention falls back to the math kernel, which also computes bfloat16 inputs in
 float32: on an H200 that took 59% of a flan-t5-large scoring call
-(bench/device_profile.py, 2026-11-26). Made contiguous (1.6 MB a layer at 222 tokens),
+(bench/studies/device_profile.py, 2026-11-26). Made contiguous (1.6 MB a layer at 222 tokens),
 the same numbers reach a fused kernel. CPUs take a strided mask as it is, so nothing
 changes there.
 

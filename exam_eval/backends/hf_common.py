@@ -128,7 +128,7 @@ CUDA_MIN_TOKENS, CUDA_MAX_TOKENS = 4096, 131072
 #: (batch, width) shape costs the device a one-time set-up (cuDNN builds an attention graph
 #: per shape), and a pool has about as many widths as prompt lengths; rounding bounds the
 #: shapes: 54 -> 24 on the 31,250 pairs of DL19's pool, for 1.7% more padded tokens
-#: (bench/batch_shapes.py; 8 is also the multiple tensor cores want). A right-padded T5
+#: (bench/studies/batch_shapes.py; 8 is also the multiple tensor cores want). A right-padded T5
 #: grades the same whatever the padding: relative positions, padding masked. Not for
 #: left-padded causal models, whose positions count from the left edge.
 CUDA_PAD_MULTIPLE = 8

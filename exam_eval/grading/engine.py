@@ -378,7 +378,7 @@ def _token_budget(backend: Backend, prompt) -> int | None:
 #: batches cut from a chunk sorted by token count are narrow: of DL19's whole pool (31,250
 #: pairs, the 131,072-token budget, T5 batches padded to a multiple of 8) 95.7% of the
 #: padded tokens are prompt at 8,192 against 93.2% at 2,048, in 24 batch shapes against 32
-#: (bench/batch_shapes.py).
+#: (bench/studies/batch_shapes.py).
 LOOKAHEAD = 8192
 #: the first chunk's units (at least two batches), doubling up to LOOKAHEAD: the model
 #: waits for the first chunk's tokenizing only
