@@ -72,7 +72,7 @@ def counts() -> dict:
     from exam_eval.genq import nuggetize as nz
     from exam_eval.grading.asking import Asker, parse_python_list
     from exam_eval.grading.listwise import assign_reports, parse_labels
-    from exam_eval.io.banks import make_item_id
+    from exam_eval.io.bank_items import make_item_id
 
     docs = _docs(20)
     out: dict = {}
@@ -107,7 +107,7 @@ def counts() -> dict:
     from exam_eval.grading.engine import Pair, Unit, execute, plan_work
     from exam_eval.grading.cache import NullCache, unit_key
     from exam_eval.grading.prompts import get_prompt
-    from exam_eval.backends.base import GradeRequest
+    from exam_eval.grading.types import GradeRequest
 
     prompt = get_prompt("nuggetizer-assign")
     with CountingModel() as model:

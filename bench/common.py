@@ -197,7 +197,7 @@ def build_judged_pool(data: Path, work: Path, queries: int = 0, per_query: int =
 
 def edit_one_per_query(items):
     """Change the first question of every query, as a human editing the bank would."""
-    from exam_eval.io.banks import BankItem, make_item_id
+    from exam_eval.io.bank_items import make_item_id, BankItem
 
     out, seen = [], set()
     for item in items:
@@ -245,7 +245,7 @@ def build_model(name: str, tokenizer, path: Path, seed: int = 0) -> Path:
 
 def sample_requests(pool: dict, n: int, seed: int):
     """n (passage, question) pairs, passage by passage as the reference walks them."""
-    from exam_eval.backends.base import GradeRequest
+    from exam_eval.grading.types import GradeRequest
     from exam_eval.grading.prompts import get_prompt
 
     prompt = get_prompt(PROMPT)
@@ -258,7 +258,7 @@ def sample_requests(pool: dict, n: int, seed: int):
 
 def pool_requests(pool: dict):
     """Every (passage, question) pair of the pool, as grade requests."""
-    from exam_eval.backends.base import GradeRequest
+    from exam_eval.grading.types import GradeRequest
     from exam_eval.grading.prompts import get_prompt
 
     prompt = get_prompt(PROMPT)

@@ -29,7 +29,8 @@ import warnings
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import InputError, UsageError
-from .io.banks import BankItem, require_bank_topics
+from .io.banks import require_bank_topics
+from .io.bank_items import BankItem
 from .io.grades import Grade
 from .io.reports import Report, parse_report, read_requests, resolve_track_spec
 from .io.reports import read_reports as _read_reports

@@ -20,7 +20,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("ctranslate2")
 
-from exam_eval.backends import GradeRequest, get_backend  # noqa: E402
+from exam_eval.backends import get_backend  # noqa: E402
+from exam_eval.grading.types import GradeRequest  # noqa: E402
 from exam_eval.backends import ct2_convert  # noqa: E402
 from exam_eval.backends.hf_common import label_token_ids  # noqa: E402
 from exam_eval.backends.hf_seq2seq import Seq2SeqBackend  # noqa: E402

@@ -21,7 +21,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("ctranslate2")
 
-from exam_eval.backends import GradeRequest, get_backend  # noqa: E402
+from exam_eval.backends import get_backend  # noqa: E402
+from exam_eval.grading.types import GradeRequest  # noqa: E402
 from exam_eval.backends import ct2_convert  # noqa: E402
 from exam_eval.backends.ct2_causal import CT2CausalBackend, equal_length_groups  # noqa: E402
 from exam_eval.backends.model_identity import model_files_id  # noqa: E402
@@ -141,10 +142,15 @@ def test_float32_probabilities_equal_torch_forward(checkpoint, prompt, request):
     assert [r.grade for r in ref.grade(reqs)] == [r.grade for r in got]
 
 
+def _texts(backend, reqs):
+    """The prompts as the back end renders them, the passage cut to its window."""
+    return [backend._full_text(r, backend.fit_context(r)) for r in reqs]
+
+
 def test_batches_of_different_lengths_equal_one_by_one(tiny_llama):
     ct2 = _ct2(tiny_llama, compute_type="float32")
     reqs = _reqs(RATE) + _reqs(RATE)[:2]
-    lengths = [len(t) for t in ct2._tokens(ct2._texts(reqs))]
+    lengths = [len(t) for t in ct2._tokens(_texts(ct2, reqs))]
     assert len(set(lengths)) == len(PASSAGES)  # one batch, several lengths, some repeated
     batched = ct2.grade(reqs)
     for req, res in zip(reqs, batched):
@@ -195,10 +201,10 @@ def test_int8_close_calls_regraded_in_float32(tiny_llama):
     i8 = pure.grade(reqs)
     # the gap of the two best label logits in sd of the vocabulary logits, computed here from torch-free numpy
     gaps = []
-    for toks in pure._tokens(pure._texts(reqs)):
+    for toks in pure._tokens(_texts(pure, reqs)):
         vocab = np.asarray(pure.model.generate_batch([toks], max_length=1, include_prompt_in_result=False,
                                                      return_logits_vocab=True)[0].logits[0][0], dtype=np.float64)
-        top = np.sort(vocab[pure._labels(RATE.labels, pure._texts(reqs)[0])])[::-1]
+        top = np.sort(vocab[pure._labels(RATE.labels, _texts(pure, reqs)[0])])[::-1]
         gaps.append((top[0] - top[1]) / vocab.std())
     ordered = sorted(gaps)
     cut = round((ordered[1] + ordered[2]) / 2, 6)  # the two closest calls

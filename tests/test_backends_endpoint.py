@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from exam_eval.backends import GradeRequest, get_backend
+from exam_eval.backends import get_backend
+from exam_eval.grading.types import GradeRequest
 from exam_eval.backends.endpoint import label_weights
 from exam_eval.errors import UsageError
 from exam_eval.grading.prompts import get_prompt

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from exam_eval.backends import GradeRequest
+from exam_eval.grading.types import GradeRequest
 from exam_eval.backends.scripted import ScriptedBackend
 from exam_eval.grading.prompts import REGISTRY, get_prompt
 

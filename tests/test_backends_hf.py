@@ -11,7 +11,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from exam_eval.backends import GradeRequest, get_backend  # noqa: E402
+from exam_eval.backends import get_backend  # noqa: E402
+from exam_eval.grading.types import GradeRequest  # noqa: E402
 from exam_eval.backends.hf_common import label_token_ids  # noqa: E402
 from exam_eval.errors import InputError, UsageError  # noqa: E402
 from exam_eval.grading.prompts import get_prompt  # noqa: E402

@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from exam_eval.backends.base import GradeRequest, scored_result
+from exam_eval.backends.base import scored_result
+from exam_eval.grading.types import GradeRequest
 from exam_eval.backends.scripted import ScriptedBackend
 from exam_eval.grading import engine
 from exam_eval.grading.cache import GradeCache, NullCache
@@ -18,7 +19,7 @@ from exam_eval.grading.pool import Pool
 from exam_eval.grading.prompts import get_prompt
 from exam_eval.grading.segment import approx_tokens, read_responses, segment_response, segments_to_runs
 from exam_eval.errors import InputError, UsageError
-from exam_eval.io.banks import BankItem, make_item_id
+from exam_eval.io.bank_items import make_item_id, BankItem
 from exam_eval.io.grades import Grade, grade_line, read_grades
 from exam_eval.io.trec import ranked
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from exam_eval.io.banks import make_item_id
+from exam_eval.io.bank_items import make_item_id
 from exam_eval.io.grades import read_grades
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -354,7 +354,7 @@ def test_help_does_not_import_torch():
 
 
 def test_backend_options_are_typed(tmp_path):
-    from exam_eval.commands.grade import _split_backend_options
+    from exam_eval.backends.factory import split_backend_options as _split_backend_options
 
     assert _split_backend_options(("batch-size=4", "delay=0.5", "logprobs=false", "api=chat")) == \
         {"batch_size": 4, "delay": 0.5, "logprobs": False, "api": "chat"}

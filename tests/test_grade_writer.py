@@ -20,7 +20,7 @@ from exam_eval.grading import engine, writer
 from exam_eval.grading.cache import GradeCache, NullCache
 from exam_eval.grading.output import GradesAppender, existing_keys, repair
 from exam_eval.grading.prompts import get_prompt
-from exam_eval.io.banks import BankItem, make_item_id
+from exam_eval.io.bank_items import make_item_id, BankItem
 from worst_interrupts import interrupt_inside_conditions, run_as_grading_thread
 
 PROMPT = get_prompt("question-selfrating")

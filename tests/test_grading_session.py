@@ -17,7 +17,7 @@ from exam_eval.errors import InputError
 from exam_eval.grading import engine
 from exam_eval.grading.prompts import get_prompt
 from exam_eval.grading.session import GradingSession, Interrupted
-from exam_eval.io.banks import BankItem, make_item_id
+from exam_eval.io.bank_items import make_item_id, BankItem
 
 PROMPT = get_prompt("question-selfrating")
 

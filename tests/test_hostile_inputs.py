@@ -326,7 +326,7 @@ def test_verify_needs_ids_unique_across_queries(tmp_path):
 def test_bank_filter_matches_ids_per_query(tmp_path):
     """The same id in two queries (a user's own names) is two items; each query's grades
     stay with its own item, none is taken for a stale grade of the other's text."""
-    from exam_eval.io.banks import text_hash
+    from exam_eval.io.bank_items import text_hash
 
     bank = write(tmp_path / "b.jsonl", [item(item_id="q1", text="first", kind="question"),
                                         item(query_id="102", item_id="q1", text="other", kind="question")])

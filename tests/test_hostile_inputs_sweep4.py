@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from exam_eval.grading.prompts import get_prompt
-from exam_eval.io.banks import make_item_id
+from exam_eval.io.bank_items import make_item_id
 from inproc import run
 
 ROOT = Path(__file__).resolve().parents[1]

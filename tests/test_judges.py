@@ -11,7 +11,8 @@ import math
 
 import pytest
 
-from exam_eval.backends import GradeRequest, get_backend
+from exam_eval.backends import get_backend
+from exam_eval.grading.types import GradeRequest
 from exam_eval.grading.prompts import get_prompt
 from openai_stub import OpenAIStub, chat_body
 from test_backends_endpoint import DEMO, _grade, _query_101

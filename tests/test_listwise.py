@@ -13,7 +13,7 @@ from exam_eval.backends.chat import EndpointChat  # noqa: E402
 from exam_eval.grading.asking import Asker  # noqa: E402
 from exam_eval.grading.cache import GradeCache  # noqa: E402
 from exam_eval.grading.listwise import assign_reports, messages, parse_labels  # noqa: E402
-from exam_eval.io.banks import BankItem, make_item_id  # noqa: E402
+from exam_eval.io.bank_items import make_item_id, BankItem  # noqa: E402
 from exam_eval.io.reports import Report, ReportSentence, sentence_id  # noqa: E402
 from exam_eval.measures import nugget_scores as ns  # noqa: E402
 

@@ -8,7 +8,8 @@ import warnings
 
 import pytest
 
-from exam_eval.io.banks import BankItem, make_item_id, write_bank
+from exam_eval.io.banks import write_bank
+from exam_eval.io.bank_items import make_item_id, BankItem
 from exam_eval.io.grades import Grade
 from exam_eval.io.reports import Report, ReportSentence, sentence_id
 

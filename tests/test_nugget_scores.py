@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from exam_eval.errors import UsageError
-from exam_eval.io.banks import BankItem
+from exam_eval.io.bank_items import BankItem
 from exam_eval.io.grades import Grade
 from exam_eval.io.reports import Citation, Report, ReportSentence, sentence_id
 from exam_eval.measures import nugget_scores as ns

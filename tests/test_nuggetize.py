@@ -14,7 +14,7 @@ from exam_eval.backends.chat import EndpointChat  # noqa: E402
 from exam_eval.genq import nuggetize as nz  # noqa: E402
 from exam_eval.grading.asking import Asker, parse_python_list  # noqa: E402
 from exam_eval.grading.cache import GradeCache  # noqa: E402
-from exam_eval.io.banks import make_item_id  # noqa: E402
+from exam_eval.io.bank_items import make_item_id  # noqa: E402
 
 QUERIES = {"q1": "how do vaccines train the immune system", "q2": "what causes ocean tides"}
 VOCAB = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "

@@ -161,7 +161,7 @@ def session_inputs():
     """A scripted back end, its prompt and the units of 2 pairs."""
     from exam_eval.grading import engine
     from exam_eval.grading.prompts import get_prompt
-    from exam_eval.io.banks import BankItem, make_item_id
+    from exam_eval.io.bank_items import make_item_id, BankItem
 
     backend = ScriptedBackend(script=lambda r, t: "4")
     prompt = get_prompt("question-selfrating")

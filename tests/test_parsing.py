@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from exam_eval.grading.parsing import PARSERS, UNANSWERABLE, is_ill_formed, tolerant_rating
-from exam_eval.grading.prompts import REGISTRY, Parsed, get_prompt
+from exam_eval.grading.prompts import REGISTRY, get_prompt
+from exam_eval.grading.types import Parsed
 
 PAPERS = Path(__file__).resolve().parents[2] / "shared" / "papers"
 

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from exam_eval.backends.base import GradeRequest  # noqa: E402
+from exam_eval.grading.types import GradeRequest  # noqa: E402
 from exam_eval.backends.hf_common import TokenizerOps  # noqa: E402
 from exam_eval.backends.prompt_ids import PromptEncoder, pad  # noqa: E402
 from exam_eval.grading.prompts import get_prompt  # noqa: E402

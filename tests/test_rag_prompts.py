@@ -118,7 +118,7 @@ def test_support_unparseable(text):
 
 
 def test_scripted_backend_grades_through_the_parsers():
-    from exam_eval.backends.base import GradeRequest
+    from exam_eval.grading.types import GradeRequest
     from exam_eval.backends.scripted import ScriptedBackend
 
     p = get_prompt("nuggetizer-assign")

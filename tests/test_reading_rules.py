@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from exam_eval.backends import GradeRequest, get_backend
+from exam_eval.backends import get_backend
+from exam_eval.grading.types import GradeRequest
 from exam_eval.errors import UsageError
 from exam_eval.grading.parsing import parse_rating, parse_rating_exam_pp, parse_rating_workbench
 from exam_eval.grading.prompts import get_prompt

@@ -18,7 +18,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from exam_eval.backends import GradeRequest, get_backend  # noqa: E402
+from exam_eval.backends import get_backend  # noqa: E402
+from exam_eval.grading.types import GradeRequest  # noqa: E402
 from exam_eval.grading.prompts import get_prompt  # noqa: E402
 from tiny_models import tiny_qa, tiny_t5  # noqa: E402,F401
 

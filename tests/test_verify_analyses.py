@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import pytest
 
-from exam_eval.io.banks import make_item_id
+from exam_eval.io.bank_items import make_item_id
 
 TAU = 4
 

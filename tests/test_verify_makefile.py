@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from exam_eval.io.banks import make_item_id, read_bank, write_bank
+from exam_eval.io.banks import read_bank, write_bank
+from exam_eval.io.bank_items import make_item_id
 from exam_eval.io.trec import ranked, read_run
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,7 +15,7 @@ import pytest
 import pytrec_eval
 from scipy import stats
 
-from exam_eval.io.banks import make_item_id
+from exam_eval.io.bank_items import make_item_id
 from exam_eval.verify.report import ReportOptions, compute, render
 
 TAU = 4

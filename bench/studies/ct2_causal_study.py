@@ -86,7 +86,7 @@ def smollm2_checkpoint(out: Path) -> Path:
 
 
 def requests(pool, topics, prompt_id):
-    from exam_eval.backends.base import GradeRequest
+    from exam_eval.grading.types import GradeRequest
     from exam_eval.grading.prompts import get_prompt
 
     prompt = get_prompt(prompt_id)

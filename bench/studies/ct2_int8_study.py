@@ -48,7 +48,7 @@ BATCH = 8
 
 
 def all_requests(pool):
-    from exam_eval.backends.base import GradeRequest
+    from exam_eval.grading.types import GradeRequest
     from exam_eval.grading.prompts import get_prompt
 
     prompt = get_prompt(common.PROMPT)

@@ -28,10 +28,11 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..errors import UsageError
-from ..grading.types import CUT_OFF_REASONING, FAILED, GradeRequest, GradeResult, LabelWeights  # noqa: F401
+from ..grading.types import CUT_OFF_REASONING, FAILED, GradeRequest, GradeResult
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..grading.prompts.base import Parsed, Prompt
+    from ..grading.prompts.base import Prompt
+    from ..grading.types import Parsed
 
 
 def flag_option(name: str, value) -> bool:

@@ -167,7 +167,7 @@ class HFChat:
     def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
         from ..grading.fitting import BatchLimit
         from ..grading.prompts.base import Prompt
-        from .base import GradeRequest
+        from ..grading.types import GradeRequest
 
         if not self._loaded:
             self.backend.load()

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .base import GradeRequest
+from ..grading.types import GradeRequest
 from .ct2_engine import CT2Engine
 from .ct2_recheck import label_score
 from .hf_seq2seq import Seq2SeqBackend

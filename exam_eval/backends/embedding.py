@@ -36,7 +36,8 @@ import os
 from typing import Any, Sequence
 
 from ..errors import InputError, UsageError
-from .base import Backend, GradeRequest, GradeResult
+from .base import Backend
+from ..grading.types import GradeRequest, GradeResult
 from .model_identity import model_files_id, model_name
 
 PACKAGED_NAMES = ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm")

@@ -33,7 +33,8 @@ from typing import Sequence
 
 from ..errors import UsageError
 from ..grading.types import InterruptedBatch
-from .base import FAILED, GradeRequest, GradeResult, PromptBackend, flag_option, label_mass_fallback, scored_result
+from .base import flag_option, label_mass_fallback, scored_result, PromptBackend
+from ..grading.types import FAILED, GradeRequest, GradeResult
 
 
 DEFAULT_CONCURRENCY = 64

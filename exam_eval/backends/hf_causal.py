@@ -15,7 +15,8 @@ from __future__ import annotations
 import inspect
 from typing import Sequence
 
-from .base import GradeRequest, PromptBackend
+from .base import PromptBackend
+from ..grading.types import GradeRequest
 from .ct2_engine import EngineChoice
 from .hf_common import (HFGenerativeBase, label_columns, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
                         penalty_processor, pick_device, pick_dtype, pretrained_source, quiet_gguf_reader,

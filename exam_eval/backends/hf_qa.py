@@ -22,7 +22,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..errors import UsageError
-from .base import Backend, GradeRequest, GradeResult, finish_parsed, llm_verify
+from .base import finish_parsed, llm_verify, Backend
+from ..grading.types import GradeRequest, GradeResult
 from .hf_common import check_model_ref, load_failure, loaded_dtype, pick_device, pick_dtype
 from .model_identity import model_files_id, model_name
 
@@ -130,7 +131,7 @@ class QABackend(Backend):
                 for i in range(len(questions))]
 
     def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:
-        from ..grading.prompts.base import Parsed
+        from ..grading.types import Parsed
 
         self.load()
         answers = self.answer([r.item_text or "" for r in requests], [r.context for r in requests])

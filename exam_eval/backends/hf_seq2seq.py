@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .base import GradeRequest, PromptBackend
+from .base import PromptBackend
+from ..grading.types import GradeRequest
 from .ct2_engine import EngineChoice
 from .hf_common import (CUDA_PAD_MULTIPLE, HFGenerativeBase, label_columns, TokenizerOps, cuda_token_budget, label_token_ids,
                         load_failure, model_kwargs, pick_device, pick_dtype)

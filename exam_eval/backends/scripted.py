@@ -26,7 +26,8 @@ from typing import Callable, Sequence
 from ..errors import InputError
 from ..io.jsonl import iter_jsonl, loads_checked
 from ..io.openers import display_name, open_text
-from .base import GradeRequest, PromptBackend, flag_option
+from .base import flag_option, PromptBackend
+from ..grading.types import GradeRequest
 
 Script = Callable[[GradeRequest, str], "str | dict | None"]
 

@@ -59,7 +59,7 @@ def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, t
               script=None):
     """The chat model of the flags; checks them, loads nothing."""
     from ..backends.chat import get_chat_model
-    from ._grading import split_backend_options
+    from ..backends.factory import split_backend_options
 
     if backend_options and backend not in ("hf-causal", "endpoint"):
         raise UsageError("--backend-option is for --backend hf-causal and endpoint")

@@ -10,7 +10,6 @@ from typing import Callable, Iterable
 
 import click
 
-from ..backends.factory import make_grader, split_backend_options  # noqa: F401  (their old home)
 from ._base import EXIT_INTERRUPTED
 
 EXIT_CALLS_FAILED = 3
@@ -215,3 +214,15 @@ def read_batch(session, paths: tuple[str, ...], *, command: str, log: Callable[[
     replay = Replay(session.grader.model_id, known, names)
     session.grader.client = replay
     return replay
+
+
+def grade_or_batch(session, batch_out: str | None, batch_in: tuple, *, command: str, log: Callable[[str], None],
+                   **run) -> int:
+    """Grade the planned session (:func:`run_session` with ``run``), or write its requests
+    (--batch-out), or grade it from results files (--batch-in)."""
+    if batch_out:
+        return write_batch(session, batch_out, command=command, log=log)
+    if batch_in:
+        replay = read_batch(session, batch_in, command=command, log=log)
+        run.update(failures=replay.report, retry="a new --batch-out asks for them")
+    return run_session(session, log=log, **run)

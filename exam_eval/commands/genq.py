@@ -134,7 +134,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     from ..genq.generators import GENERATORS, generator_class, get_generator
     from ..genq.merge import existing_units, raw_bytes, write_merged
     from ..genq.prompts import STYLES, families, get_prompt
-    from ._grading import split_backend_options
+    from ..backends.factory import split_backend_options
     from ..io.openers import display_name
     from ..io.topics import read_topics
 
@@ -228,7 +228,8 @@ def import_(bank_file, kind, output, force):
       exam-genq import ../shared/data/dl19/banks/nuggets.jsonl.gz -o dl19-nuggets.jsonl
       exam-genq import --kind question car-mc.jsonl.gz | head
     """
-    from ..io.banks import BankReport, make_item_id, read_bank, write_bank
+    from ..io.banks import read_bank, write_bank, BankReport
+    from ..io.bank_items import make_item_id
 
     _check_output(output, force)
     skipped: list = []

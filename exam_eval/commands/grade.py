@@ -12,7 +12,6 @@ import os
 import click
 
 from ..errors import UsageError
-from ..backends.factory import split_backend_options as _split_backend_options  # noqa: F401 (tests import it from here)
 from ._base import CONTEXT_SETTINGS, claim_output, make_main, refuse_given
 from ._grading import check_batch_flags
 from ._options import backend_flags, backend_settings, run_flags
@@ -153,7 +152,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     check_run_files(run_files)
 
     from ..grading.session import GradingSession
-    from ._grading import cache_file, dry_run_report, read_batch, run_session, write_batch
+    from ._grading import cache_file, dry_run_report, grade_or_batch
 
     units, npairs = engine.build_units(docs=plan_inputs["docs"], texts=plan_inputs["texts"], items=plan_inputs["items"],
                                        queries=plan_inputs["queries"], prompt=prompt, identity=grader.cache_identity,
@@ -168,35 +167,29 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         if dry_run:
             dry_run_report(plan, grader, session.cache, shard)
             return 0
-        listwise = listwise_note(prompt, plan, grader)
-        if listwise:
-            _log(listwise)
-        if batch_out:
-            return write_batch(session, batch_out, command="exam-grade", log=_log)
-        replay = read_batch(session, batch_in, command="exam-grade", log=_log) if batch_in else None
+        listwise_note(prompt, plan, grader, _log)
         missing = plan.stats.missing
-        return run_session(session, log=_log, batch_size=batch_size, progress="grading",
-                           notes=[f"{missing} pooled passages had no text and were skipped"] if missing else [],
-                           on_ready=lambda: [write_segment_runs(planned) for planned in run_files.values()],
-                           **({} if replay is None else dict(failures=replay.report,
-                                                              retry="a new --batch-out asks for them")))
+        return grade_or_batch(session, batch_out, batch_in, command="exam-grade", log=_log, batch_size=batch_size,
+                              progress="grading",
+                              notes=[f"{missing} pooled passages had no text and were skipped"] if missing else [],
+                              on_ready=lambda: [write_segment_runs(planned) for planned in run_files.values()])
 
 
-def listwise_note(prompt, plan, grader) -> str | None:
+def listwise_note(prompt, plan, grader, log) -> None:
     """nuggetizer-assign here is one call per (report, nugget): the user who wants the
     AutoNuggetizer's own calls (a window of nuggets per call) should hear of its path."""
     from ..grading.listwise import WINDOW
 
     if prompt.id != "nuggetizer-assign" or not plan.units_todo or getattr(grader, "name", "") == "scripted":
-        return None
+        return
     per_report: dict[tuple, int] = {}
     for unit in plan.units_todo:
         for pair in unit.pairs:
             per_report[(pair.query_id, pair.doc_id)] = per_report.get((pair.query_id, pair.doc_id), 0) + 1
     windows = sum(-(-n // WINDOW) for n in per_report.values())
-    return (f"prompt nuggetizer-assign asks one model call per (report, nugget) pair: {len(plan.units_todo)} calls "
-            f"here; the AutoNuggetizer asks up to {WINDOW} nuggets of a report per call, as `exam-nuggets assign` "
-            f"does (about {windows} calls for these pairs)")
+    log(f"prompt nuggetizer-assign asks one model call per (report, nugget) pair: {len(plan.units_todo)} calls "
+        f"here; the AutoNuggetizer asks up to {WINDOW} nuggets of a report per call, as `exam-nuggets assign` "
+        f"does (about {windows} calls for these pairs)")
 
 
 def check_run_files(run_files: dict) -> None:

@@ -15,7 +15,7 @@ import json
 import random
 from pathlib import Path
 
-from exam_eval.io.banks import make_item_id
+from exam_eval.io.bank_items import make_item_id
 
 from .source_a import TOPICS as _A
 from .source_b import TOPICS as _B

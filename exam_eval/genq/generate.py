@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 from ..grading.cache import NullCache, unit_key
 from ..grading.types import GradeResult, InterruptedBatch
-from ..io.banks import BankItem, make_item_id
+from ..io.bank_items import make_item_id, BankItem
 from .parse import parse_items
 from .prompts import GenPrompt
 

@@ -177,7 +177,7 @@ class HFGenerator:
         return None if self.limit is None else self.limit.note()
 
     def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
-        from ..backends import GradeRequest
+        from ..grading.types import GradeRequest
         from ..backends.chat import generate_fitting
         from ..grading.fitting import BatchLimit
         from ..grading.prompts.base import Prompt

@@ -12,7 +12,8 @@ import gzip
 import os
 
 from ..errors import InputError
-from ..io.banks import BankItem, read_bank
+from ..io.banks import read_bank
+from ..io.bank_items import BankItem
 from ..io.jsonl import dumps
 from ..io.openers import atomic_output, display_name
 

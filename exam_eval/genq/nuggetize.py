@@ -30,7 +30,7 @@ from typing import Mapping, Sequence
 
 from ..grading.asking import Ask, Asker, parse_python_list
 from ..grading.cache import unit_key
-from ..io.banks import IMPORTANCE, BankItem, make_item_id
+from ..io.bank_items import IMPORTANCE, make_item_id, BankItem
 
 WINDOW = 10
 MAX_NUGGETS = 30

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 from ..errors import InputError, UsageError
-from ..io.banks import BankItem
+from ..io.bank_items import BankItem
 from ..io.grades import Grade
 from .cache import NullCache, UnitKeys
 from .fitting import Batch, BatchLimit, submit_fitting

@@ -31,7 +31,8 @@ import json
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from ..io.banks import BankItem, require_bank_topics
+from ..io.banks import require_bank_topics
+from ..io.bank_items import BankItem
 from ..io.grades import Grade
 from ..io.reports import Report
 from .asking import Ask, Answer, Asker, parse_python_list

@@ -18,7 +18,7 @@ import os
 from typing import Mapping, Sequence
 
 from ..errors import InputError
-from .banks import BankItem
+from .bank_items import BankItem
 from .grades import Grade
 from .jsonl import iter_jsonl, loads_checked
 from .openers import display_name, iter_lines

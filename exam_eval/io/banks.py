@@ -33,14 +33,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from .bank_items import (  # noqa: F401  (their old home)
+from .bank_items import (
     IMPORTANCE,
     KINDS,
     BankItem,
-    id_digest,
     id_fits_text,
     make_item_id,
-    text_hash,
 )
 from .jsonl import dumps, iter_jsonl, json_id, require_fields
 from .openers import atomic_output, display_name

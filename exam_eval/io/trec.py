@@ -12,7 +12,7 @@ import os
 from typing import IO, TYPE_CHECKING, Mapping
 
 from ..errors import InputError
-from .c_numbers import LABEL_MAX, c_fields, checked_label, strict_number, trec_ranked  # noqa: F401  (LABEL_MAX: grades import it from here)
+from .c_numbers import c_fields, checked_label, strict_number, trec_ranked
 from .openers import Slurped, display_name, iter_lines, slurp
 
 if TYPE_CHECKING:

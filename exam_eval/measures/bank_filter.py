@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..io.banks import BankItem
+from ..io.bank_items import BankItem
 from ..io.grades import Grade
 
 

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from ..errors import UsageError
-from ..io.banks import BankItem
+from ..io.bank_items import BankItem
 from ..io.grades import Grade
 from ..io.reports import Report
 from .cover import build_index, exam_cover, mean_stderr

@@ -20,15 +20,8 @@ from ..io.grades import Grade, read_grades
 from ..io.trec import Qrels, read_run, run_name
 from .htmlkit import esc, grade_class, num, page, table
 from .spurious import SpuriousItem, spurious_items
-from .table import (
-    GradeTable,
-    check_bank_matches,
-    item_label,
-    load_bank,
-    one_line,
-    passage_texts,
-    read_human_qrels,
-)
+from .table import check_bank_matches, item_label, load_bank, one_line, passage_texts, GradeTable
+from ..io.labels import read_human_qrels
 from .uncovered import UncoveredResult, uncovered_passages
 
 

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import InputError, UsageError
-from ..io.banks import BankItem, read_bank
+from ..io.banks import read_bank
+from ..io.bank_items import BankItem
 from ..io.grades import Grade, read_grades
 from ..io.jsonl import iter_jsonl
-from ..io.labels import read_human_qrels  # noqa: F401 - one reader of human judgments, here for verify's callers
 from ..io.openers import display_name
 
 DEFAULT_MIN_GRADE = 4      # tau of the EXAM and workbench papers

@@ -6,8 +6,10 @@ session and everything above them; the family modules import only .base and the 
 from pathlib import Path
 
 from exam_eval.errors import UsageError
-from exam_eval.grading.prompts.base import REGISTRY, Parsed, Prompt, register  # noqa: F401
+from exam_eval.grading.prompts.base import REGISTRY, Prompt, register
 from exam_eval.grading.prompts.custom import load_prompt_file
+
+__all__ = ["REGISTRY", "Prompt", "get_prompt", "register"]
 
 from exam_eval.grading.prompts import exam_pp  # noqa: F401,E402
 from exam_eval.grading.prompts import workbench  # noqa: F401,E402

@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 
 from exam_eval.errors import UsageError
-from exam_eval.grading.types import Parsed  # noqa: F401  (its old home)
+from exam_eval.grading.types import Parsed
 
 PLACEHOLDER = re.compile(r"\{(query|question|nugget|item|context|answer|correct_answer)\}")
 TARGETS = ("question", "nugget", "direct")

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from exam_eval.grading.parsing import parse_label_list, parse_support_label  # noqa: F401  (their old home)
 from exam_eval.grading.prompts.base import Prompt, register
 
 NUGGETIZER_SOURCE = "AutoNuggetizer (Pradeep et al. 2024), castorini/nuggetizer assigner_template.yaml"
