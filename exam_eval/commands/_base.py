@@ -23,7 +23,7 @@ import click
 
 from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed, UsageError, missing_library, printable
 from ..io import unfinished
-from ..io.openers import _StdoutGuard, check_output, existing_non_regular, silence_stdout
+from ..io.openers import StdoutGuard, check_output, existing_non_regular, silence_stdout
 from ..progress import silence_library_progress
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
@@ -143,7 +143,7 @@ def run_guarded(prog: str, body: Callable[[], object]) -> NoReturn:
     being written is not left as a temp file, and the exit status is 130."""
     stop_on_signals()
     silence_library_progress()
-    guard = _StdoutGuard()
+    guard = StdoutGuard()
     guard.install()
     code: object = 0
     closed = False

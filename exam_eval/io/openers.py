@@ -525,7 +525,7 @@ def output_folder(path: str | os.PathLike) -> Iterator[str]:
 
 # --------------------------------------------------------------------------- stdout
 
-class _StdoutGuard:
+class StdoutGuard:
     """Standard output as a text stream whose failures say what happened: ENOSPC
     (``> /dev/full``) is an :class:`OutputError` on ``<stdout>``, a closed pipe is
     :class:`OutputClosed`. Installed by the entry point around a command."""

@@ -22,7 +22,7 @@ import numpy as np
 from ..io.grades import Grade
 from ..io.trec import ranked
 from .crc import degree_shift
-from .labels import _item_dist
+from .labels import item_dist
 
 VALUES = np.array([0.0, 1.0])
 
@@ -43,7 +43,7 @@ class AnswerProbs:
             if g.item_id is None:
                 continue
             items.setdefault(g.query_id, set()).add(g.item_id)
-            d = _item_dist(g, source)
+            d = item_dist(g, source)
             if d is None:
                 p = 0.0
             elif mapping is not None:
@@ -67,7 +67,7 @@ def calibrate_answers(llm: Iterable[Grade], human: Iterable[Grade], labelled: It
         key = (g.query_id, g.doc_id, g.item_id)
         if key not in truth:
             continue
-        d = _item_dist(g, source)
+        d = item_dist(g, source)
         if d is None:
             continue
         for label, pr in d.items():

@@ -85,7 +85,7 @@ def located(exc: GradeError, path) -> InputError:
     return InputError(exc.reason, display_name(path), line)
 
 
-def _item_dist(g: Grade, source: str) -> dict[int, float] | None:
+def item_dist(g: Grade, source: str) -> dict[int, float] | None:
     if g.probs:
         out: dict[int, float] = {}
         grades = _label_grades(g.prompt)
@@ -113,7 +113,7 @@ def from_grades(grades: Iterable[Grade], source: str = "grades") -> tuple[LabelD
     per_pair: dict[tuple[str, str], list[dict[int, float]]] = {}
     unparsed = 0
     for g in grades:
-        d = _item_dist(g, source)
+        d = item_dist(g, source)
         if d is None:
             unparsed += 1
             continue
