@@ -29,7 +29,6 @@ import warnings
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import InputError, UsageError
-from .io.banks import require_bank_topics
 from .io.bank_items import BankItem
 from .io.grades import Grade
 from .io.reports import Report, parse_report, read_requests, resolve_track_spec
@@ -289,19 +288,29 @@ def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, 
 
 
 def _warn(msg: str) -> None:
-    warnings.warn(msg, stacklevel=4)  # _warn, the measures function, nugget_scores: the caller
+    import sys
+
+    # the warning names the caller's line, the first frame outside exam_eval
+    package = os.path.dirname(os.path.abspath(__file__))
+    level, frame = 2, sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(package + os.sep):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(msg, stacklevel=level)
 
 
 def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, support_min: int | None = None,
                   partial_min: int | None = None, default_importance: str = "vital",
-                  complete: bool = False, log: Callable[[str], None] | None = None,
+                  complete: bool = False, kind: str | None = None, log: Callable[[str], None] | None = None,
                   ) -> tuple[dict[tuple[str, str], dict[str, float]], dict[str, dict[str, float]]]:
-    """Nugget scores and EXAM-Cover of reports, as ``exam-nuggets score`` computes them
-    (:func:`exam_eval.measures.nugget_scores.score_reports`): per (run, topic) and per run
-    (mean over the run's topics; with ``complete`` over every topic any report is on,
-    missing topics 0). Measures: :data:`NUGGET_MEASURES`. What the command says on stderr
-    (unparsed or missing grades, reports off the bank's topics) goes to ``log``, by
-    default as a :class:`UserWarning`."""
+    """Nugget scores and EXAM-Cover of reports, as ``exam-nuggets score`` computes them,
+    through the same call (:func:`exam_eval.measures.nugget_scores.score_checked`): per
+    (run, topic) and per run (mean over the run's topics; with ``complete`` over every
+    topic any report is on, missing topics 0), with the same refusals (grades of two kinds
+    of bank item: choose one with ``kind=``) and only the grades current for the bank as it
+    is now. ``bank``: a bank file, topic id -> BankItems, or BankItems. Measures:
+    :data:`NUGGET_MEASURES`. What the command says on stderr (unparsed, stale or missing
+    grades, reports off the bank's topics) goes to ``log``, by default as a
+    :class:`UserWarning`."""
     from .measures import nugget_scores as ns
 
     _check_thresholds(support_min, partial_min)
@@ -315,15 +324,13 @@ def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, supp
     reps = as_reports(reports)
     if not reps:
         raise InputError("no reports", "<reports>")
-    items = _as_bank(bank)
-    require_bank_topics(reps, items, "<bank>")  # as exam-nuggets score
-    kinds = {g.kind for g in grades if g.kind}
-    if len(kinds) == 1:
-        items = {q: [i for i in its if i.kind in kinds] for q, its in items.items()}
-    th = ns.thresholds_of(grades, support_min, partial_min)
-    ns.warn_unparsed(grades, "grades", log)
-    res = ns.score_reports(reps, grades, items, th, measures=NUGGET_MEASURES, default_importance=default_importance,
-                           complete=complete, kind=" and ".join(sorted(kinds)) or "bank", log=log)
+    if isinstance(bank, (str, os.PathLike)):
+        source, name = str(bank), str(bank)
+    else:
+        source, name = [i for its in _as_bank(bank).values() for i in its], "<bank>"
+    res, _ = ns.score_checked(reps, list(grades), source, grades_name="grades", bank_name=name, kind=kind,
+                              kind_flag="kind=", support_min=support_min, partial_min=partial_min, log=log,
+                              measures=NUGGET_MEASURES, default_importance=default_importance, complete=complete)
     return res.per, res.means
 
 

@@ -117,11 +117,10 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     (fraction of bank items the report supports), and with --support-grades
     support_precision and support_recall (TREC 2024 RAG support evaluation).
     """
-    from ..io.banks import items_by_query, read_bank, require_bank_topics
+    from ..io.banks import items_by_query, read_bank
     from ..io.grades import read_grades
     from ..io.track_leaderboards import write_score_outputs
     from ..measures import nugget_scores as ns
-    from ..measures.bank_filter import bank_with_current_grades
 
     check_shape_options(click.get_current_context(), shape)
     all_reports = _reports(reports, track_spec)
@@ -150,28 +149,19 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         graded = read_assignment_grades(grades, all_reports, items_by_query(read_bank(bank, kind="nugget")))
     else:
         graded = read_grades(grades, model=model, prompt=prompt, kind=kind)
-    kinds = sorted({g.kind for g in graded if g.kind})
-    if kind is None:
-        if len(kinds) != 1:
-            raise UsageError(f"{grades} holds grades of {' and '.join(kinds) or 'no bank items'}; choose one with --kind")
-        kind = kinds[0]
-    th = ns.thresholds_of(graded, support_min, partial_min, "GRADES")
-    notes: list[str] = []  # said once nothing is refused (a refusal is one line)
-    ns.warn_unparsed(graded, grades, notes.append)
-    bank_items, graded = bank_with_current_grades(bank, graded, grades, notes.append, kind=kind)  # as exam-cover --bank
-    items = items_by_query(bank_items)
-    sup_index = None
-    if support_grades:
+
+    def support(note):
+        if not support_grades:
+            return None
         sgraded = read_grades(support_grades)
         if not any(g.kind == "statement" for g in sgraded):  # (the nugget grades given twice)
             raise InputError("holds no citation-support grades (exam-nuggets support writes them)", support_grades)
-        ns.warn_unparsed(sgraded, support_grades, notes.append)
-        sup_index = ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
-    require_bank_topics(all_reports, items, bank)
-    for note in notes:
-        _log(note)
-    res = ns.score_reports(all_reports, graded, items, th, measures=measures, default_importance=default_importance,
-                           complete=complete, support_index=sup_index, kind=kind, log=_log)
+        ns.warn_unparsed(sgraded, support_grades, note)
+        return ns.support_grade_index(sgraded, ns.thresholds_of(sgraded, None, None, "--support-grades"))
+
+    res, items = ns.score_checked(all_reports, graded, bank, grades_name=grades, bank_name=bank, kind=kind,
+                                  support_min=support_min, partial_min=partial_min, support=support, log=_log,
+                                  measures=measures, default_importance=default_importance, complete=complete)
     write_score_outputs(res, items, output=output, to_dir=to_dir, shape=shape, summary_only=summary_only,
                         digits=digits, assignments=assignments, default_importance=default_importance)
     return 0

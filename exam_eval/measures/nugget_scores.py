@@ -428,3 +428,44 @@ def score_reports(reports: Sequence[Report], grades: Sequence[Grade], items: Map
     # a measure no topic of the run has a value for has no mean: no 'all' row, not 0
     means = {run: {m: v[0] for m, v in ms.items() if v[2]} for run, ms in summary.items()}
     return ReportScores(per, means, assigned, chosen)
+
+
+def score_checked(reports: Sequence[Report], graded: list[Grade], bank, *, grades_name: str, bank_name: str,
+                  kind: str | None = None, kind_flag: str = "--kind", support_min: int | None = None,
+                  partial_min: int | None = None, support=None, log,
+                  **score) -> tuple[ReportScores, dict[str, list[BankItem]]]:
+    """What ``exam-nuggets score`` and :func:`exam_eval.api.nugget_scores` both do with
+    grades, so both refuse and score alike: grades of one kind of bank item (several:
+    choose one with ``kind_flag``), one prompt's thresholds, only the grades current for
+    the bank as it is now (``bank``: a bank file, or its items; see
+    :mod:`exam_eval.measures.bank_filter`), the reports' topics in the bank. ``support``:
+    a function of the notes' ``log`` that gives the citation-support index (None: none).
+    Notices go to ``log`` once nothing is refused; ``score``: :func:`score_reports`'s
+    keywords. Returns the scores and the bank's items by topic, as scored."""
+    import os
+
+    from ..io.banks import items_by_query, require_bank_topics
+    from .bank_filter import BankFilterStats, bank_with_current_grades, current_grades
+
+    kinds = sorted({g.kind for g in graded if g.kind})
+    if kind is None:
+        if len(kinds) != 1:
+            raise UsageError(f"{grades_name} holds grades of {' and '.join(kinds) or 'no bank items'}; "
+                             f"choose one with {kind_flag}")
+        kind = kinds[0]
+    th = thresholds_of(graded, support_min, partial_min, "GRADES")
+    notes: list[str] = []  # said once nothing is refused (a refusal is one line)
+    warn_unparsed(graded, grades_name, notes.append)
+    if isinstance(bank, (str, os.PathLike)):
+        bank_items, graded = bank_with_current_grades(bank, graded, grades_name, notes.append, kind=kind)
+    else:
+        dropped = BankFilterStats()
+        bank_items = [i for i in bank if i.kind == kind]
+        graded = current_grades(graded, bank_items, dropped)
+        notes += dropped.notices(grades_name)
+    items = items_by_query(bank_items)
+    index = None if support is None else support(notes.append)
+    require_bank_topics(reports, items, bank_name)
+    for note in notes:
+        log(note)
+    return score_reports(reports, graded, items, th, support_index=index, kind=kind, log=log, **score), items

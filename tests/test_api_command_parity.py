@@ -1,0 +1,116 @@
+"""api.nugget_scores and exam-nuggets score go through one scoring call: on the same
+inputs they give the same scores or the same refusal (grades of two kinds of bank item;
+grades of an edited item's old text left out)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from exam_eval import api
+from exam_eval.errors import UsageError
+from exam_eval.io.grades import read_grades
+from exam_eval.io.passages import read_passages
+from exam_eval.io.reports import reports_from_run
+from exam_eval.io.trec import read_run
+from inproc import run
+
+DEMO = Path(__file__).resolve().parents[1] / "exam_eval" / "demo_data"
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("parity")
+    texts = read_passages(str(DEMO / "passages.jsonl"))
+    objs = [o for name in ("good", "poor") for o in
+            reports_from_run(name, read_run(str(DEMO / f"{name}.run")), texts, depth=3)]
+    reports = tmp / "reports.jsonl"
+    reports.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    bank = tmp / "nuggets.jsonl"
+    bank.write_text((DEMO / "nuggets.jsonl").read_text())
+    grades = tmp / "grades.jsonl"
+    res = run("exam-grade", "--backend", "scripted", "--prompt", "nugget-selfrating", "--bank", bank,
+              "--reports", reports, "--no-cache", "-o", grades)
+    assert res.code in (0, None), res.stderr
+    return tmp, reports, bank, grades
+
+
+def _tot(stdout):
+    rows = {}
+    for line in stdout.splitlines():
+        run_id, measure, topic, value = line.split()
+        rows[(run_id, measure, topic)] = float(value)
+    return rows
+
+
+def _same(per, means, rows):
+    for (run_id, topic), values in per.items():
+        for measure, value in values.items():
+            if value is not None:
+                assert rows[(run_id, measure, topic)] == pytest.approx(value, abs=1e-4), (run_id, measure, topic)
+    for run_id, values in means.items():
+        for measure, value in values.items():
+            assert rows[(run_id, measure, "all")] == pytest.approx(value, abs=1e-4), (run_id, measure)
+
+
+def test_same_scores(inputs):
+    _, reports, bank, grades = inputs
+    res = run("exam-nuggets", "score", "--reports", reports, "--bank", bank, grades)
+    assert res.code in (0, None), res.stderr
+    per, means = api.nugget_scores(api.read_reports(str(reports)), read_grades(str(grades)), str(bank), log=print)
+    assert means and any(v["nugget_all"] for v in means.values())
+    _same(per, means, _tot(res.stdout))
+
+
+def test_grades_of_two_kinds_are_refused_alike(inputs, tmp_path):
+    _, reports, bank, grades = inputs
+    graded = read_grades(str(grades))
+    mixed = graded + [dataclasses.replace(g, kind="question") for g in graded[:5]]
+    both = tmp_path / "both.jsonl"
+    both.write_text("".join(json.dumps({k: v for k, v in dataclasses.asdict(g).items() if v is not None}) + "\n"
+                            for g in mixed))
+    res = run("exam-nuggets", "score", "--reports", reports, "--bank", bank, both)
+    assert res.code == 1 and "holds grades of nugget and question; choose one with --kind" in res.stderr, res.stderr
+    with pytest.raises(UsageError, match="holds grades of nugget and question; choose one with kind="):
+        api.nugget_scores(api.read_reports(str(reports)), read_grades(str(both)), str(bank), log=print)
+    # choosing one kind: both score the nugget grades alike
+    res = run("exam-nuggets", "score", "--reports", reports, "--bank", bank, "--kind", "nugget", both)
+    assert res.code in (0, None), res.stderr
+    per, means = api.nugget_scores(api.read_reports(str(reports)), read_grades(str(both)), str(bank),
+                                   kind="nugget", log=print)
+    _same(per, means, _tot(res.stdout))
+
+
+@pytest.mark.parametrize("as_objects", [False, True])
+def test_grades_of_an_edited_items_old_text_are_left_out_alike(inputs, tmp_path, as_objects):
+    _, reports, bank, grades = inputs
+    lines = [json.loads(x) for x in bank.read_text().splitlines()]
+    graded_ids = {g.item_id for g in read_grades(str(grades)) if g.grade}
+    edited = next(i for i, x in enumerate(lines) if x["item_id"] in graded_ids)
+    lines[edited]["text"] = "an entirely new nugget text"
+    new_bank = tmp_path / "edited.jsonl"
+    new_bank.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    res = run("exam-nuggets", "score", "--reports", reports, "--bank", new_bank, grades)
+    assert res.code in (0, None), res.stderr
+    assert "given for an older text of an edited bank item left out" in res.stderr
+    said = []
+    bank_arg = api.read_bank(str(new_bank)) if as_objects else str(new_bank)
+    per, means = api.nugget_scores(api.read_reports(str(reports)), read_grades(str(grades)), bank_arg,
+                                   log=said.append)
+    # from a file the old text's grades are named stale; items read already carry the new
+    # text's id only, under which those grades are not: left out all the same
+    said_of = "left out" if as_objects else "given for an older text of an edited bank item left out"
+    assert any(said_of in s for s in said), said
+    _same(per, means, _tot(res.stdout))
+
+
+def test_the_api_warns_at_the_callers_line(inputs):
+    _, reports, bank, grades = inputs
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        api.nugget_scores(api.read_reports(str(reports)), read_grades(str(grades)), str(bank))
+    assert caught and all(Path(w.filename).resolve() == Path(__file__).resolve() for w in caught)
