@@ -33,12 +33,13 @@ from .io.bank_items import BankItem
 from .io.grades import Grade
 from .io.reports import Report, parse_report, read_requests, resolve_track_spec
 from .io.reports import read_reports as _read_reports
-from .measures import nugget_scores as _nugget_scores
+from .measures.exam_measures import SCORE_MEASURES, cover_values
 
 __all__ = ["read_reports", "read_requests", "read_bank", "as_reports", "as_queries", "grade", "qrels", "cover",
            "nugget_scores", "citation_qrels", "NUGGET_MEASURES"]
 
-NUGGET_MEASURES = _nugget_scores.NUGGET_MEASURES + _nugget_scores.COVER_MEASURES
+#: what nugget_scores computes (measures.exam_measures: the table of the EXAM measures)
+NUGGET_MEASURES = SCORE_MEASURES
 
 
 def read_reports(paths: str | Sequence[str], *, track_spec: str | None = None) -> list[Report]:
@@ -282,8 +283,7 @@ def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, 
     index = build_index(grades, min_grade)
     out = {}
     for name, run in runs.items():
-        res = exam_cover(index, run, k=k, complete=complete)
-        out[name] = {"exam_cover": res.mean, "n_exam_cover": res.n_mean if res.n_defined else None}
+        out[name] = cover_values(exam_cover(index, run, k=k, complete=complete))
     return out
 
 

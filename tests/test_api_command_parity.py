@@ -114,3 +114,15 @@ def test_the_api_warns_at_the_callers_line(inputs):
         warnings.simplefilter("always")
         api.nugget_scores(api.read_reports(str(reports)), read_grades(str(grades)), str(bank))
     assert caught and all(Path(w.filename).resolve() == Path(__file__).resolve() for w in caught)
+
+
+def test_the_measure_table_is_what_score_prints_and_the_api_returns(inputs):
+    from exam_eval.measures import exam_measures
+
+    _, reports, bank, grades = inputs
+    res = run("exam-nuggets", "score", "--reports", reports, "--bank", bank, grades)
+    printed = list(dict.fromkeys(m for (_, m, _) in _tot(res.stdout)))
+    assert printed == list(exam_measures.SCORE_MEASURES) == list(api.NUGGET_MEASURES)
+    _, means = api.nugget_scores(api.read_reports(str(reports)), read_grades(str(grades)), str(bank), log=print)
+    assert all(set(v) == set(exam_measures.SCORE_MEASURES) for v in means.values())
+    assert all(callable(m.compute) and m.help for m in exam_measures.TABLE)

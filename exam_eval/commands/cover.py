@@ -9,6 +9,7 @@ from ..io.labels import stderr_log
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output
 from ..measures.cover import exam_cover, read_cover_index
+from ..measures.exam_measures import cover_values
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
 from ._runs import read_runs
 
@@ -88,8 +89,8 @@ def cli(grades, runs, k, min_grade, per_query, complete, no_summary, bank, model
                     out.write(_line("n_exam_cover_stderr", "all", res.n_stderr))
         else:
             columns = ["exam_cover", "stderr", "n_exam_cover", "n_stderr"]
-            rows = {name: {"exam_cover": r.mean, "stderr": r.stderr, "n_exam_cover": r.n_mean if r.n_defined else None,
-                           "n_stderr": r.n_stderr if r.n_defined else None} for name, r in results}
+            rows = {name: {**cover_values(r), "stderr": r.stderr, "n_stderr": r.n_stderr if r.n_defined else None}
+                    for name, r in results}
             write_leaderboard(rows, columns, out)
     undefined = [name for name, r in results if not r.n_defined]
     if undefined:

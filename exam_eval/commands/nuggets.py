@@ -21,6 +21,7 @@ from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, claim_output, interrupted_says, make_main, output_option, refuse_given)
 from ._chat import chat_options, kept_hint, make_chat, open_cache, usage_note
 from ._nugget_options import check_shape_options, check_file_or_dir, reports_option, threshold_options
+from ..measures.exam_measures import TABLE as EXAM_MEASURES
 from ._options import backend_flags, backend_settings, run_flags
 
 PROG = "exam-nuggets"
@@ -84,7 +85,8 @@ Exit status: 0 success, 1 usage error, 2 bad input. See man exam-nuggets.
               show_default=True, help="tot: run measure topic value; ir_measures: run topic measure value; "
                                       "trec_eval: measure topic value (one run per file); table: run x measure TSV.")
 @click.option("-m", "--measure", "measures", multiple=True, metavar="NAME",
-              help="Only these measures (repeatable; default: all that the inputs allow).")
+              help="Only these measures (repeatable; default: all that the inputs allow): "
+                   + ", ".join(m.name for m in EXAM_MEASURES) + " (man exam-nuggets, DESCRIPTION).")
 @click.option("--summary-only", is_flag=True, help="Only the 'all' rows (mean over topics).")
 @click.option("-c", "complete", is_flag=True,
               help="Average over every bank topic that has reports, a run's missing topics scoring 0.")

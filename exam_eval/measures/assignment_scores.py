@@ -16,7 +16,8 @@ from ..errors import InputError
 from ..io.jsonl import iter_jsonl
 from ..io.leaderboard import Leaderboard
 from ..io.openers import display_name
-from .nugget_scores import NOT_SUPPORT, NUGGET_MEASURES, PARTIAL, SUPPORT, average_runs, nugget_scores
+from .exam_measures import NUGGET_MEASURES
+from .nugget_scores import NOT_SUPPORT, PARTIAL, SUPPORT, average_runs, nugget_scores
 
 LEVELS = {"support": SUPPORT, "partial_support": PARTIAL}
 

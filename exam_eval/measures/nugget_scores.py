@@ -56,18 +56,13 @@ from ..io.bank_items import BankItem
 from ..io.grades import Grade
 from ..io.reports import Report
 from .cover import build_index, exam_cover, mean_stderr
+from .exam_measures import COVER_MEASURES, NUGGET_MEASURES, SUPPORT_MEASURES, TOPIC_DEFINED
 
 NOT_SUPPORT, PARTIAL, SUPPORT = 0, 1, 2
 CREDIT = {SUPPORT: 1.0, PARTIAL: 0.5, NOT_SUPPORT: 0.0}
 STRICT_CREDIT = {SUPPORT: 1.0, PARTIAL: 0.0, NOT_SUPPORT: 0.0}
 WEIGHT = {"vital": 1.0, "okay": 0.5}
 
-NUGGET_MEASURES = ("nugget_all", "nugget_all_strict", "nugget_vital", "nugget_vital_strict",
-                   "nugget_weighted", "nugget_weighted_strict")
-COVER_MEASURES = ("exam_cover", "n_exam_cover")
-#: measures that a topic, not a run, leaves undefined (None for every run there)
-TOPIC_DEFINED = frozenset({"n_exam_cover"})
-SUPPORT_MEASURES = ("support_precision", "support_recall")
 
 
 @dataclass(frozen=True)
