@@ -35,8 +35,8 @@ from .io.reports import Report, parse_report, read_requests, resolve_track_spec
 from .io.reports import read_reports as _read_reports
 from .measures.exam_measures import SCORE_MEASURES, cover_values
 
-__all__ = ["read_reports", "read_requests", "read_bank", "as_reports", "as_queries", "grade", "qrels", "cover",
-           "nugget_scores", "citation_qrels", "NUGGET_MEASURES"]
+__all__ = ["read_reports", "read_requests", "read_bank", "read_grades", "read_run", "as_reports", "as_queries",
+           "grade", "qrels", "cover", "nugget_scores", "citation_qrels", "NUGGET_MEASURES"]
 
 #: what nugget_scores computes (measures.exam_measures: the table of the EXAM measures)
 NUGGET_MEASURES = SCORE_MEASURES
@@ -57,6 +57,28 @@ def read_bank(path: str, *, kind: str | None = None) -> dict[str, list[BankItem]
     from .io.banks import read_bank as _read_bank
 
     return items_by_query(_read_bank(path, kind=kind))
+
+
+def read_grades(path: str, *, model: str | None = None, prompt: str | None = None,
+                kind: str | None = None) -> list[Grade]:
+    """The grades of a file exam-grade (or exam-nuggets support, or grade(output=)) wrote,
+    read as the commands read it: a pair's last line wins; a file of several graders is
+    refused unless ``model``/``prompt`` choose one."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"read_grades takes a path, not {type(path).__name__}")
+    from .io.grades import read_grades as _read_grades
+
+    return _read_grades(str(path), model=model, prompt=prompt, kind=kind)
+
+
+def read_run(path: str) -> dict[str, dict[str, float]]:
+    """A TREC run file (the --responses-run-out / --reports-run-out files too) as
+    topic -> doc -> score, the shape :func:`cover` takes, read as exam-cover reads it."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise UsageError(f"read_run takes a path, not {type(path).__name__}")
+    from .io.trec import read_run as _read_run
+
+    return _read_run(str(path))
 
 
 def as_reports(reports: Iterable[Any], *, track_spec: str | None = None) -> list[Report]:
@@ -161,22 +183,25 @@ class _Collect:
 def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "embedding", unit: str | None = None,
           queries=None, passages: Mapping[str, str] | str | None = None, cited_documents: bool = False,
           cache: str | None = None, output: str | None = None, progress: bool = False,
-          **backend_options) -> list[Grade]:
+          log: Callable[[str], None] | None = None, **backend_options) -> list[Grade]:
     """Grade every report sentence (``unit="sentence"``) or whole report (``"report"``;
     None: the prompt's own unit, ``report_units.default_unit``)
     against ``bank`` (a path, topic -> items, or items) with ``prompt`` on ``backend``
     (``backend_options`` as exam-grade's flags: model=, device=, batch_size=, ...).
     Direct prompts take no bank. ``queries`` (mapping, request file or autojudge
     Requests) are needed by prompts that show the query; ``passages`` (mapping or file)
-    give cited documents' texts for ``cited_documents``. Returns the grades, including
-    those an earlier, interrupted call already wrote to ``output``; an ``output`` holding
-    grades of the same model and prompt from another engine or compute type (int8 against
-    float32) is refused with an InputError, as is a model that cannot be loaded."""
+    give cited documents' texts for ``cited_documents``. The inputs are read and checked
+    by exam-grade's own reader (:func:`exam_eval.grading.inputs.read_inputs`), with its
+    refusals; what it says goes to ``log`` (default: a :class:`UserWarning`). Returns the
+    grades, including those an earlier, interrupted call already wrote to ``output``; an
+    ``output`` holding grades of the same model and prompt from another engine or compute
+    type (int8 against float32) is refused with an InputError, as is a model that cannot
+    be loaded."""
     from .backends.factory import make_grader
     from .grading import engine
-    from .grading.inputs import cited_texts
+    from .grading.inputs import API_NAMES, Sources, read_inputs
     from .grading.prompts import get_prompt
-    from .grading.report_units import default_unit, report_segments
+    from .grading.report_units import default_unit
     from .grading.session import GradingSession
     from .io.grades import read_grades
 
@@ -189,6 +214,8 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     for name, value in (("output", output), ("cache", cache)):
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise UsageError(f"{name}= takes a path, not {type(value).__name__}")
+    if log is not None and not callable(log):
+        raise UsageError(f"log= takes a function of one message, not {type(log).__name__}")
     the_prompt = get_prompt(prompt)
     unit = unit or default_unit(the_prompt.id)
     if unit not in ("sentence", "report"):
@@ -197,32 +224,20 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     if not direct and bank is None:
         raise UsageError(f"prompt {the_prompt.id!r} grades {the_prompt.target}s: give bank=")
     reps = as_reports(reports)
-    cited = None
-    if cited_documents:
-        cited, wanted = cited_texts(reps, passages)
-        if wanted - set(cited):  # as exam-grade: the bare sentence is not what was asked for
-            raise InputError(f"{len(wanted - set(cited))} cited documents need texts (e.g. "
-                             f"{sorted(wanted - set(cited))[0]}): give passages=", "<reports>")
-    segs = report_segments(reps, unit, cited)
-    docs: dict[str, list[str]] = {}
-    for s in segs:
-        docs.setdefault(s.query_id, []).append(s.doc_id)
-    texts = {s.doc_id: s.text for s in segs}
-    items = None
-    if not direct:
-        items = {q: [i for i in its if i.kind == the_prompt.target] for q, its in _as_bank(bank).items()}
-        items = {q: its for q, its in items.items() if its}
-        docs = {q: ds for q, ds in docs.items() if q in items}
-        if not docs:
-            raise InputError(f"no report is on a topic with {the_prompt.target} items")
-    qtexts = as_queries(queries)
-    if "query" in the_prompt.placeholders:
-        lacking = sorted(q for q in docs if q not in qtexts)
-        if lacking:
-            raise UsageError(f"prompt {the_prompt.id!r} shows the query: no query text for {', '.join(lacking[:3])}")
+    if not reps:
+        raise InputError("no reports", "<reports>")
+    if passages is not None and not isinstance(passages, (str, os.PathLike, Mapping)):
+        raise UsageError(f"passages= takes doc id -> text or a passages file, not {type(passages).__name__}")
+    notes: list[str] = []  # said once nothing is refused, as the command says them
+    work = read_inputs(Sources(the_prompt, reports=reps, report_unit=unit, cited_documents=cited_documents,
+                               passages=str(passages) if isinstance(passages, os.PathLike) else passages,
+                               topics=as_queries(queries) if queries is not None else None,
+                               bank=None if direct else _as_bank(bank), names=API_NAMES), notes.append)
     grader = make_grader(backend, dict(backend_options), (), the_prompt)
-    units, npairs = engine.build_units(docs=docs, texts=texts, items=items, queries=qtexts, prompt=the_prompt,
-                                       identity=grader.cache_identity)
+    for note in notes:
+        (log or _warn)(note)
+    units, npairs = engine.build_units(docs=work.docs, texts=work.texts, items=work.items, queries=work.queries,
+                                       prompt=the_prompt, identity=grader.cache_identity)
     with GradingSession(grader, the_prompt, output=output, cache_path=cache or None) as session:
         session.plan(units, npairs)
         sink = None if output else _Collect()
@@ -230,7 +245,8 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     if stats.failed:
         raise InputError(f"{stats.failed} model calls failed; call again to retry them", grader.model_id or backend)
     if output:  # this call's pairs only: the file may hold grades of other items and reports
-        wanted = {(q, d, i) for q, ds in docs.items() for d in ds
+        items = work.items
+        wanted = {(q, d, i) for q, ds in work.docs.items() for d in ds
                   for i in ([None] if items is None else [it.item_id for it in items[q]])}
         return [g for g in read_grades(output, model=grader.model_id, prompt=the_prompt.id)
                 if (g.query_id, g.doc_id, g.item_id) in wanted]

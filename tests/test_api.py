@@ -264,7 +264,8 @@ def test_wrong_calls_to_grade_are_usage_errors(setup, tmp_path):
         args = dict(bank=str(bank), prompt="nugget-selfrating", backend="scripted") | kw
         with pytest.raises(api.UsageError):
             api.grade(args.pop("reports", objs), **args)
-    with pytest.raises(api.InputError, match="cited documents need texts"):
+    # as exam-grade --cited-documents without --passages: a usage error naming what to give
+    with pytest.raises(api.UsageError, match="cited documents need texts for cited_documents=True: give passages="):
         api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted", cited_documents=True)
     with pytest.raises(api.InputError, match="no such"):
         api.grade(objs, bank=str(bank), prompt="nugget-selfrating", backend="scripted",

@@ -126,3 +126,48 @@ def test_the_measure_table_is_what_score_prints_and_the_api_returns(inputs):
     _, means = api.nugget_scores(api.read_reports(str(reports)), read_grades(str(grades)), str(bank), log=print)
     assert all(set(v) == set(exam_measures.SCORE_MEASURES) for v in means.values())
     assert all(callable(m.compute) and m.help for m in exam_measures.TABLE)
+
+
+def test_grade_reads_and_refuses_as_exam_grade(inputs, tmp_path):
+    _, reports, bank, grades = inputs
+    reps = api.read_reports(str(reports))
+    # cited documents without their texts: a usage error naming what to give, in both
+    res = run("exam-grade", "--backend", "scripted", "--prompt", "nugget-selfrating", "--bank", bank,
+              "--reports", reports, "--cited-documents", "--no-cache", "-o", tmp_path / "g.jsonl")
+    assert res.code == 1 and "cited documents need texts for --cited-documents: give --passages" in res.stderr
+    with pytest.raises(UsageError, match="cited documents need texts for cited_documents=True: give passages="):
+        api.grade(reps, bank=str(bank), prompt="nugget-selfrating", backend="scripted", cited_documents=True)
+    # a prompt that shows the query, without query texts
+    res = run("exam-grade", "--backend", "scripted", "--prompt", "umbrela", "--reports", reports, "--no-cache",
+              "-o", tmp_path / "g.jsonl")
+    assert res.code == 1 and "prompt 'umbrela' shows the query text: give --topics" in res.stderr
+    with pytest.raises(UsageError, match="prompt 'umbrela' shows the query text: give queries="):
+        api.grade(reps, prompt="umbrela", backend="scripted")
+    # some topics without a text: the same bad input in both
+    some = {r.topic_id: "a query" for r in reps[:1]}
+    (tmp_path / "some.tsv").write_text("".join(f"{q}\t{t}\n" for q, t in some.items()))
+    res = run("exam-grade", "--backend", "scripted", "--prompt", "umbrela", "--reports", reports, "--topics",
+              tmp_path / "some.tsv", "--no-cache", "-o", tmp_path / "g.jsonl")
+    assert res.code == 2 and "no topic text for" in res.stderr
+    with pytest.raises(api.InputError, match="no topic text for"):
+        api.grade(reps, prompt="umbrela", backend="scripted", queries=some)
+
+
+def test_the_api_reads_what_the_commands_write(inputs, tmp_path):
+    _, reports, bank, grades = inputs
+    graded = api.read_grades(str(grades))
+    assert graded == read_grades(str(grades)) and graded
+    assert api.grade(api.read_reports(str(reports)), bank=api.read_bank(str(bank)), prompt="nugget-selfrating",
+                     backend="scripted", log=print) == graded
+    res = run("exam-grade", "--backend", "scripted", "--prompt", "nugget-selfrating", "--bank", bank,
+              "--reports", reports, "--reports-run-out", str(tmp_path / "runs") + "/", "--no-cache",
+              "-o", tmp_path / "g.jsonl")
+    assert res.code in (0, None), res.stderr
+    for path in sorted((tmp_path / "runs").glob("*.run")):
+        run_ = api.read_run(str(path))
+        assert run_ and all(isinstance(s, float) for docs in run_.values() for s in docs.values())
+        covered = api.cover(graded, {path.stem: run_})
+        res = run("exam-cover", grades, path)
+        assert res.code in (0, None), res.stderr
+        line = next(x for x in res.stdout.splitlines() if x.split()[0] == "exam_cover")
+        assert float(line.split()[-1]) == pytest.approx(covered[path.stem]["exam_cover"], abs=1e-4)

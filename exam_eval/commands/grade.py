@@ -104,7 +104,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     exam-cover.
     """
     from ..grading import engine
-    from ..grading.inputs import read_inputs, segment_run_files, write_segment_runs
+    from ..grading.inputs import Sources, read_inputs, segment_run_files, write_segment_runs
     from ..grading.prompts import get_prompt
     from ..backends.factory import attach_verifier, make_grader
     from ..grading.report_units import default_unit
@@ -138,32 +138,32 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
 
     # ---- inputs (all validated before anything loads or is written) --------------------
     notes: list[str] = []  # the inputs' notices, said once nothing is refused (a refusal is one line)
-    plan_inputs = read_inputs(runs=runs, depth=depth, qrels=qrels, responses=responses, passages=passages,
-                               reports=reports, track_spec=track_spec, report_unit=report_unit or default_unit(prompt.id),
-                               cited_documents=cited_documents,
-                               topics=topics, on_missing=on_missing, bank=None if direct else bank,
-                               prompt=prompt, direct=direct, keep_edited_ids=keep_edited_ids, log=notes.append)
+    sources = Sources(prompt, runs=runs, depth=depth, qrels=qrels, responses=responses, reports=reports,
+                      track_spec=track_spec, report_unit=report_unit or default_unit(prompt.id),
+                      cited_documents=cited_documents, passages=passages, topics=topics,
+                      bank=None if direct else bank, on_missing=on_missing, keep_edited_ids=keep_edited_ids)
+    work = read_inputs(sources, log=notes.append)
     if direct and (bank or keep_edited_ids):
         unused = " and ".join(f for f, v in (("--bank", bank), ("--keep-edited-ids", keep_edited_ids)) if v)
         notes.append(f"prompt {prompt.id!r} grades passages directly; {unused} {'are' if ' and ' in unused else 'is'} not used")
-    run_files = {option: segment_run_files(plan_inputs[key], path, option)
-                 for key, path, option in (("segments", responses_run_out, "--responses"),
-                                           ("report_segments", reports_run_out, "--reports")) if path}
+    run_files = {option: segment_run_files(segments, path, option)
+                 for segments, path, option in ((work.segments, responses_run_out, "--responses"),
+                                                (work.report_segments, reports_run_out, "--reports")) if path}
     check_run_files(run_files)
 
     from ..grading.session import GradingSession
     from ._grading import cache_file, dry_run_report, grade_or_batch
 
-    units, npairs = engine.build_units(docs=plan_inputs["docs"], texts=plan_inputs["texts"], items=plan_inputs["items"],
-                                       queries=plan_inputs["queries"], prompt=prompt, identity=grader.cache_identity,
+    units, npairs = engine.build_units(docs=work.docs, texts=work.texts, items=work.items, queries=work.queries,
+                                       prompt=prompt, identity=grader.cache_identity,
                                        shard=shard_t)
     with GradingSession(grader, prompt, output=output, cache_path=cache_file(cache_path, no_cache),
                         dry_run=dry_run, retry_unparsed=retry_unparsed, log=_log) as session:
         plan = session.plan(units, npairs)
         for note in notes:
             _log(note)
-        plan.stats.pool = plan_inputs["pool"]
-        plan.stats.missing = plan_inputs["missing"]
+        plan.stats.pool = work.pool
+        plan.stats.missing = work.missing
         if dry_run:
             dry_run_report(plan, grader, session.cache, shard)
             return 0

@@ -1,38 +1,113 @@
-"""exam-grade's inputs: the pool of passages (runs, qrels, response segments, report
-sentences), their texts, the bank items and query texts, all read and checked before a
-model loads; and the run files of graded segments. Used by exam-grade; notes go to ``log``."""
+"""What exam-grade and :func:`exam_eval.api.grade` grade: the pool of passages (runs,
+qrels, response segments, report sentences), their texts, the bank items and query texts,
+all read and checked before a model loads, in one place (:func:`read_inputs`), so that
+the command and the API refuse alike; and the run files of graded segments. Notes go to
+``log``."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-from typing import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import InputError, UsageError
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..io.bank_items import BankItem
+    from .prompts.base import Prompt
+
 Log = Callable[[str], None]
+
+#: how messages name the sources: exam-grade's flags (the API passes its keywords)
+FLAGS = {"topics": "--topics", "passages": "--passages", "on_missing": "--on-missing skip",
+         "cited_documents": "--cited-documents"}
+API_NAMES = {"topics": "queries=", "passages": "passages=", "on_missing": "on_missing='skip'",
+             "cited_documents": "cited_documents=True"}
 
 
 def _quiet(msg: str) -> None:
     pass
 
 
-def read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, bank, prompt, direct,
-                keep_edited_ids=False, reports=(), track_spec=None, report_unit="sentence",
-                cited_documents=False, log: Log = _quiet) -> dict:
-    """Everything exam-grade grades, read and checked before a model loads: the pool
-    (docs per query), passage texts, bank items, query texts, response and report segments."""
+@dataclass(frozen=True)
+class Sources:
+    """What to grade, as given: paths and ids (the command) or objects read already (the
+    API: ``reports`` as Report objects, ``bank`` as topic id -> items, ``topics`` and
+    ``passages`` as mappings)."""
+
+    prompt: "Prompt"
+    runs: Sequence[str] = ()
+    depth: int = 20
+    qrels: Sequence[str] = ()
+    responses: str | None = None
+    reports: Sequence[Any] = ()
+    track_spec: str | None = None
+    report_unit: str = "sentence"
+    cited_documents: bool = False
+    passages: str | Mapping[str, str] | None = None
+    topics: str | Mapping[str, str] | None = None
+    bank: str | Mapping[str, Sequence["BankItem"]] | None = None
+    on_missing: str = "skip"
+    keep_edited_ids: bool = False
+    names: Mapping[str, str] = field(default_factory=lambda: FLAGS)
+
+    @property
+    def direct(self) -> bool:
+        return self.prompt.target == "direct"
+
+
+@dataclass
+class GradingInputs:
+    """The work, read and checked: passages to grade per query, their texts, the bank's
+    items per query (None for direct prompts), query texts, the segments the responses and
+    reports were cut into, and the pool's counts."""
+
+    docs: dict[str, list[str]]
+    texts: dict[str, str]
+    items: dict[str, list["BankItem"]] | None
+    queries: dict[str, str]
+    segments: list = field(default_factory=list)
+    report_segments: list = field(default_factory=list)
+    pool: int = 0
+    missing: int = 0
+
+
+def _bank_items(src: Sources, log: Log) -> dict[str, list["BankItem"]] | None:
+    from ..io.banks import BankReport, items_by_query, read_bank
+
+    if src.direct or src.bank is None:
+        return None
+    prompt = src.prompt
+    if isinstance(src.bank, Mapping):
+        all_items = [i for its in src.bank.values() for i in its]
+        name = "<bank>"
+    else:
+        report = BankReport()
+        all_items = read_bank(src.bank, report=report, keep_edited_ids=src.keep_edited_ids)
+        for notice in report.notices(src.bank):
+            log(notice)
+        name = src.bank
+    wanted_kind = [i for i in all_items if i.kind == prompt.target]
+    if not wanted_kind:
+        kinds = sorted({i.kind for i in all_items})
+        raise InputError(f"no {prompt.target} items for prompt {prompt.id!r} (the bank holds {', '.join(kinds)}s)", name)
+    return items_by_query(wanted_kind)
+
+
+def read_inputs(src: Sources, log: Log = _quiet) -> GradingInputs:
+    """Everything to grade, read and checked before a model loads."""
     from .pool import Pool
     from .segment import read_responses
-    from ..io.banks import BankReport, items_by_query, read_bank
     from ..io.irds import irds_qrels, looks_like_irds_id
     from ..io.passages import read_passages
     from ..io.reports import read_requests
 
+    prompt, names = src.prompt, src.names
     pool = Pool()
-    for r in runs:
-        pool.add_run(r, depth)
-    for q in qrels:
+    for r in src.runs:
+        pool.add_run(r, src.depth)
+    for q in src.qrels:
         if looks_like_irds_id(q):
             for qid, docs in sorted(irds_qrels(q).items()):
                 for doc in sorted(docs):
@@ -40,38 +115,29 @@ def read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, 
         else:
             pool.add_qrels(q)
     segments = []
-    if responses:
-        segments = read_responses(responses)
+    if src.responses:
+        segments = read_responses(src.responses)
         pool.add_segments(segments, None)  # a response is graded whole; -k applies in exam-cover
-    report_segs, the_reports = (report_segments_of(reports, track_spec, report_unit, cited_documents, passages, log)
-                                if reports else ([], []))
+    report_segs, the_reports = (report_segments_of(src.reports, src.track_spec, src.report_unit, src.cited_documents,
+                                                   src.passages, log, names) if src.reports else ([], []))
     pool.add_segments(report_segs, None)
 
-    items = None
-    if bank:
-        report = BankReport()
-        all_items = read_bank(bank, report=report, keep_edited_ids=keep_edited_ids)
-        for notice in report.notices(bank):
-            log(notice)
-        wanted_kind = [i for i in all_items if i.kind == prompt.target]
-        if not wanted_kind:
-            kinds = sorted({i.kind for i in all_items})
-            raise InputError(f"no {prompt.target} items for prompt {prompt.id!r} (the bank holds {', '.join(kinds)}s)", bank)
-        items = items_by_query(wanted_kind)
-
+    items = _bank_items(src, log)
+    bank_name = src.bank if isinstance(src.bank, (str, os.PathLike)) else "<bank>"
+    topics_name = src.topics if isinstance(src.topics, (str, os.PathLike)) else "<queries>"
     queries: dict[str, str] = {}
-    if topics:
-        queries = read_requests(topics)  # also the request files of RAG tracks
-        if the_reports and track_spec:
-            check_topic_coverage(the_reports, queries, track_spec, topics, log)
+    if src.topics:
+        queries = dict(src.topics) if isinstance(src.topics, Mapping) else read_requests(src.topics)
+        if the_reports and src.track_spec:
+            check_topic_coverage(the_reports, queries, src.track_spec, src.topics, log)
     elif "query" in prompt.placeholders:
-        raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
+        raise UsageError(f"prompt {prompt.id!r} shows the query text: give {names['topics']}")
 
     # queries that can be graded at all, so only their passages are read
     if items is not None:
         from .engine import check_bank_coverage
 
-        covered = check_bank_coverage(items, pool.docs, bank)
+        covered = check_bank_coverage(items, pool.docs, bank_name)
         unbanked = sorted(set(pool.docs) - set(items))
         if unbanked:
             log(f"{len(unbanked)} pooled queries have no bank items and are not graded (e.g. {', '.join(unbanked[:3])})")
@@ -83,37 +149,44 @@ def read_inputs(*, runs, depth, qrels, responses, passages, topics, on_missing, 
     if "query" in prompt.placeholders:
         lacking = sorted(q for q in docs if q not in queries)
         if lacking:
-            raise InputError(f"no topic text for {len(lacking)} pooled queries (e.g. {', '.join(lacking[:3])})", topics)
+            raise InputError(f"no topic text for {len(lacking)} pooled queries (e.g. {', '.join(lacking[:3])})",
+                             topics_name)
 
     wanted = {d for ds in docs.values() for d in ds} - set(pool.texts)
     texts = dict(pool.texts)
     if wanted:
-        if not passages:
-            raise UsageError(f"{len(wanted)} pooled passages need texts: give --passages (file or ir_datasets ID)")
-        texts.update(read_passages(passages, wanted))
+        if not src.passages:
+            raise UsageError(f"{len(wanted)} pooled passages need texts: give {names['passages']} "
+                             "(file or ir_datasets ID)")
+        if isinstance(src.passages, Mapping):
+            texts.update({d: src.passages[d] for d in wanted if d in src.passages})
+        else:
+            texts.update(read_passages(src.passages, wanted))
     missing = sorted(d for d in {d for ds in docs.values() for d in ds} if not (texts.get(d) or "").strip())
-    if missing:
-        if on_missing == "error":
-            raise InputError(f"{len(missing)} pooled passages have no text (e.g. {', '.join(missing[:3])}); "
-                             "use --on-missing skip to grade the rest", passages or responses)
+    where = src.passages if isinstance(src.passages, (str, os.PathLike)) else (src.responses or "<passages>")
+    if missing and src.on_missing == "error":
+        raise InputError(f"{len(missing)} pooled passages have no text (e.g. {', '.join(missing[:3])}); "
+                         f"use {names['on_missing']} to grade the rest", where)
     gone = set(missing)
     docs = {q: [d for d in ds if d not in gone] for q, ds in docs.items()}
     docs = {q: ds for q, ds in docs.items() if ds}
     if not docs:  # the one line, without the note of the skipped ones before it
-        raise InputError(f"no pooled passage has text (none of {len(missing)}, e.g. {', '.join(missing[:3])})",
-                         passages or responses)
+        raise InputError(f"no pooled passage has text (none of {len(missing)}, e.g. {', '.join(missing[:3])})", where)
     if missing:
         log(f"{len(missing)} pooled passages have no text and are skipped (e.g. {', '.join(missing[:3])})")
-    pool_size = sum(len(ds) for ds in docs.values())
-    return dict(docs=docs, texts=texts, items=items, queries=queries, segments=segments, report_segments=report_segs,
-                pool=pool_size, missing=len(missing))
+    return GradingInputs(docs, texts, items, queries, segments, report_segs, sum(len(ds) for ds in docs.values()),
+                         len(missing))
 
 
-def report_segments_of(paths, track_spec, unit, cited_documents, passages, log: Log = _quiet):
+def report_segments_of(reports, track_spec, unit, cited_documents, passages, log: Log = _quiet,
+                       names: Mapping[str, str] = FLAGS):
+    """The segments of the reports (paths, or Report objects read already) to grade."""
     from .report_units import report_segments
-    from ..io.reports import read_reports
+    from ..io.reports import Report, read_reports
 
-    reports = read_reports(list(paths), track_spec=track_spec)
+    given = list(reports)
+    objects = all(isinstance(r, Report) for r in given)
+    reports = given if objects else read_reports([str(p) for p in given], track_spec=track_spec)
     smelly = [r for r in reports if r.warnings]
     if smelly:
         r = smelly[0]
@@ -124,13 +197,13 @@ def report_segments_of(paths, track_spec, unit, cited_documents, passages, log: 
         cited, wanted = cited_texts(reports, passages)
         lacking = sorted(wanted - set(cited))
         if lacking and not passages:
-            raise UsageError(f"{len(lacking)} cited documents need texts for --cited-documents: give --passages")
+            raise UsageError(f"{len(lacking)} cited documents need texts for {names['cited_documents']}: give {names['passages']}")
         if lacking:
             log(f"{len(lacking)} cited documents have no text and are left out of the context "
                 f"(e.g. {', '.join(lacking[:3])})")
     segs = report_segments(reports, unit, cited)
     if not segs:
-        raise InputError("no report has a sentence with text", ", ".join(paths))
+        raise InputError("no report has a sentence with text", "<reports>" if objects else ", ".join(map(str, given)))
     return segs, reports
 
 
