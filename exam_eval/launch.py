@@ -36,6 +36,12 @@ def run(name: str, argv: list[str] | None = None) -> None:
     main(argv)
 
 
-# the console scripts (pyproject.toml's [project.scripts]): exam-qrels is launch:qrels, ...
-qrels, cover, grade, genq, correlate, verify, nuggets = (
-    functools.partial(run, name) for name in ("qrels", "cover", "grade", "genq", "correlate", "verify", "nuggets"))
+def __getattr__(name: str):
+    """The console scripts (pyproject.toml's [project.scripts]): exam-qrels is launch:qrels,
+    and so on for every module of exam_eval.commands whose name has no leading underscore;
+    a new command needs no line here."""
+    import importlib.util
+
+    if name.startswith("_") or importlib.util.find_spec(f"exam_eval.commands.{name}") is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return functools.partial(run, name)
