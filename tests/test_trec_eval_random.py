@@ -45,6 +45,7 @@ MEASURE_SETS = [[], ["-m", "official"], ["-m", "all_trec"], ["-m", "set"], ["-m"
                 ["-m", "recall.3", "-m", "success.1,5", "-m", "map_cut.10", "-m", "yaap"], ["-m", "relstring", "-m", "utility"],
                 # parameters as trec_eval's quicktest gives them, and level=gain pairs
                 ["-m", "ndcg.1=3,2=9,4=4.5"], ["-m", "ndcg_rel.0=1,1=2,3=0.5", "-m", "Rndcg.2=1"],
+                ["-m", "Rndcg.0=1.5,2=0.5", "-m", "ndcg.0=1"],
                 ["-m", "G.1=2,2=5,7=1", "-m", "ndcg.2=0"], ["-mndcg_cut.10,3,23.4", "-mP.5,7,3"],
                 ["-m", "iprec_at_recall..10,.25,.75", "-m", "Rprec_mult.5.0,0.2,0.35"],
                 ["-m", "11pt_avg..25,.5,.75", "-m", "success.2,5,20", "-mutility.2,-1,0,0"],
@@ -135,7 +136,10 @@ def judgments(rnd: random.Random, qids: list[str], groups: bool, negatives: bool
             for jg in (rnd.sample(["0", "1", "u2", "10"], rnd.randint(1, 3)) if groups else ["0"]):
                 docs = {docno(rnd) for _ in range(rnd.randint(1, 16))}
                 negative_only = rnd.random() < 0.08
-                pick = [-2, -1] if negative_only else [-2, -1, 0, 0, 0, 1, 1, 2, 3, 4, 7]
+                # best label 0: under -l 0 trec_eval counts those documents in Rndcg's R
+                zero_best = not negative_only and rnd.random() < 0.08
+                pick = ([-2, -1] if negative_only else [-1, 0, 0] if zero_best
+                        else [-2, -1, 0, 0, 0, 1, 1, 2, 3, 4, 7])
                 out[qid][jg] = {d: rnd.choice(pick if negatives else pick[2:] if not negative_only else [0])
                                 for d in docs}
     return out
@@ -187,9 +191,7 @@ def random_case(rnd: random.Random) -> dict:
         flags += ["-M", str(rnd.choice([0, 1, 3, 5, 10]))]
     measures = rnd.choice({"qrels": MEASURE_SETS, "qrels_jg": JG_MEASURE_SETS}.get(rel_format, PREFS_MEASURE_SETS))
     if rnd.random() < 0.25:
-        # known departure (man exam-qrels): Rndcg under -l 0 on a query judged only 0
-        levels = [2, 3, 4] if any("Rndcg" in m or m == "all_trec" for m in measures) else [0, 2, 3, 4]
-        flags += ["-l", str(rnd.choice(levels))]
+        flags += ["-l", str(rnd.choice([0, 2, 3, 4]))]
     if rel_format != "qrels":
         flags += ["-R", rel_format]
     flags += measures

@@ -165,7 +165,7 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
         try:
             if rel_format == "qrels":
                 qids = run if isinstance(run, dict) else run.qids
-                check_measures(requests, rel_format, sorted(set(qids) & set(qrels)), labels, qrels, level)
+                check_measures(requests, rel_format, sorted(set(qids) & set(qrels)), labels, qrels)
                 ev = evaluate(qrels, run, requests, run_tag=tag, qrels_name=labels, **options)
             else:
                 ev = evaluate_judgments(rel_format, qrels, run, requests, run_tag=tag, qrels_name=labels, **options)

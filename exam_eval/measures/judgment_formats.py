@@ -20,16 +20,8 @@ REL_FORMATS = ("qrels", "prefs", "qrels_prefs", "qrels_jg")
 
 
 def check_measures(requests: list[Request], rel_format: str, evaluated: list[str],
-                   qrels_name: str | None, qrels: Qrels | None = None, level: int = 1) -> None:
-    """Refuse as trec_eval does a measure that ``rel_format`` judgments cannot feed; and
-    refuse what exam-qrels does not reproduce (man exam-qrels, DIFFERENCES)."""
-    if qrels is not None and level < 1 and any(r.measure.name == "Rndcg" for r in requests):
-        for qid in evaluated:
-            if max(qrels[qid].values()) == 0:
-                raise TrecEvalRefusal(
-                    f"Rndcg with -l {level} on query {qid}, whose best label is 0, is not reproduced: "
-                    "trec_eval counts its 0-labelled documents as relevant there, pytrec_eval takes no "
-                    "level below 1", qrels_name)
+                   qrels_name: str | None, qrels: Qrels | None = None) -> None:
+    """Refuse as trec_eval does a measure that ``rel_format`` judgments cannot feed."""
     missing = first_unavailable(requests, rel_format)
     if missing is None or not evaluated:
         return

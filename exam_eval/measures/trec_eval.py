@@ -23,7 +23,9 @@ What trec_eval 9.0.8 does, and so what we do:
   code, never sees such a query (it crashes on it): it gets the query with one extra
   label-0 judgment of a docno no run can contain;
 - ``-l`` below 1, which pytrec_eval refuses, is applied by relabelling: binary measures
-  see label >= l (and >= 0) as 1, gain measures (ndcg family) see the raw labels.
+  see label >= l (and >= 0) as 1, gain measures (ndcg family) see the raw labels; but
+  Rndcg's R counts labels >= l, so on a query whose best label is 0 it is computed by
+  rndcg.py from m_Rndcg.c.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from ..errors import InputError, UsageError
 from ..io.c_numbers import LABEL_MAX, c_floats, trec_ranked
 from ..io.trec import Qrels, Run
 from .per_qrels import per_qrels
+from .rndcg import rndcg
 
 if TYPE_CHECKING:
     from ..io.trec_bulk import RunTable
@@ -240,7 +243,7 @@ def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, leve
         per_query = fast
     elif table is None:
         groups = _groups(qrels, requests, level, degenerate, max_docs, judged_only)
-        _score_batch(qrels, run, evaluated, requests, per_query, groups, max_docs, judged_only)
+        _score_batch(qrels, run, evaluated, requests, per_query, groups, max_docs, judged_only, level)
     else:
         from ..parallel import fork_map
 
@@ -249,7 +252,7 @@ def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, leve
         def score(ks: list[int]) -> dict[str, dict[str, float]]:
             docs = table.docs(ks)   # every query, for its duplicates
             part: dict[str, dict[str, float]] = {q: {} for q in docs if q in in_qrels}
-            _score_batch(qrels, docs, list(part), requests, part, groups, max_docs, judged_only)
+            _score_batch(qrels, docs, list(part), requests, part, groups, max_docs, judged_only, level)
             return part
 
         for q_labels, lvl, _, specs, judged in groups:   # built once, before the workers fork
@@ -291,7 +294,7 @@ def _groups(qrels: Qrels, requests: list[Request], level: int, degenerate: set[s
 
 def _score_batch(qrels: Qrels, run: Run, evaluated: list[str], requests: list[Request],
                  per_query: dict[str, dict[str, float]], groups: list, max_docs: int | None,
-                 judged_only: bool) -> None:
+                 judged_only: bool, level: int = 1) -> None:
     """Per-query values of the queries ``evaluated`` (all in ``run``), into ``per_query``."""
     run = _truncate({q: run[q] for q in evaluated}, max_docs)
     # pytrec_eval reports nothing for a query whose run list is empty; trec_eval never
@@ -317,6 +320,12 @@ def _score_batch(qrels: Qrels, run: Run, evaluated: list[str], requests: list[Re
         if r.measure.name == "relstring":
             for qid in evaluated:
                 per_query[qid][r.names[0]] = _relstring(qrels[qid], run[qid], r.cutoffs[0], judged_only)
+        elif r.measure.name == "Rndcg" and level < 1:
+            # pytrec_eval scored these at level 1, where R is 0; see rndcg.py
+            max_label = _facts(qrels).max_label
+            for qid in evaluated:
+                if max_label[qid] == 0:
+                    per_query[qid][r.names[0]] = rndcg(qrels[qid], run[qid], r.raw, level, judged_only)
 
 
 # G's NaN (a gain given to a negative level): trec_eval, built here, prints the negative
