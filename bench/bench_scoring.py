@@ -50,10 +50,10 @@ def main() -> int:
     machine = common.machine()
 
     from exam_eval.io.grades import read_grades
-    from exam_eval.io.trec import read_qrels, read_run
+    from exam_eval.trec_eval.trec_files import read_qrels, read_run
     from exam_eval.measures.cover import build_index, exam_cover
-    from exam_eval.measures.registry import parse_measures
-    from exam_eval.measures.trec_eval import evaluate
+    from exam_eval.trec_eval.registry import parse_measures
+    from exam_eval.trec_eval.evaluate import evaluate
 
     run_paths = sorted((DL19 / "runs").glob("*.run"))
     graded = DL19 / "graded-flan-t5-large.jsonl.gz"

@@ -150,7 +150,7 @@ def build_pool(data: Path, work: Path, queries: int, per_query: int, seed: int) 
     union of the top 20 of the submitted runs), and bank-edited.jsonl: the first question of
     every query changed."""
     from exam_eval.io.banks import items_by_query, read_bank, write_bank
-    from exam_eval.io.trec import ranked, read_run
+    from exam_eval.trec_eval.trec_files import ranked, read_run
 
     bank = items_by_query(read_bank(data / "banks" / "questions.jsonl.gz"))
     pool: dict[str, set[str]] = {}

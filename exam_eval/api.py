@@ -76,7 +76,7 @@ def read_run(path: str) -> dict[str, dict[str, float]]:
     topic -> doc -> score, the shape :func:`cover` takes, read as exam-cover reads it."""
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"read_run takes a path, not {type(path).__name__}")
-    from .io.trec import read_run as _read_run
+    from .trec_eval.trec_files import read_run as _read_run
 
     return _read_run(str(path))
 

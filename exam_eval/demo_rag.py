@@ -53,7 +53,7 @@ DEPTH = 3
 def build_reports(data: Path, out: Path) -> None:
     from .io.passages import read_passages
     from .io.reports import reports_from_run
-    from .io.trec import read_run
+    from .trec_eval.trec_files import read_run
 
     texts = read_passages(str(data / "passages.jsonl"))
     out.mkdir(parents=True, exist_ok=True)

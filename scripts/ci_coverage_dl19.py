@@ -27,7 +27,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from exam_eval.io.trec import read_qrels, read_run  # noqa: E402
+from exam_eval.trec_eval.trec_files import read_qrels, read_run  # noqa: E402
 from exam_eval.stats import labels  # noqa: E402
 from exam_eval.stats.crc import CoverageError  # noqa: E402
 from exam_eval.stats.intervals import METHODS, human_values, run_intervals, run_per_query  # noqa: E402

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from exam_eval.io.passages import read_passages  # noqa: E402
 from exam_eval.io.reports import reports_from_run  # noqa: E402
-from exam_eval.io.trec import read_run  # noqa: E402
+from exam_eval.trec_eval.trec_files import read_run  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "dl19"
 BANKS = {"questions": ("questions.jsonl.gz", "question-selfrating"),

@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from exam_eval.io.banks import items_by_query, read_bank  # noqa: E402
 from exam_eval.io.grades import read_grades  # noqa: E402
-from exam_eval.io.trec import read_qrels  # noqa: E402
+from exam_eval.trec_eval.trec_files import read_qrels  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "dl19"
 SELF = "question-selfrating"

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from exam_eval.io.trec import read_qrels
+from exam_eval.trec_eval.trec_files import read_qrels
 from exam_eval.stats.agreement import agreement, render_agreement
 from exam_eval.stats.kappa import binary_kappa, confusion, kappa_from_matrix
 

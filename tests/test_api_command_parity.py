@@ -16,7 +16,7 @@ from exam_eval.errors import UsageError
 from exam_eval.io.grades import read_grades
 from exam_eval.io.passages import read_passages
 from exam_eval.io.reports import reports_from_run
-from exam_eval.io.trec import read_run
+from exam_eval.trec_eval.trec_files import read_run
 from inproc import run
 
 DEMO = Path(__file__).resolve().parents[1] / "exam_eval" / "demo_data"

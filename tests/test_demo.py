@@ -86,7 +86,7 @@ def test_exam_qrels_are_the_max_grade_per_passage(demo_runs):
 def test_leaderboards_match_pytrec_eval_and_a_direct_cover_count(demo_runs):
     import pytrec_eval
 
-    from exam_eval.io.trec import read_qrels, read_run
+    from exam_eval.trec_eval.trec_files import read_qrels, read_run
 
     out = demo_runs[0]
     exam_lb, human_lb, cover_lb = (_tsv(out / n) for n in ("exam-qrels.tsv", "human-qrels.tsv", "exam-cover.tsv"))

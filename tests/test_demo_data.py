@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from exam_eval.io.banks import read_bank
-from exam_eval.io.trec import read_qrels, read_run
+from exam_eval.trec_eval.trec_files import read_qrels, read_run
 
 DATA = Path(str(resources.files("exam_eval") / "demo_data"))
 RUNS = ("good", "mediocre", "poor", "random")

@@ -21,7 +21,7 @@ from exam_eval.grading.segment import approx_tokens, read_responses, segment_res
 from exam_eval.errors import InputError, UsageError
 from exam_eval.io.bank_items import make_item_id, BankItem
 from exam_eval.io.grades import Grade, grade_line, read_grades
-from exam_eval.io.trec import ranked
+from exam_eval.trec_eval.trec_files import ranked
 
 PROMPT = get_prompt("question-selfrating")
 

@@ -292,7 +292,7 @@ def test_long_answer_keys_still_match_by_edit_distance():
 def test_custom_prompt_scale_is_bounded(scale, tmp_path):
     """'# scale: 0 <5000 digits>' was a ValueError traceback; a scale past 10000 wrote
     grades that the grades reader then refuses (io.c_numbers.LABEL_MAX)."""
-    from exam_eval.io.c_numbers import LABEL_MAX
+    from exam_eval.trec_eval.c_numbers import LABEL_MAX
 
     prompt = tmp_path / "prompt.txt"
     prompt.write_text(f"# scale: {scale}\n{{context}} {{question}}\n")

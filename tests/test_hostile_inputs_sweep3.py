@@ -16,7 +16,7 @@ import pytest
 
 from exam_eval.errors import InputError
 from exam_eval.grading.output import existing_keys, repair
-from exam_eval.io.trec import ranked, read_qrels, read_run_table
+from exam_eval.trec_eval.trec_files import ranked, read_qrels, read_run_table
 from inproc import run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -693,7 +693,7 @@ def test_ranked_equals_numpys_c_float_order_on_random_rankings():
 
     import numpy as np
 
-    from exam_eval.io.c_numbers import trec_ranked
+    from exam_eval.trec_eval.c_numbers import trec_ranked
 
     def as_c_float(v):
         with np.errstate(over="ignore"):

@@ -223,7 +223,7 @@ def test_human_metrics_equal_pytrec_eval(seed):
 
 def test_dcg_is_the_papers_formula_and_predicted_metric_agrees_on_one_hot_labels():
     run, qrels = _random_run_qrels(4)
-    from exam_eval.io.trec import ranked
+    from exam_eval.trec_eval.trec_files import ranked
     m = parse_metric("dcg@10")
     for qid in qrels:
         top = ranked(run[qid])[:10]
@@ -296,7 +296,7 @@ def test_predicted_cover_with_hard_grades_equals_exam_cover():
 
 
 def test_predicted_cover_with_probabilities_is_the_expected_cover():
-    from exam_eval.io.trec import ranked
+    from exam_eval.trec_eval.trec_files import ranked
     from exam_eval.stats.cover_predicted import AnswerProbs, PredictedCover
 
     grades, run = _cover_grades(1, nq=2, ndocs=5, nitems=3, with_probs=True)

@@ -16,7 +16,7 @@ from exam_eval.io.leaderboard import read_leaderboard, write_leaderboard
 from exam_eval.io.openers import atomic_output
 from exam_eval.io.passages import read_passages
 from exam_eval.io.topics import read_topics
-from exam_eval.io.trec import ranked, read_qrels, read_run, write_qrels, write_run
+from exam_eval.trec_eval.trec_files import ranked, read_qrels, read_run, write_qrels, write_run
 
 
 def test_run_and_qrels_round_trip(tmp_path):

@@ -20,7 +20,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "exam_eval"
 # its own layer.
 LAYERS: list[tuple[str, ...]] = [
     ("exam_eval.errors",),
-    ("exam_eval", "exam_eval.progress", "exam_eval.data", "exam_eval.parallel", "exam_eval.allocator"),
+    ("exam_eval", "exam_eval.progress", "exam_eval.data"),
+    ("exam_eval.io.unfinished",),
+    ("exam_eval.io.openers",),
+    # trec_eval compatibility: its readers, C number rules, measures and fast path, on
+    # nothing but errors and the openers (everything that reads runs and qrels stands on it)
+    ("exam_eval.trec_eval",),
     # the grade types, output parsers and published prompts are data that needs only
     # errors: below io, so the grades reader can hold a grade to its prompt's scale
     ("exam_eval.grading.types", "exam_eval.grading.reasoning"),
@@ -143,7 +148,7 @@ def test_the_graph_is_read(graph):
     # a parser that silently found nothing would pass every test below
     assert "exam_eval.grading.engine" in graph
     assert "exam_eval.grading.types" in graph["exam_eval.grading.engine"]
-    assert "exam_eval.io.trec" in graph["exam_eval.commands.qrels"]
+    assert "exam_eval.trec_eval.trec_files" in graph["exam_eval.commands.qrels"]
     assert sum(len(v) for v in graph.values()) > 300
 
 
@@ -192,12 +197,12 @@ def test_grading_engine_does_not_need_a_back_end(graph):
 
 
 def test_the_layer_rule_catches_an_upward_import():
-    fake = {"exam_eval.io.trec": {"exam_eval.grading.engine"}, "exam_eval.grading.engine": {"exam_eval.io.trec"},
+    fake = {"exam_eval.io.grades": {"exam_eval.grading.engine"}, "exam_eval.grading.engine": {"exam_eval.io.grades"},
             "exam_eval.backends.base": {"exam_eval.measures.cover"}, "exam_eval.measures.cover": set()}
     assert _violations(fake, LAYERS, "exam_eval") == [
-        "exam_eval.backends.base (layer 7, exam_eval.backends) imports exam_eval.measures.cover "
-        "(layer 7, exam_eval.measures)",
-        "exam_eval.io.trec (layer 5, exam_eval.io) imports exam_eval.grading.engine (layer 6, exam_eval.grading)",
+        "exam_eval.backends.base (layer 10, exam_eval.backends) imports exam_eval.measures.cover "
+        "(layer 10, exam_eval.measures)",
+        "exam_eval.io.grades (layer 8, exam_eval.io) imports exam_eval.grading.engine (layer 9, exam_eval.grading)",
     ]
 
 

@@ -17,7 +17,7 @@ from exam_eval import api
 from exam_eval.errors import UsageError
 from exam_eval.io.passages import read_passages
 from exam_eval.io.reports import reports_from_run
-from exam_eval.io.trec import read_run
+from exam_eval.trec_eval.trec_files import read_run
 from exam_eval.measures import nugget_scores as ns
 
 ROOT = Path(__file__).resolve().parents[1]

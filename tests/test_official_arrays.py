@@ -16,11 +16,11 @@ import random
 import numpy as np
 import pytest
 
-from exam_eval.io.packed_bytes import WordView, decimals, words
-from exam_eval.io.trec_bulk import scan_run
-from exam_eval.measures import official_arrays
-from exam_eval.measures.registry import parse_measures
-from exam_eval.measures.trec_eval import evaluate
+from exam_eval.trec_eval.packed_bytes import WordView, decimals, words
+from exam_eval.trec_eval.bulk import scan_run
+from exam_eval.trec_eval import official_arrays
+from exam_eval.trec_eval.registry import parse_measures
+from exam_eval.trec_eval.evaluate import evaluate
 
 
 def _docno(rng: random.Random) -> str:

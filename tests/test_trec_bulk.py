@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from exam_eval.errors import InputError
-from exam_eval.io import trec, trec_bulk
-from exam_eval.io.trec import read_qrels, read_run_table, read_run_tagged
-from exam_eval.measures.registry import parse_measures
-from exam_eval.measures.trec_eval import evaluate, write_trec_eval
-from exam_eval.parallel import fork_map
+from exam_eval.trec_eval import trec_files as trec, bulk as trec_bulk
+from exam_eval.trec_eval.trec_files import read_qrels, read_run_table, read_run_tagged
+from exam_eval.trec_eval.registry import parse_measures
+from exam_eval.trec_eval.evaluate import evaluate, write_trec_eval
+from exam_eval.trec_eval.parallel import fork_map
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -317,7 +317,7 @@ def test_leaderboard_and_errors_with_and_without_workers(tmp_path, monkeypatch):
     (1.6, None, 4, 2),   # no /proc/loadavg: the average alone
 ])
 def test_workers_count_the_cores_idle_in_both_views(monkeypatch, load, others, cores, expect):
-    from exam_eval import parallel
+    from exam_eval.trec_eval import parallel
 
     monkeypatch.delenv("EXAM_EVAL_WORKERS", raising=False)
     monkeypatch.setattr(parallel, "_looked", None)
@@ -333,7 +333,7 @@ def test_workers_count_the_cores_idle_in_both_views(monkeypatch, load, others, c
 def test_glibc_takes_the_top_pad():
     import platform
 
-    from exam_eval.allocator import keep_freed_memory
+    from exam_eval.trec_eval.allocator import keep_freed_memory
 
     if not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc":
         pytest.skip("the top pad is a glibc setting")

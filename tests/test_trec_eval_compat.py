@@ -11,7 +11,7 @@ import pytest
 import pytrec_eval
 
 from exam_eval.io.leaderboard import read_leaderboard
-from exam_eval.io.trec import read_qrels, read_run
+from exam_eval.trec_eval.trec_files import read_qrels, read_run
 
 LINE = re.compile(r"^(\S+)\s*\t(\S+)\t(\S+)$")
 

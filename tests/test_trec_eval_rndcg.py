@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from exam_eval.measures.rndcg import rndcg
-from exam_eval.measures.trec_eval import _float
+from exam_eval.trec_eval.rndcg import rndcg
+from exam_eval.trec_eval.evaluate import _float
 
 # query 1: best label 0; 2: graded; 3: 0 and a negative label; 4: negative labels only,
 # after labelled queries (trec_eval scores it, see WHERE TREC_EVAL CRASHES)

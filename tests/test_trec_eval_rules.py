@@ -10,7 +10,7 @@ import math
 import pytest
 import pytrec_eval
 
-from exam_eval.measures.trec_eval import _float
+from exam_eval.trec_eval.evaluate import _float
 from test_trec_eval_compat import parse_output, write_case
 
 
@@ -240,7 +240,7 @@ def test_run_fields_after_the_sixth_are_ignored(tmp_path, run_cli):
                                   "  +.25e+1", "inf", "-Infinity", "nan", "9" * 20, "007", "\t12abc", "5.", "e5"])
 def test_parameters_and_levels_are_read_as_libc_reads_them(text):
     # trec_eval reads -m parameters, labels and levels with atol / atof
-    from exam_eval.io.c_numbers import c_atof, c_atol
+    from exam_eval.trec_eval.c_numbers import c_atof, c_atol
 
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     libc.atof.restype = ctypes.c_double

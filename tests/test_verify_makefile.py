@@ -15,7 +15,7 @@ import pytest
 
 from exam_eval.io.banks import read_bank, write_bank
 from exam_eval.io.bank_items import make_item_id
-from exam_eval.io.trec import ranked, read_run
+from exam_eval.trec_eval.trec_files import ranked, read_run
 
 ROOT = Path(__file__).resolve().parents[1]
 MAKEFILE = ROOT / "examples" / "Makefile"

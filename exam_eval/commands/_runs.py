@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ..errors import UsageError
-from ..io.trec import Run, read_run_table, read_run_tagged, run_name
+from ..trec_eval.trec_files import Run, read_run_table, read_run_tagged, run_name
 
 if TYPE_CHECKING:
-    from ..io.trec_bulk import RunTable
+    from ..trec_eval.bulk import RunTable
 
 
 def read_run_any(path: str) -> tuple[Run | RunTable, str]:

@@ -98,7 +98,8 @@ def cli():
 @click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=600.0, show_default=True,
               help="Seconds per HTTP request.")
 @click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
-              help="Ask again this many times when an answer holds no parseable list.")
+              help="Ask again this many times when an answer holds no parseable list (at temperature 0.2, "
+                   "as the nuggetizer re-asks, or --temperature where higher).")
 @click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True,
               help="Tokens the model may generate per answer.")
 @click.option("--temperature", type=FiniteRange(min=0, max=2), default=0.0, show_default=True,
@@ -308,11 +309,11 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     queries = read_requests(topics)
     texts: dict[str, str] = {}
     if qrels:
-        from ..io.trec import read_qrels
+        from ..trec_eval.trec_files import read_qrels
 
         doc_ids = documents_from_qrels(read_qrels(qrels), min_label)
     elif runs:
-        from ..io.trec import read_run
+        from ..trec_eval.trec_files import read_run
 
         doc_ids = documents_from_runs([read_run(r) for r in runs], depth)
     else:

@@ -205,7 +205,7 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
     """
     from ..io.grades import read_grades
     from ..io.openers import atomic_output
-    from ..io.trec import write_qrels
+    from ..trec_eval.trec_files import write_qrels
     from ..measures import nugget_scores as ns
 
     if source is None:
@@ -386,8 +386,10 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     One call per report and window of --window nuggets, with the nuggetizer's prompt,
     parsing and re-asks; every (report, nugget) becomes a grade line (doc_id the report
     id; grade support 2, partial_support 1, not_support 0) that exam-nuggets score
-    reads. An answer that never parses is written with parse_ok false; a call that
-    fails is not written (exit 3; run again to retry it).
+    reads. An answer is final only when it gives a label for each nugget; one that never
+    does is written with parse_ok false (and not cached: a rerun asks again); a call that
+    fails is not written, in the grades nor in --assignments (exit 3; run again to retry
+    it).
     """
     from ..grading.listwise import run_assign
     from ..io.banks import items_by_query, read_bank
@@ -405,10 +407,12 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     for note in (getattr(chat, "memory_note", None), usage_note(chat)):
         if note:
             _log(note)
-    if assignments:
+    if assignments and (result.grades or not result.failed):  # as -o: all failed, nothing replaced
         from ..measures.assignment_scores import write_listwise_assignments
 
-        write_listwise_assignments(result.reports, result.grades, items, assignments)
+        n = write_listwise_assignments(result.reports, result.grades, items, assignments)
+        _log(f"{n} of {len(result.reports)} reports written to {assignments}"
+             + (" (only what was answered; a rerun adds the rest)" if result.failed else ""))
     return 3 if result.failed else 0
 
 

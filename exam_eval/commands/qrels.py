@@ -6,20 +6,20 @@ import os
 
 import click
 
-from ..allocator import keep_freed_memory
+from ..trec_eval.allocator import keep_freed_memory
 from ..errors import ExamEvalError, UsageError
 from ..measures.bank_filter import read_current_bank
 from ..io.labels import refuse_unused_grade_options, sniff_labels, stderr_log
 from ..measures.labels import load_labels
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output
-from ..io.trec import read_run_tagged, write_qrels
+from ..trec_eval.trec_files import read_run_tagged, write_qrels
 from ..measures.exam_qrels import LABEL_MODES
-from ..measures.registry import parse_measures
-from ..measures.judgment_formats import REL_FORMATS, check_measures, evaluate_judgments, read_judgments
-from ..measures.trec_eval import Evaluation, TrecEvalRefusal, evaluate, require_overlap, write_trec_eval
-from ..measures.zscores import read_zscores
-from ..parallel import fork_map
+from ..trec_eval.registry import parse_measures
+from ..trec_eval.judgment_formats import REL_FORMATS, check_measures, evaluate_judgments, read_judgments
+from ..trec_eval.evaluate import Evaluation, TrecEvalRefusal, evaluate, require_overlap, write_trec_eval
+from ..trec_eval.zscores import read_zscores
+from ..trec_eval.parallel import fork_map
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given
 from ._runs import read_run_any, run_names
 

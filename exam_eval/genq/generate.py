@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import InputError
+from ..grading.asking import RETRY_TEMPERATURE
 from ..grading.cache import NullCache, unit_key
 from ..grading.types import GradeResult, InterruptedBatch
 from ..io.bank_items import make_item_id, BankItem
@@ -101,7 +102,8 @@ def answer_key(identity: str, unit: Unit) -> str:
 
 def generate_bank(generator, units: list[Unit], *, kind: str, field_name: str, retries: int = 2,
                   max_items: int | None = None, cache=None, identity: str = "") -> Outcome:
-    """Ask the generator for every unit; re-ask (up to ``retries`` times) the units whose
+    """Ask the generator for every unit; re-ask (up to ``retries`` times, at temperature
+    0.2 as the nuggetizer re-asks, or the generator's own where higher) the units whose
     answer held no list. Calls that failed at the transport level were already retried
     by the generator and are not repeated here. ``cache`` (a grade cache) answers the
     units it holds and keeps every answer that parses, as each batch comes back."""
@@ -125,11 +127,16 @@ def generate_bank(generator, units: list[Unit], *, kind: str, field_name: str, r
     pending = [u for u in units if u.key not in parsed]
     attempts: dict[tuple, int] = {}
     last_reason: dict[tuple, str] = {}
-    for _round in range(retries + 1):
+    # a re-ask at the first ask's temperature (0 by default) gets the same answer: it goes
+    # at the nuggetizer's 0.2, or the generator's own temperature where that is higher
+    reask = max(float(getattr(generator, "temperature", 0.0) or 0.0), RETRY_TEMPERATURE)
+    for round_ in range(retries + 1):
         if not pending:
             break
         try:
-            results = generator.generate([u.prompt for u in pending], [u.key for u in pending])
+            prompts, ukeys = [u.prompt for u in pending], [u.key for u in pending]
+            results = (generator.generate(prompts, ukeys) if round_ == 0
+                       else generator.generate(prompts, ukeys, temperature=reask))
         except InterruptedBatch as stop:  # the answers that came were paid for: kept for the rerun
             keep([(u, res.text) for u, res in zip(pending, stop.results or ())
                   if res is not None and getattr(res, "error", None) is None and res.text

@@ -74,7 +74,9 @@ class EndpointGenerator:
         """Tokens the server reported for this run's calls (backends.token_usage.TokenUsage)."""
         return self.client.usage
 
-    def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
+    def generate(self, prompts: Sequence[str], keys: Sequence[tuple],
+                 temperature: float | None = None) -> list[ChatResult]:
+        """``temperature``: this call's (a re-ask's); None: the generator's own."""
         from ..backends.chat import after_reasoning
         from ..backends.endpoint import check_served_model
         from ..progress import progress_bar
@@ -82,13 +84,20 @@ class EndpointGenerator:
         if not self._checked:
             check_served_model(self.client, self.model)
             self._checked = True
+        temperature = self.temperature if temperature is None else temperature
         convs = [[{"role": "user", "content": p}] for p in prompts]
         if not self.progress:
-            return after_reasoning(self.client.chat(convs, max_tokens=self.max_tokens, temperature=self.temperature,
+            return after_reasoning(self.client.chat(convs, max_tokens=self.max_tokens, temperature=temperature,
                                                     **self.extras))
         with progress_bar(len(convs), "generating", "calls") as bar:
-            return after_reasoning(self.client.chat(convs, max_tokens=self.max_tokens, temperature=self.temperature,
-                                                    progress=lambda _res: bar.advance(), **self.extras))
+            # a failed call is not done: the bar passes only the answered ones
+            return after_reasoning(self.client.chat(convs, max_tokens=self.max_tokens, temperature=temperature,
+                                                    progress=lambda res: bar.advance() if _answered(res) else None,
+                                                    **self.extras))
+
+
+def _answered(res) -> bool:
+    return getattr(res, "error", None) is None
 
 
 class ScriptedGenerator:
@@ -125,7 +134,8 @@ class ScriptedGenerator:
     def cache_identity(self) -> str:
         return f"genq-scripted:{self.model}:script={self._script_id}"
 
-    def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
+    def generate(self, prompts: Sequence[str], keys: Sequence[tuple],
+                 temperature: float | None = None) -> list[ChatResult]:
         out = []
         for prompt, key in zip(prompts, keys):
             self.prompts_seen.append(prompt)
@@ -176,7 +186,10 @@ class HFGenerator:
         """What the run should say at its end if the device ran out of memory."""
         return None if self.limit is None else self.limit.note()
 
-    def generate(self, prompts: Sequence[str], keys: Sequence[tuple]) -> list[ChatResult]:
+    def generate(self, prompts: Sequence[str], keys: Sequence[tuple],
+                 temperature: float | None = None) -> list[ChatResult]:
+        """Greedy decoding whatever ``temperature`` (a re-ask repeats the answer unless the
+        back end samples, -O do_sample=true)."""
         from ..grading.types import GradeRequest
         from ..backends.chat import generate_fitting
         from ..grading.fitting import BatchLimit

@@ -202,7 +202,7 @@ def documents_from_qrels(qrels: Mapping[str, Mapping[str, int]], min_label: int 
 
 def documents_from_runs(runs: Sequence[Mapping[str, Mapping[str, float]]], depth: int) -> dict[str, list[str]]:
     """The pool: every run's top ``depth`` (trec_eval order), by best rank, then doc id."""
-    from ..io.trec import ranked
+    from ..trec_eval.trec_files import ranked
 
     best: dict[str, dict[str, int]] = {}
     for run in runs:

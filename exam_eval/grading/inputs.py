@@ -268,7 +268,7 @@ def write_segment_runs(planned: tuple[str | None, list[tuple[str, str, dict]]]) 
     """Write what :func:`segment_run_files` planned, each file atomically, and all of them
     to their temp files before any is renamed into place: one that fails leaves none."""
     from ..io.openers import atomic_output, output_folder
-    from ..io.trec import write_run
+    from ..trec_eval.trec_files import write_run
 
     folder, files = planned
     with output_folder(folder) if folder else contextlib.nullcontext(), contextlib.ExitStack() as stack:

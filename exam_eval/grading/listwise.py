@@ -14,10 +14,15 @@ nugget is not_support, as in the nuggetizer.
 
 Every (report, nugget) becomes one grade line (query_id the topic, doc_id the report id
 ``run/topic/report-md5``, the keys ``exam-nuggets score`` reads for a whole report), with
-grade support 2, partial_support 1, not_support 0 and the window's raw answer. Where the
-nuggetizer would keep a label it does not know, or silently drop nuggets the answer has
-no label for (``zip``), the line here is ``parse_ok: false`` (scored as no support and
-counted), never a guessed grade.
+grade support 2, partial_support 1, not_support 0 and the window's raw answer. An answer
+is final (and cached) only when it gives labels, one for each of the window's nuggets
+(:func:`window_parser`): a list of other words (a model that echoes the nugget texts), a
+short list or a label the nuggetizer does not know is asked again at temperature 0.2,
+where the nuggetizer would keep it or silently drop the nuggets left without a label
+(``zip``). After the last re-ask the last answer stands: each nugget it gives a label
+has its grade, the others are ``parse_ok: false`` (scored as no support, counted,
+written "failed" in the assign-output file as the nuggetizer writes a window that never
+parsed), never a guessed grade; the window is not cached, so a rerun asks it again.
 
 A window's cache key holds the model, the prompt text, the query, the report text and
 the window's nugget texts: editing the bank regrades exactly the windows whose nuggets
@@ -82,9 +87,31 @@ def messages(query: str, context: str, nuggets: Sequence[str], grades: int = 3) 
                                                     nuggets=list(nuggets))}]
 
 
-def parse_labels(text: str) -> list[str] | None:
+def read_labels(text: str) -> list[str] | None:
+    """The answer as the nuggetizer reads it: a Python list of strings, lower-cased
+    (None: it does not read as one)."""
     labels = parse_python_list(text)
     return None if labels is None else [label.lower() for label in labels]
+
+
+def parse_labels(text: str) -> list[str] | None:
+    """An answer that gives labels: a non-empty list of support / partial_support /
+    not_support (any case); anything else (a list of the nugget texts echoed back, of
+    other words, an empty list) is None: not final, not cached, asked again."""
+    labels = read_labels(text)
+    if not labels or any(label not in LABEL_GRADES for label in labels):
+        return None
+    return labels
+
+
+def window_parser(n: int):
+    """What a window of ``n`` nuggets accepts: labels, at least one per nugget (the
+    nuggetizer pairs them in order and drops what is left over)."""
+    def parse(text: str) -> list[str] | None:
+        labels = parse_labels(text)
+        return labels if labels is not None and len(labels) >= n else None
+
+    return parse
 
 
 @dataclass
@@ -109,7 +136,7 @@ def plan_windows(reports: Sequence[Report], items: Mapping[str, Sequence[BankIte
                 continue
             texts = [i.text for i in chunk]
             key = unit_key(identity, phash, query, json.dumps(texts, ensure_ascii=False), r.text, None)
-            out.append(Window(r, chunk, Ask(key, messages(query, r.text, texts, grades))))
+            out.append(Window(r, chunk, Ask(key, messages(query, r.text, texts, grades), window_parser(len(chunk)))))
     return out
 
 
@@ -120,8 +147,8 @@ def window_grades(w: Window, answer: Answer | None, *, model: str, grades: int =
     for k, item in enumerate(w.items):
         if answer is None:
             grade, text = LABEL_GRADES["not_support"], ""
-        else:
-            labels = answer.value or []
+        else:  # an answer that never gave a label for each nugget: what labels it has, the rest unparsed
+            labels = answer.value if answer.parsed else (read_labels(answer.text or "") or [])
             grade = LABEL_GRADES.get(labels[k]) if k < len(labels) else None
             text = answer.text
         out.append(Grade(query_id=w.report.topic_id, doc_id=w.report.doc_id, item_id=item.item_id, kind=item.kind,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..io.trec import ranked, read_qrels, read_run
+from ..trec_eval.trec_files import ranked, read_qrels, read_run
 from .segment import Segment
 
 

@@ -40,7 +40,7 @@ from ..errors import InputError, UsageError
 from .jsonl import dumps, iter_jsonl, json_id, require_fields
 from .openers import display_name
 from ..grading.types import detail_of
-from .c_numbers import LABEL_MAX
+from ..trec_eval.c_numbers import LABEL_MAX
 
 
 @dataclass(slots=True)

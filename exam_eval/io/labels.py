@@ -10,7 +10,7 @@ import sys
 from ..errors import InputError, UsageError
 from .irds import looks_like_irds_id
 from .openers import display_name, iter_lines
-from .trec import Qrels, read_qrels
+from ..trec_eval.trec_files import Qrels, read_qrels
 
 
 def sniff_labels(spec: str) -> str:

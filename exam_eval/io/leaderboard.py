@@ -268,7 +268,7 @@ def _read_long(files: list[str], fmt: str, source: str) -> Leaderboard:
 
 def _run_from_file(path: str) -> str:
     """A per-run evaluation file's run: its name without evaluation and run-file extensions."""
-    from .trec import run_name
+    from ..trec_eval.trec_files import run_name
 
     base = os.path.basename(path)
     for ext in (".gz", ".eval", ".trec_eval", ".ir_measures"):

@@ -558,7 +558,7 @@ def reports_from_run(run_id: str, run: Mapping[str, Mapping[str, float]], texts:
 
     The way the issue checks report scoring on collections without RAG submissions
     (DL19: every submitted run becomes a report set)."""
-    from .trec import ranked
+    from ..trec_eval.trec_files import ranked
 
     out = []
     for qid in sorted(run):

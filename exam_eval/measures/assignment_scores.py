@@ -53,11 +53,35 @@ def leaderboard_from_assignments(path: str | os.PathLike) -> Leaderboard:
     return Leaderboard(measures, rows, topics, "assignments", list(measures))
 
 
-def write_listwise_assignments(reports, grades, items, path) -> None:
+def write_listwise_assignments(reports, grades, items, path, default_importance: str = "vital") -> int:
     """The nuggetizer's assign-output file (one line per report, with run_id) of
-    listwise grades (exam-nuggets assign --assignments)."""
-    from ..grading.listwise import SCALE
-    from ..io.nugget_banks import write_nuggetizer_assignments
-    from . import nugget_scores as ns
+    listwise grades (exam-nuggets assign --assignments): what was answered and nothing
+    else. A report none of whose windows was answered (its calls failed) has no line; a
+    report some of whose windows failed lists only the nuggets it has grades for; a
+    grade that did not parse is "failed", as the nuggetizer writes a window that never
+    parsed. So ``exam-nuggets score`` reads from this file the grades it reads from the
+    grades file, and gives the same scores. Returns the lines written."""
+    from ..io.nugget_banks import ASSIGNMENT_LABELS
+    from ..io.jsonl import dumps
+    from ..io.openers import atomic_output
 
-    write_nuggetizer_assignments(ns.assign(reports, grades, items, ns.thresholds_for(SCALE)), items, path)
+    by_report: dict[tuple[str, str], dict[str, object]] = {}
+    for g in grades:
+        by_report.setdefault((g.query_id, g.doc_id), {})[g.item_id] = g
+    n = 0
+    with atomic_output(path) as out:
+        for r in reports:
+            got = by_report.get((r.topic_id, r.doc_id))
+            if not got:
+                continue
+            nuggets = []
+            for item in items.get(r.topic_id, ()):
+                g = got.get(item.item_id)
+                if g is None:
+                    continue
+                label = ASSIGNMENT_LABELS[g.grade] if g.parse_ok and g.grade is not None else "failed"
+                nuggets.append({"text": item.text, "importance": item.importance or default_importance,
+                                "assignment": label})
+            out.write(dumps({"qid": r.topic_id, "run_id": r.run_id, "nuggets": nuggets}) + "\n")
+            n += 1
+    return n

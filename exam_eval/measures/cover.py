@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from ..io.grades import Grade
-from ..io.trec import Run, ranked
+from ..trec_eval.trec_files import Run, ranked
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Iterable
 
 from ..errors import UsageError
 from ..io.grades import Grade
-from ..io.trec import Qrels
+from ..trec_eval.trec_files import Qrels
 
 LABEL_MODES = ("max", "count", "binary")
 

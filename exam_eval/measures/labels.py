@@ -8,7 +8,7 @@ from ..io.grades import read_grades
 from ..io.irds import irds_qrels
 from ..io.labels import looks_like_grades, refuse_unused_grade_options, sniff_labels
 from ..io.openers import display_name
-from ..io.trec import Qrels, read_qrels
+from ..trec_eval.trec_files import Qrels, read_qrels
 from .bank_filter import BankFilterStats, current_grades
 from .exam_qrels import LabelStats, grades_to_qrels
 

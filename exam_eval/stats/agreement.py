@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..io.trec import Qrels
+from ..trec_eval.trec_files import Qrels
 from .kappa import binary_kappa, confusion, kappa_from_matrix
 
 LENIENT_MIN = 1  # EXAM++: any self-rating >= 1 counts as relevant

@@ -20,7 +20,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from ..io.grades import Grade
-from ..io.trec import ranked
+from ..trec_eval.trec_files import ranked
 from .crc import degree_shift
 from .labels import item_dist
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InputError, UsageError
 from ..io.openers import display_name, iter_lines
-from ..io.trec import read_run, run_name
+from ..trec_eval.trec_files import read_run, run_name
 from .bootstrap import DRAW_BYTES, affordable_samples
 from .crc import CoverageError, min_labelled_per_query
 from .intervals import compute_intervals, compute_per_query

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from ..errors import ExamEvalError
-from ..io.trec import Qrels
+from ..trec_eval.trec_files import Qrels
 from .bootstrap import empirical_bootstrap
 from .crc import crc_dataset, crc_per_query
 from .labels import LabelDists

@@ -24,7 +24,7 @@ from ..errors import InputError
 from ..io.grades import Grade, iter_grades, read_grades
 from ..io.labels import looks_like_grades, refuse_unused_grade_options
 from ..io.openers import display_name
-from ..io.trec import Qrels, read_qrels
+from ..trec_eval.trec_files import Qrels, read_qrels
 
 
 @dataclass

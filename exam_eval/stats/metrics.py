@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from ..errors import UsageError
-from ..io.trec import ranked
+from ..trec_eval.trec_files import ranked
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..io.trec import ranked
+from ..trec_eval.trec_files import ranked
 from .crc import degree_shift
 from .labels import LabelDists
 from .metrics import Metric, ideal_dcg

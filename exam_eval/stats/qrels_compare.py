@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..io.trec import Qrels
+from ..trec_eval.trec_files import Qrels
 from .kappa import confusion, kappa_from_matrix
 
 MEAN, POOLED = "mean", "pooled"

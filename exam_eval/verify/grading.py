@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import IO
 
-from ..io.trec import Qrels
+from ..trec_eval.trec_files import Qrels
 from .table import GradeTable, item_label, one_line
 
 

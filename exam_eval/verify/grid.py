@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import IO
 
 from ..io.grades import Grade
-from ..io.trec import Qrels
+from ..trec_eval.trec_files import Qrels
 from .htmlkit import esc, grade_class, page
 from .table import GradeTable, item_label, one_line
 

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 
 from ..errors import InputError, UsageError
 from ..io.grades import Grade, read_grades
-from ..io.trec import Qrels, read_run, run_name
+from ..trec_eval.trec_files import Qrels, read_run, run_name
 from .htmlkit import esc, grade_class, num, page, table
 from .spurious import SpuriousItem, spurious_items
 from .table import check_bank_matches, item_label, load_bank, one_line, passage_texts, GradeTable
@@ -90,8 +90,8 @@ def compute(grades_path: str, qrels_path: str, run_paths: Sequence[str], *, offi
     from ..io.leaderboard import read_leaderboard
     from ..measures.cover import build_index, exam_cover, mean_stderr
     from ..measures.exam_qrels import grades_to_qrels
-    from ..measures.registry import parse_measures
-    from ..measures.trec_eval import evaluate
+    from ..trec_eval.registry import parse_measures
+    from ..trec_eval.evaluate import evaluate
     from ..stats.agreement import agreement
     from ..stats.correlation import correlate
 

@@ -12,7 +12,7 @@ import os
 
 from ..errors import InputError
 from .c_numbers import checked_label, exact_fields
-from .openers import display_name
+from ..io.openers import display_name
 
 QrelsJG = dict[str, dict[str, dict[str, int]]]    # qid -> judgment group -> docno -> label
 

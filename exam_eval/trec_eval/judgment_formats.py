@@ -12,9 +12,9 @@ and counts (prefs_num_prefs_*) are sums.
 from __future__ import annotations
 
 from ..errors import UsageError
-from ..io.trec import Qrels, Run
+from .trec_files import Qrels, Run
 from .registry import Request, first_unavailable
-from .trec_eval import Evaluation, TrecEvalRefusal
+from .evaluate import Evaluation, TrecEvalRefusal
 
 REL_FORMATS = ("qrels", "prefs", "qrels_prefs", "qrels_jg")
 
@@ -36,9 +36,9 @@ def check_measures(requests: list[Request], rel_format: str, evaluated: list[str
 
 def read_judgments(rel_format: str, path: str):
     if rel_format == "qrels_jg":
-        from ..io.qrels_jg import read_qrels_jg
+        from .qrels_jg_files import read_qrels_jg
         return read_qrels_jg(path)
-    from ..io.prefs import read_prefs, read_qrels_prefs
+    from .prefs_files import read_prefs, read_qrels_prefs
     return read_prefs(path) if rel_format == "prefs" else read_qrels_prefs(path)
 
 

@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..io.packed_bytes import WordView
-from ..io.packed_bytes import words as packed_words
-from .per_qrels import per_qrels
+from .packed_bytes import WordView
+from .packed_bytes import words as packed_words
+from .qrels_cache import per_qrels
 from .registry import Request
 
 if TYPE_CHECKING:
-    from ..io.trec_bulk import RunTable
+    from .bulk import RunTable
 
 OFFICIAL = frozenset({"num_ret", "num_rel", "num_rel_ret", "map", "gm_map", "Rprec", "bpref", "recip_rank",
                       "iprec_at_recall", "P"})
@@ -160,7 +160,7 @@ def score_table(qrels: dict[str, dict[str, int]], table: RunTable, evaluated: li
     """Per-query values of ``requests`` for the ``evaluated`` queries (all in the table and
     in the qrels), or None where pytrec_eval must decide (see the module's note). Queries
     go a batch at a time (memory stays that of one batch), batches to forked workers."""
-    from ..parallel import fork_map
+    from .parallel import fork_map
 
     judg = _judgments(qrels)
     if judg is None or not len(table) or not evaluated:

@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 from ..errors import InputError, UsageError
-from ..io.c_numbers import LABEL_MAX, c_floats, trec_ranked
-from ..io.trec import Qrels, Run
-from .per_qrels import per_qrels
+from .c_numbers import LABEL_MAX, c_floats, trec_ranked
+from .trec_files import Qrels, Run
+from .qrels_cache import per_qrels
 from .rndcg import rndcg
 
 if TYPE_CHECKING:
-    from ..io.trec_bulk import RunTable
+    from .bulk import RunTable
 from .registry import Request
 
 MIN_GEO_MEAN = 0.00001
@@ -245,7 +245,7 @@ def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, leve
         groups = _groups(qrels, requests, level, degenerate, max_docs, judged_only)
         _score_batch(qrels, run, evaluated, requests, per_query, groups, max_docs, judged_only, level)
     else:
-        from ..parallel import fork_map
+        from .parallel import fork_map
 
         groups = _groups(qrels, requests, level, degenerate, max_docs, judged_only)
 

@@ -88,7 +88,7 @@ def worker_count() -> int:
     env = os.environ.get("EXAM_EVAL_WORKERS", "").strip()
     if env:
         if not (env.isascii() and env.isdigit() and int(env) > 0):  # a typo fell back to the default unsaid
-            from .errors import UsageError
+            from ..errors import UsageError
 
             raise UsageError(f"EXAM_EVAL_WORKERS={env!r}: give a whole number of processes, 1 or more")
         return min(int(env), _MAX_WORKERS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..io.c_numbers import c_atof, c_atol, c_div, trec_ranked
+from .c_numbers import c_atof, c_atol, c_div, trec_ranked
 
 RELVALUE_NONPOOL = -1    # retrieved, not in the qrels
 RELVALUE_UNJUDGED = -2   # judged with a negative label

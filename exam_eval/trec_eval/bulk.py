@@ -282,7 +282,7 @@ def _line_stretches(a: np.ndarray, n: int) -> list[tuple[int, int]]:
 
 
 def scan_run(data: bytes) -> RunTable:
-    from ..parallel import fork_map, worker_count
+    from .parallel import fork_map, worker_count
 
     a = np.frombuffer(_normalized(data), dtype=np.uint8)
     # stretches of the file in forked workers (a stretch with no line: Decline, as a

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import InputError
-from ..io.c_numbers import exact_fields, strict_number
+from .c_numbers import exact_fields, strict_number
 from ..io.openers import display_name
 from .registry import Request
 

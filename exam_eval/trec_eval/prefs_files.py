@@ -15,7 +15,7 @@ import os
 
 from ..errors import InputError
 from .c_numbers import c_float, exact_fields, strict_number
-from .openers import display_name
+from ..io.openers import display_name
 
 Pref = tuple[str, str, float, str]        # (jg, jsg, rel_level, docno)
 Prefs = dict[str, list[Pref]]             # qid -> its preference lines

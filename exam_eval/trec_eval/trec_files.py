@@ -13,10 +13,10 @@ from typing import IO, TYPE_CHECKING, Mapping
 
 from ..errors import InputError
 from .c_numbers import c_fields, checked_label, strict_number, trec_ranked
-from .openers import Slurped, display_name, iter_lines, slurp
+from ..io.openers import Slurped, display_name, iter_lines, slurp
 
 if TYPE_CHECKING:
-    from .trec_bulk import RunTable
+    from .bulk import RunTable
 
 Run = dict[str, dict[str, float]]      # qid -> docno -> score
 Qrels = dict[str, dict[str, int]]      # qid -> docno -> label
@@ -40,7 +40,7 @@ def read_run_table(path: str | os.PathLike, *, allow_empty: bool = False) -> Run
     time), or, for what the bulk reader leaves to the line reader, (run, tag) from it.
     Either way the same queries, documents, scores and tag, and the same refusals; a
     duplicate document in a table is refused when its query's documents are built."""
-    from .trec_bulk import Decline, scan_run
+    from .bulk import Decline, scan_run
 
     got = slurp(path)
     if got is not None and got.data is not None:
@@ -91,7 +91,7 @@ def _read_run_lines(path: str | os.PathLike, got: Slurped | None, *, allow_empty
 
 
 def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
-    from .trec_bulk import Decline, scan_qrels
+    from .bulk import Decline, scan_qrels
 
     got = slurp(path)
     if got is not None and got.data is not None:

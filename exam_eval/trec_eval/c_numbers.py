@@ -18,7 +18,7 @@ from array import array
 from typing import Iterator, Mapping
 
 from ..errors import InputError
-from .openers import display_name, iter_lines
+from ..io.openers import display_name, iter_lines
 
 # trec_eval (and pytrec_eval) size per-query tables by the largest label: at 10^6, nDCG
 # runs for minutes, and at 2*10^9 it takes 15 GB; no test collection grades that finely

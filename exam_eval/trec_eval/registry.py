@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import UsageError
-from ..io.c_numbers import c_atof, c_atol
+from .c_numbers import c_atof, c_atol
 
 _CUTS = (5, 10, 15, 20, 30, 100, 200, 500, 1000)
 _RECALL_LEVELS = tuple(i / 10 for i in range(11))

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from ..io.c_numbers import c_div, trec_ranked
-from ..io.prefs import Prefs
+from .c_numbers import c_div, trec_ranked
+from .prefs_files import Prefs
 from .registry import Request
 
 
