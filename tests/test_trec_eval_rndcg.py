@@ -1,6 +1,6 @@
 """Rndcg under -l below 1 on a query whose best label is 0 (issue 41): trec_eval counts
 the 0-labelled documents in R there, which pytrec_eval (level >= 1 only) cannot; exam-qrels
-computes it from m_Rndcg.c (measures/rndcg.py). Held byte for byte to the real binary,
+computes it from m_Rndcg.c (trec_eval/gain_measures.py). Held byte for byte to the real binary,
 and to bytes recorded from it where the binary cannot be built."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from exam_eval.trec_eval.rndcg import rndcg
+from exam_eval.trec_eval.gain_measures import rndcg
 from exam_eval.trec_eval.evaluate import _float
 
 # query 1: best label 0; 2: graded; 3: 0 and a negative label; 4: negative labels only,

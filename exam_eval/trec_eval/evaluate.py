@@ -25,7 +25,7 @@ What trec_eval 9.0.8 does, and so what we do:
 - ``-l`` below 1, which pytrec_eval refuses, is applied by relabelling: binary measures
   see label >= l (and >= 0) as 1, gain measures (ndcg family) see the raw labels; but
   Rndcg's R counts labels >= l, so on a query whose best label is 0 it is computed by
-  rndcg.py from m_Rndcg.c.
+  gain_measures.py from m_Rndcg.c.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from ..errors import InputError, UsageError
 from .c_numbers import LABEL_MAX, c_floats, trec_ranked
 from .trec_files import Qrels, Run
 from .qrels_cache import per_qrels
-from .rndcg import rndcg
+from .gain_measures import rndcg
 
 if TYPE_CHECKING:
     from .bulk import RunTable
@@ -321,7 +321,7 @@ def _score_batch(qrels: Qrels, run: Run, evaluated: list[str], requests: list[Re
             for qid in evaluated:
                 per_query[qid][r.names[0]] = _relstring(qrels[qid], run[qid], r.cutoffs[0], judged_only)
         elif r.measure.name == "Rndcg" and level < 1:
-            # pytrec_eval scored these at level 1, where R is 0; see rndcg.py
+            # pytrec_eval scored these at level 1, where R is 0; see gain_measures.py
             max_label = _facts(qrels).max_label
             for qid in evaluated:
                 if max_label[qid] == 0:
