@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,28 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 SHARED_TOOLS = ROOT.parent / "shared" / "tools"
 
 
+# Nothing the tests run may write into the user's home: grade caches and CTranslate2
+# conversions (~/.cache/exam_eval), Hugging Face's files, matplotlib's font cache, chromium's
+# profile (~/.config/chromium). HOME and the XDG folders point into one folder of this
+# session, set before any test module is imported (some read them on import) and removed
+# when the session ends.
+_HOME_VARS = {"HOME": "", "XDG_CACHE_HOME": ".cache", "XDG_CONFIG_HOME": ".config",
+              "XDG_DATA_HOME": ".local/share", "XDG_STATE_HOME": ".local/state", "HF_HOME": ".cache/huggingface"}
+
+
+def pytest_configure(config):
+    home = Path(tempfile.mkdtemp(prefix="exam-eval-tests-home-"))
+    config._exam_eval_home = home
+    for var, sub in _HOME_VARS.items():
+        os.environ[var] = str(home / sub)
+
+
+def pytest_unconfigure(config):
+    home = getattr(config, "_exam_eval_home", None)
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 @pytest.fixture(autouse=True)
 def _own_default_cache(tmp_path_factory, monkeypatch):
     """Every test's commands keep answers and grades in a cache of their own, never in the
@@ -23,6 +47,17 @@ def _own_default_cache(tmp_path_factory, monkeypatch):
     under a fresh XDG_CACHE_HOME (a test may still set either variable itself)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
     monkeypatch.delenv("EXAM_EVAL_CACHE", raising=False)
+
+
+@pytest.fixture
+def sigint_raises():
+    """For a test that sends SIGINT to its own process: Ctrl-C raises KeyboardInterrupt for
+    the test's duration. A shell starts a background job (`make test &` in a script, nohup,
+    cron, some CI runners) with SIGINT ignored, and Python then keeps it ignored, so the
+    signal would never arrive; the handler found is put back after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
 
 
 @pytest.fixture(scope="session")

@@ -4,16 +4,16 @@ exam-grade run as a user runs it with readers for its output and summary."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from child_env import ChildEnv
 
 ROOT = Path(__file__).resolve().parents[1]
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0", HF_HUB_OFFLINE="1")
+ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0", HF_HUB_OFFLINE="1")
 CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,11 +13,12 @@ from exam_eval import api
 from exam_eval.io.grades import read_grades
 from exam_eval.io.passages import read_passages
 from exam_eval.io.reports import reports_from_run
-from exam_eval.io.trec import read_run
+from exam_eval.trec_eval.trec_files import read_run
+from child_env import ChildEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
+ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
 
 
 def cli(prog, *args):

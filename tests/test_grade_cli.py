@@ -6,7 +6,6 @@ Kill/resume, bank edits, bad inputs, interoperability with exam-qrels / exam-cov
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import subprocess
@@ -19,13 +18,14 @@ import pytest
 
 from exam_eval.io.bank_items import make_item_id
 from exam_eval.io.grades import read_grades
+from child_env import ChildEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"
 BANK = DEMO / "questions.jsonl"
 PASSAGES = DEMO / "passages.jsonl"
 RUNS = [DEMO / "good.run", DEMO / "poor.run"]
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
+ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
 CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
 
 

@@ -5,7 +5,6 @@ the cached rerun reproduces them."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +17,11 @@ pytestmark = pytest.mark.slow
 from exam_eval.grading.prompts import get_prompt  # noqa: E402
 from exam_eval.io.grades import read_grades  # noqa: E402
 from tiny_models import tiny_llama, tiny_t5  # noqa: E402,F401
+from child_env import ChildEnv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
+ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
 
 
 def grade(*args):

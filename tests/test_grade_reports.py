@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import os
 import signal
 import subprocess
 import sys
@@ -18,12 +17,13 @@ import pytest
 from exam_eval.grading.report_units import CITED_HEADER, report_segments, with_cited
 from exam_eval.io.passages import read_passages
 from exam_eval.io.reports import read_reports, reports_from_run
-from exam_eval.io.trec import read_run
+from exam_eval.trec_eval.trec_files import read_run
+from child_env import ChildEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"
 BANK = DEMO / "questions.jsonl"
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
+ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
 CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
 
 

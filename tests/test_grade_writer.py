@@ -225,7 +225,7 @@ class SignalSoon:
         self.thread.join()
 
 
-def test_an_interrupt_while_the_last_batches_are_written_waits_for_them():
+def test_an_interrupt_while_the_last_batches_are_written_waits_for_them(sigint_raises):
     """The grading is done and the writer still writing when Ctrl-C comes: the writes end,
     then the interrupt is raised (the run says how many grades it wrote)."""
     sink = Blocked()
@@ -235,7 +235,7 @@ def test_an_interrupt_while_the_last_batches_are_written_waits_for_them():
     assert sink.lines == 2 and w.done
 
 
-def test_a_second_interrupt_while_draining_stops_at_once():
+def test_a_second_interrupt_while_draining_stops_at_once(sigint_raises):
     sink = Blocked()
     t0 = time.monotonic()
     try:

@@ -25,10 +25,11 @@ import threading
 from pathlib import Path
 
 import pytest
+from child_env import ChildEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0", HF_HUB_OFFLINE="1")
+ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0", HF_HUB_OFFLINE="1")
 RUNS = [DEMO / f"{name}.run" for name in ("good", "mediocre", "poor", "random")]
 SCRIPTED = ["--backend", "scripted", "--prompt", "question-selfrating", "--bank", str(DEMO / "questions.jsonl"),
             "--passages", str(DEMO / "passages.jsonl"), "--no-cache"]

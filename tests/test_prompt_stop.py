@@ -22,10 +22,11 @@ import pytest
 from openai_stub import OpenAIStub, Reply
 
 from exam_eval.backends.http_client import DOWN_AFTER, OpenAIClient
+from child_env import ChildEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"
-ENV = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
+ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
 CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
 STOP_WITHIN = 2.0  # what the man page promises
 SLACK = 2.0  # a loaded machine's scheduling, on top
@@ -295,7 +296,7 @@ def test_exam_genq_stops_at_once_too(tmp_path):
     assert not (tmp_path / "bank.jsonl").exists()
 
 
-def test_an_interrupt_inside_a_batch_write_comes_after_it_is_counted(tmp_path, monkeypatch):
+def test_an_interrupt_inside_a_batch_write_comes_after_it_is_counted(tmp_path, monkeypatch, sigint_raises):
     """"N grades written" is what the file holds, even when the signal lands mid-write."""
     from exam_eval.grading import output
     from exam_eval.io.grades import Grade

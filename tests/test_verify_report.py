@@ -216,7 +216,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
 def _chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if exe is None:
-        pytest.skip("chromium is not installed (as root: apt-get update && apt-get install -y chromium)")
+        pytest.skip("chromium is not installed (make system-deps installs it, as root with apt-get)")
     return exe
 
 
