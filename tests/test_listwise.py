@@ -169,7 +169,7 @@ def test_failed_calls_are_not_written(tmp_path):
 @pytest.mark.parametrize("text, labels", [
     ("['support', 'Not_Support']", ["support", "not_support"]),
     ("```python\n['partial_support']\n```", ["partial_support"]),
-    ("[]", []),
+    ("[]", None),  # no labels: asked again
     ("support", None),
     ("['support', 3]", None),
     ("Labels: ['support']", None),

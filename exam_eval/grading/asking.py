@@ -32,6 +32,9 @@ CHUNK = 256
 class Ask:
     key: str  # cache key: everything that can change the answer
     messages: list[dict]
+    #: this question's reading of an answer, where it is not the Asker's (e.g. a listwise
+    #: window: a label for each of its nuggets)
+    parse: Callable[[str], Any] | None = None
 
 
 @dataclass
@@ -87,16 +90,20 @@ class Asker:
     def ask(self, asks: Sequence[Ask]) -> dict[str, Answer]:
         """Answers by key (identical keys are asked once)."""
         unique = list({a.key: a for a in asks}.values())
+        by_key = {a.key: a for a in unique}
+        times: dict[str, int] = {}  # how often each key is asked (the progress counts every one)
+        for a in asks:
+            times[a.key] = times.get(a.key, 0) + 1
         self.stats.asked += len(unique)
         out: dict[str, Answer] = {}
         for key, row in self.cache.get_many(a.key for a in unique).items():
-            value = self.parse(row.answer or "")
+            value = self._parse(by_key[key], row.answer or "")
             if value is not None:
                 out[key] = Answer(row.answer, value)
         self.stats.from_cache += len(out)
         todo = [a for a in unique if a.key not in out]
-        if self.on_chunk is not None and len(asks) > len(todo):
-            self.on_chunk(len(asks) - len(todo))  # answered already (cached, or the same prompt twice)
+        if self.on_chunk is not None and out:
+            self.on_chunk(sum(times[k] for k in out))  # answered already (by the cache)
         size = max(1, int(getattr(self.chat, "chunk_size", None) or CHUNK))
         for start in range(0, len(todo), size):
             chunk = todo[start:start + size]
@@ -107,9 +114,14 @@ class Asker:
                 raise
             out.update(got)
             self._keep(got)
-            if self.on_chunk is not None:
-                self.on_chunk(len(chunk))
+            if self.on_chunk is not None:  # a failed call is not done: the bar does not pass it
+                done = sum(times[a.key] for a in chunk if got[a.key].error is None)
+                if done:
+                    self.on_chunk(done)
         return out
+
+    def _parse(self, ask: Ask, text: str) -> Any:
+        return (ask.parse or self.parse)(text)
 
     def _keep(self, answers: dict[str, Answer]) -> None:
         self.cache.put_many([(k, GradeResult(a.text, None, None, True)) for k, a in answers.items() if a.parsed],
@@ -127,7 +139,7 @@ class Asker:
             except InterruptedBatch as stop:  # what came before the interrupt (None: no answer)
                 for a, res in zip(pending, stop.results):
                     if res is not None and res.error is None and res.text is not None:
-                        answers[a.key].text, answers[a.key].value = res.text, self.parse(res.text)
+                        answers[a.key].text, answers[a.key].value = res.text, self._parse(a, res.text)
                 stop.answers = answers
                 raise
             self.stats.calls += len(pending)
@@ -139,7 +151,7 @@ class Asker:
                     ans.text, ans.error = None, res.error
                     self.errors[res.error] = self.errors.get(res.error, 0) + 1
                     continue
-                ans.text, ans.value = res.text, self.parse(res.text or "")
+                ans.text, ans.value = res.text, self._parse(a, res.text or "")
                 if ans.value is None:
                     again.append(a)
             pending = again
