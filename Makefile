@@ -1,12 +1,18 @@
 # exam_eval — the two commands a newcomer needs:
 #   make demo   grade the built-in demo collection and print the leaderboards
 #   make test   install what is needed and run the test suite
-# Everything installs into .venv; torch is pinned to the CPU build through constraints.txt.
+# Everything installs into .venv. torch's version is pinned in constraints.txt, its build is
+# pip's choice: from PyPI on Linux x86_64 that is the CUDA build (about 2.5 GB of nvidia-*
+# packages more); a CPU-only machine passes PyTorch's CPU index, or a folder of wheels:
+#   make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# where pip also looks for torch (and the rest): an index URL, or a folder holding wheels
+TORCH_INDEX ?=
+TORCH_FROM := $(if $(TORCH_INDEX),$(if $(wildcard $(TORCH_INDEX)/.),--find-links,--extra-index-url) $(TORCH_INDEX))
 DEMO_OUT ?= demo-out
 # make demo-rag writes to DEMO_OUT when it is given (DEMO_OUT=X make demo-rag: X), else demo-rag-out
 DEMO_RAG_OUT ?= $(if $(filter command line environment,$(origin DEMO_OUT)),$(DEMO_OUT),demo-rag-out)
@@ -24,13 +30,19 @@ help:
 	@echo "make bench-device-stage - stage into .device/ what the GPU run (bench/device_run.sh) needs"
 	@echo "make man     - check and render the man pages into man/txt/"
 	@echo "make lint    - static checks (ruff)"
-	@echo "make install - create $(VENV) with the package and all extras"
+	@echo "make install - create $(VENV) with the package and all extras (CPU-only torch: TORCH_INDEX=https://download.pytorch.org/whl/cpu)"
+	@echo "make system-deps - as root: apt-get install chromium, for the report rendering test"
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt -e '.[all]'
+	$(PY) -m pip install -q -c constraints.txt $(TORCH_FROM) -e '.[all]'
+	# the man pages beside .venv/bin, where man finds them (man exam-qrels with .venv/bin on
+	# PATH): an editable install leaves out the wheel's data files; links keep them current
+	mkdir -p $(VENV)/share/man/man1 $(VENV)/share/man/man7
+	ln -sf $(CURDIR)/man/*.1 $(VENV)/share/man/man1/
+	ln -sf $(CURDIR)/man/*.7 $(VENV)/share/man/man7/
 	# the AutoJudge evaluator's reference code, for the tests that compare our coefficients
 	# with it: its modules we load are self-contained, its dependencies (tira, docker) are not
 	$(PY) -m pip install -q --no-deps 'autojudge-evaluate>=1.1'
@@ -65,7 +77,8 @@ bench-servers: install $(SERVERS_VENV)/.installed
 	  $(PY) bench/servers/label_mass.py --out $(BENCH_OUT)/smollm2-llamacpp-label-mass.json
 
 # Debian's chromium renders the HTML report in its test; installed only when missing,
-# and only where we may (root with apt-get). Without it that one test skips and says why.
+# and only where we may (root with apt-get). A step of its own that the README names:
+# make test installs nothing into the system; without chromium that one test skips and says why.
 system-deps:
 	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing chromium for the report rendering test"; \
@@ -73,7 +86,7 @@ system-deps:
 	    || echo "could not install chromium; the rendering test will skip"; \
 	fi
 
-test: install system-deps
+test: install
 	$(PY) -m pytest -q
 
 demo: install

@@ -33,6 +33,7 @@ import re
 import shlex
 import subprocess
 import sys
+import sysconfig
 import threading
 import time
 from importlib import resources
@@ -56,7 +57,12 @@ class Step:
         self.out = out
         self.show = show
         self.log = out / "commands.sh"
-        write_text(self.log, "#!/bin/sh\n# the commands the demo ran, from the directory it was started in\nset -e\n")
+        # the commands are run by the interpreter that runs the demo; the script finds them
+        # where that interpreter's installs put them (.venv/bin), so it runs as written in a
+        # shell where that folder is not on PATH
+        scripts = sysconfig.get_path("scripts")
+        write_text(self.log, "#!/bin/sh\n# the commands the demo ran, from the directory it was started in\nset -e\n"
+                   f"PATH={shlex.quote(scripts)}:\"$PATH\"; export PATH\n")
 
     def __call__(self, prog: str, *args: str, capture_stderr: bool = False) -> tuple[str, str]:
         shown = " ".join([prog] + [shlex.quote(self._rel(a)) for a in args])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -57,6 +58,28 @@ def test_first_run_grades_second_is_served_from_cache_with_identical_numbers(dem
     for title in ("EXAM-Qrels leaderboard", "EXAM-Cover leaderboard", "human-qrels leaderboard",
                   "kendall_tau_b", "kappa", "$ exam-grade", "$ exam-cover"):
         assert title in first.stdout
+
+
+def test_its_commands_sh_runs_as_written_in_a_shell_without_the_venv(demo_runs, tmp_path):
+    """demo-out/commands.sh called bare exam-grade: a shell whose PATH lacks .venv/bin said
+    "not found". Run on a copy (its paths are relative to where the demo started), it
+    rebuilds the same files."""
+    import sysconfig
+
+    if not (Path(sysconfig.get_path("scripts")) / "exam-grade").exists():
+        pytest.skip("exam_eval's console scripts are not installed beside this interpreter")
+    out, _, _, snapshot = demo_runs
+    copy = tmp_path / out.name
+    shutil.copytree(out, copy)
+    for name in ("exam.qrels", "exam-qrels.tsv", "exam-cover.tsv", "agreement.txt"):
+        (copy / name).unlink()
+    env = {"PATH": "/usr/bin:/bin", "HOME": os.environ["HOME"], "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"],
+           "HF_HUB_OFFLINE": "1", "EXAM_EVAL_PROGRESS": "0"}
+    r = subprocess.run(["sh", str(copy / "commands.sh")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for name in ("exam.qrels", "exam-qrels.tsv", "exam-cover.tsv", "agreement.txt"):
+        assert (copy / name).read_bytes() == snapshot[name], name
 
 
 def test_stderr_has_no_library_bars_and_no_empty_bar_on_the_cached_rerun(demo_runs):

@@ -44,8 +44,13 @@ def _autojudge_module(name: str):
 def _import_or_skip(name: str):
     try:
         return importlib.import_module(name)
-    except Exception as exc:  # ImportError, or nltk's LookupError when its data cannot download
-        pytest.skip(f"{name} does not import here: {type(exc).__name__}")
+    except ModuleNotFoundError as exc:
+        # make install adds autojudge-evaluate with --no-deps: its coefficient modules need
+        # none of its dependencies, its full package needs tira (and docker) too
+        pytest.skip(f"{name} does not import here: no module {exc.name!r} (make install adds "
+                    "autojudge-evaluate with --no-deps, and its full package needs its dependencies)")
+    except Exception as exc:  # nltk's LookupError when its data cannot download
+        pytest.skip(f"{name} does not import here: {type(exc).__name__}: {exc}"[:300])
 
 
 

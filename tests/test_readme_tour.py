@@ -39,3 +39,30 @@ def test_tour_numbers_hold_on_the_same_public_data(shared_data, run_cli):
     official = {row.split("\t")[0]: row.split("\t") for row in (dl19 / "official.tsv").read_text().splitlines()}
     column = official["run"].index("ndcg_cut_10")
     assert shown.endswith("\t" + official["idst_bert_p1"][column])
+
+
+def test_the_commands_are_put_on_path_before_a_block_calls_them_by_name():
+    """A newcomer types the blocks as written: exam-* by name got status 127 until a step
+    put .venv/bin on PATH, and that step comes before the first block that needs it."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    step = text.index('export PATH="$PWD/.venv/bin:$PATH"')
+    bare = re.compile(r"^(?:[A-Z_]+=\S+ )*(exam-[a-z]+|python) ", re.M)
+    blocks = [m for m in re.finditer(r"^```(?:sh)?\n(.*?)^```", text, re.S | re.M) if bare.search(m.group(1))]
+    assert len(blocks) >= 5
+    assert all(m.start() > step for m in blocks), [m.group(1)[:80] for m in blocks if m.start() < step]
+
+
+def test_make_test_installs_nothing_into_the_system():
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("make") is None:
+        pytest.skip("GNU make is not installed")
+    r = subprocess.run(["make", "-n", "-B", "test"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "pytest" in r.stdout and "apt-get" not in r.stdout
+    r = subprocess.run(["make", "-n", "system-deps"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert "apt-get" in r.stdout  # the step the README names for it
+    assert "make system-deps" in (ROOT / "README.md").read_text(encoding="utf-8")

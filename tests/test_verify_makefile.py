@@ -39,9 +39,11 @@ def commands(stdout: str) -> list[tuple[str, str]]:
     out = []
     for line in stdout.replace("\\\n", " ").splitlines():
         words = line.split()
-        if words and words[0].startswith("exam-"):
+        # the Makefile calls them by path where the checkout's .venv/bin has them
+        prog = os.path.basename(words[0]) if words else ""
+        if prog.startswith("exam-"):
             target = words[words.index("-o") + 1] if "-o" in words else ""
-            out.append((words[0], target))
+            out.append((prog, target))
     return out
 
 
