@@ -86,6 +86,9 @@ system-deps:
 	    || echo "could not install chromium; the rendering test will skip"; \
 	fi
 
+# pip keeps no cache when the install runs for the tests: the suite leaves nothing in
+# XDG_CACHE_HOME or HOME (make install alone keeps pip's cache, for the next install)
+test: export PIP_NO_CACHE_DIR = 1
 test: install
 	$(PY) -m pytest -q
 
