@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import InputError, UsageError
+from ..grading.types import NOT_ASKED_AGAIN, NOT_SENT
 from .http_client import CHAT_ROUTE, COMPLETIONS_ROUTE, ChatResult, chat_body, completion_body, reply_of
 from .token_usage import TokenUsage
 
@@ -42,7 +43,7 @@ MAX_REQUESTS = 50_000
 MAX_BYTES = 200 * 1000 * 1000
 ID_PREFIX = "exam_eval:1:"
 #: the answer a request gets while its batch file is written: nothing to record
-NOT_SENT = "written to a batch file, not sent"
+#: (NOT_SENT, and NOT_ASKED_AGAIN below, live in grading.types, for the Asker to know them)
 #: where a back end that must name a server points in batch mode: nothing is ever sent
 NO_SERVER = "http://batch-file.invalid/v1"
 #: errors and missing answers named one by one before the count says the rest
@@ -113,9 +114,6 @@ class Answer:
     error: str | None
 
 
-#: what a re-ask without an answer gets where no new requests are written: the last answer
-#: stands (unparsed), as after the last of the live re-asks
-NOT_ASKED_AGAIN = "not asked again: no --batch-out"
 
 
 class Replay(_FileClient):
@@ -125,7 +123,9 @@ class Replay(_FileClient):
     its last retry does (not recorded), unless ``record``: then it is taken down for the
     next batch file (:attr:`asked`). ``reask_temperature``: a request at that temperature
     is a re-ask of an answer that did not parse; without an answer and without ``record``
-    its last answer stands (:data:`NOT_ASKED_AGAIN`), as after the last live re-ask."""
+    its last answer stands (:data:`NOT_ASKED_AGAIN`), as after the last live re-ask. With
+    ``record``, a request answered with an error is taken down again too (its custom_id
+    unchanged: of the two answers the successful one wins)."""
 
     def __init__(self, model: str, answers: dict[str, Answer], names: dict[str, str] | None = None, *,
                  record: bool = False, reask_temperature: float | None = None, name: str = ""):
@@ -142,6 +142,8 @@ class Replay(_FileClient):
         self.errors: list[Answer] = []
         self.not_reasked = 0
         self.used: set[str] = set()
+        #: answered with an error and taken down again (``record``): the next batch file asks them
+        self.reasked_errors: list[Answer] = []
 
     def _answer(self, route, bodies):
         out = []
@@ -164,11 +166,17 @@ class Replay(_FileClient):
                     out.append(ChatResult(None, "no answer in the results files", None, 0))
                 continue
             self.used.add(key)
-            if got.body is None:
+            reply = None if got.body is None else reply_of(route, got.body)
+            error = got.error if reply is None else reply.error
+            if error is not None and self.record:  # asked again in the next batch file, as a live call is retried
+                self.asked.append((self.names.get(key) or got.custom_id, route, body))
+                self.reasked_errors.append(Answer(got.where, got.custom_id, None, error))
+                out.append(ChatResult(None, NOT_SENT, None, 0))
+                continue
+            if reply is None:
                 self.errors.append(got)
                 out.append(ChatResult(None, f"the batch service answered an error: {got.error}", None, 1))
                 continue
-            reply = reply_of(route, got.body)
             if reply.error is not None:
                 self.errors.append(Answer(got.where, got.custom_id, None, reply.error))
             else:

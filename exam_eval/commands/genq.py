@@ -15,6 +15,7 @@ import click
 from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, IN_PLACE, FiniteRange, interrupted_says, make_main, output_option, refuse_given,
                     refuse_untaken)
+from ._batch import attach, batch_options, check_batch, finish
 from ._chat import cache_options, chat_options, kept_hint, open_cache, usage_note
 
 EXIT_PARTIAL = 3
@@ -113,12 +114,13 @@ def cli():
 @click.option("--merge-with", "merge_with", default=None, metavar="BANK",
               help="Copy BANK's lines byte for byte and add items only for queries/facets it lacks.")
 @cache_options
+@batch_options
 @output_option
 @click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
 @click.option("--dry-run", is_flag=True, help="Print the prompts, the number of calls and input tokens; call nothing.")
 def generate(topics, kind, style, family, n, max_items, backend, model, base_url, api_key_env, concurrency,
              max_retries, timeout, retries, max_tokens, temperature, device, dtype, batch_size, backend_options, script,
-             merge_with, cache_path, no_cache, output, force, dry_run):
+             merge_with, cache_path, no_cache, batch_out, batch_in, output, force, dry_run):
     """Generate a question or nugget bank for TOPICS (file or ir_datasets ID).
 
     TOPICS: qid<TAB>text TSV, JSONL {"query_id","text","subtopics"?}, a TREC topic file,
@@ -132,6 +134,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
       exam-genq generate --dry-run --style car --kind nugget car-topics.jsonl
     """
     from ..genq.generate import build_units, dry_run_text, generate_bank
+    from ..grading.asking import RETRY_TEMPERATURE
     from ..genq.generators import GENERATORS, generator_class, get_generator
     from ..genq.merge import existing_units, raw_bytes, write_merged
     from ..genq.prompts import STYLES, families, get_prompt
@@ -154,6 +157,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
 
         chat_extras(extra)  # before a dry run too
     _check_output(output, force)
+    base_url = check_batch(backend, batch_out, batch_in, base_url, dry_run)
     topic_map = read_topics(topics)
     skip: set = set()
     base = None
@@ -176,6 +180,8 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
                         concurrency=concurrency, max_retries=max_retries, timeout=timeout,
                         max_tokens=max_tokens, temperature=temperature, script=script, device=device,
                         dtype=dtype, batch_size=batch_size, backend_options=extra)
+    replay = attach(gen, "exam-genq generate", batch_out, batch_in, identity=f"{gen.cache_identity}:{prompt.identity}",
+                    reask_temperature=max(temperature, RETRY_TEMPERATURE))
     what = "facets" if style == "car" else "queries"
     _log(f"generating {kind}s for {len(units)} {what} with {backend}:{getattr(gen, 'model', model)} "
          f"(prompt {prompt.name})")
@@ -188,19 +194,30 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
         _log("no items: nothing is written" + (f" to {output}" if output not in (None, "-") else ""))
     _log(f"{len(outcome.items)} {kind}s for {outcome.units_done} of {len(units)} {what} "
          f"({outcome.calls} calls, {outcome.from_cache} from cache)"
-         + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else ""))
-    for note in (getattr(gen, "memory_note", None), usage_note(gen)):
+         + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else "")
+         + (f"; {outcome.pending} {what} wait for their answers (in the batch file): not written"
+            if outcome.pending else ""))
+    _notes(gen)
+    unanswered = finish(replay, batch_out, _log)
+    if outcome.failures:
+        _say_failures(outcome.failures, what, output)
+        return EXIT_PARTIAL
+    return EXIT_PARTIAL if unanswered else 0
+
+
+def _notes(model) -> None:
+    """What the model says at the end of a run: its device memory, the tokens it used."""
+    for note in (getattr(model, "memory_note", None), usage_note(model)):
         if note:
             _log(note)
-    if outcome.failures:
-        _log(f"{len(outcome.failures)} {what} failed and have no items:")
-        for f in outcome.failures:
-            _log(f"  {f.unit.label}: {f.reason} (after {f.attempts} "
-                 f"{'call' if f.attempts == 1 else 'calls'})")
-        if output not in (None, "-") and os.path.exists(output):
-            _log(f"to ask again for these only: exam-genq ... --merge-with {output} -o {output} --force")
-        return EXIT_PARTIAL
-    return 0
+
+
+def _say_failures(failures, what: str, output: str | None) -> None:
+    _log(f"{len(failures)} {what} failed and have no items:")
+    for f in failures:
+        _log(f"  {f.unit.label}: {f.reason} (after {f.attempts} {'call' if f.attempts == 1 else 'calls'})")
+    if output not in (None, "-") and os.path.exists(output):
+        _log(f"to ask again for these only: exam-genq ... --merge-with {output} -o {output} --force")
 
 
 @cli.command("import", context_settings=CONTEXT_SETTINGS)
@@ -278,11 +295,12 @@ Exit status: 0 ok, 1 usage error, 2 bad input, 3 some topics failed (the bank ho
               help="Documents per creation call and nuggets per importance call.")
 @click.option("--max-nuggets", type=click.IntRange(1), default=30, show_default=True, help="Nuggets per topic.")
 @chat_options
+@batch_options
 @output_option
 @click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
 def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, max_nuggets, backend, model,
               base_url, api_key_env, script, concurrency, max_retries, timeout, retries, max_tokens,
-              backend_options, cache_path, no_cache, output, force):
+              backend_options, cache_path, no_cache, batch_out, batch_in, output, force):
     """Create a nugget bank from documents, with vital/okay importance (AutoNuggetizer).
 
     The nuggetizer's creator reads each topic's documents in windows and updates a
@@ -290,7 +308,8 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     nuggets come first. The bank (our JSONL: ids query_id/md5(text), importance, the
     query text) can be edited by hand and exported with exam-nuggets bank.
     """
-    from ..genq.nuggetize import documents_from_qrels, documents_from_reports, documents_from_runs, nuggetize_topics
+    from ..genq.nuggetize import (CREATOR_HASH, SCORER_HASH, documents_from_qrels, documents_from_reports,
+                                  documents_from_runs, nuggetize_topics)
     from ..io.banks import write_bank
     from ..io.reports import read_requests
     from ._chat import make_chat
@@ -304,8 +323,11 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     if not runs:
         refuse_given(ctx, ("depth",), "applies to --run")
     _check_output(output, force)
+    base_url = check_batch(backend, batch_out, batch_in, base_url)
     chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
                      backend_options, script)  # its flags are checked before any input is read
+    replay = attach(chat, "exam-genq nuggetize", batch_out, batch_in,
+                    identity=f"{chat.cache_identity}:{CREATOR_HASH}:{SCORER_HASH}")
     queries = read_requests(topics)
     texts: dict[str, str] = {}
     if qrels:
@@ -333,10 +355,11 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
         result = nuggetize_topics(queries, doc_ids, texts, chat, cache_path=cache_file(cache_path, no_cache),
                                   retries=retries, window=window, max_nuggets=max_nuggets, log=_log)
     bank = result.bank()
-    for note in (getattr(chat, "memory_note", None), usage_note(chat)):
-        if note:
-            _log(note)
-    if not bank and not result.failed:
+    _notes(chat)
+    if result.pending:
+        _log(f"{len(result.pending)} topics wait for answers (their next requests are in the batch file): not written")
+    unanswered = finish(replay, batch_out, _log)
+    if not bank and not result.failed and not result.pending:
         if not result.topics:
             raise InputError("no topic has documents with text", qrels or passages or ", ".join(runs or reports))
         # documents were read, but the model's answers gave no nugget: say so, write nothing
@@ -354,7 +377,7 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
         for t in result.failed:
             _log(f"  {t.query_id}: {t.failed}")
         return EXIT_PARTIAL
-    return 0
+    return EXIT_PARTIAL if unanswered else 0
 
 
 # --merge-with BANK -o BANK --force: the bank is read whole, then the new one is written

@@ -19,6 +19,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, claim_output, interrupted_says, make_main, output_option, refuse_given)
+from ._batch import attach, batch_options, check_batch, finish
 from ._chat import chat_options, kept_hint, make_chat, open_cache, usage_note
 from ._nugget_options import check_shape_options, check_file_or_dir, reports_option, threshold_options
 from ..measures.exam_measures import TABLE as EXAM_MEASURES
@@ -377,10 +378,11 @@ Interrupted? Run the same command again: answers already given come from the cac
 @click.option("--assignments", default=None, metavar="FILE", callback=claim_output,
               help="Also write the nuggetizer's assign-output file (one line per report, with run_id).")
 @chat_options
+@batch_options
 @output_option
 def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assignments, backend, model, base_url,
                api_key_env, script, concurrency, max_retries, timeout, retries, max_tokens, backend_options,
-               cache_path, no_cache, output):
+               cache_path, no_cache, batch_out, batch_in, output):
     """Assign the bank's nuggets to each whole report, as the AutoNuggetizer does.
 
     One call per report and window of --window nuggets, with the nuggetizer's prompt,
@@ -391,12 +393,15 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     fails is not written, in the grades nor in --assignments (exit 3; run again to retry
     it).
     """
-    from ..grading.listwise import run_assign
+    from ..grading.listwise import prompt_hash, run_assign
     from ..io.banks import items_by_query, read_bank
     from ..io.reports import read_requests
 
+    base_url = check_batch(backend, batch_out, batch_in, base_url)
     chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
                      backend_options, script)  # its flags are checked before any input is read
+    replay = attach(chat, "exam-nuggets assign", batch_out, batch_in,
+                    identity=f"{chat.cache_identity}:{prompt_hash(int(n_grades))}")
     rs = _reports(reports, track_spec)
     items = items_by_query(read_bank(bank, kind=kind))
     queries = read_requests(topics)
@@ -407,13 +412,13 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     for note in (getattr(chat, "memory_note", None), usage_note(chat)):
         if note:
             _log(note)
-    if assignments and (result.grades or not result.failed):  # as -o: all failed, nothing replaced
+    if assignments and (result.grades or not (result.failed or result.stats.not_sent)):  # as -o
         from ..measures.assignment_scores import write_listwise_assignments
 
         n = write_listwise_assignments(result.reports, result.grades, items, assignments)
         _log(f"{n} of {len(result.reports)} reports written to {assignments}"
-             + (" (only what was answered; a rerun adds the rest)" if result.failed else ""))
-    return 3 if result.failed else 0
+             + (" (only what was answered)" if n < len(result.reports) else ""))
+    return 3 if finish(replay, batch_out, _log) or result.failed else 0
 
 
 main = make_main(cli, PROG)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 from ..grading.asking import RETRY_TEMPERATURE
 from ..grading.cache import NullCache, unit_key
-from ..grading.types import GradeResult, InterruptedBatch
+from ..grading.types import NOT_ASKED_AGAIN, NOT_SENT, GradeResult, InterruptedBatch
 from ..io.bank_items import make_item_id, BankItem
 from .parse import parse_items
 from .prompts import GenPrompt
@@ -51,6 +51,7 @@ class Outcome:
     units_done: int = 0
     calls: int = 0
     from_cache: int = 0  # units answered by the cache
+    pending: int = 0  # units whose (re-)ask went to a batch file: answered in a later round, not written
 
 
 def build_units(topics: dict, style: str, prompt: GenPrompt, n: int, *, topics_name: str) -> list[Unit]:
@@ -142,10 +143,16 @@ def generate_bank(generator, units: list[Unit], *, kind: str, field_name: str, r
                   if res is not None and getattr(res, "error", None) is None and res.text
                   and parse_items(res.text, field_name)])
             raise
-        out.calls += len(pending)
         again = []
         done = []
         for unit, res in zip(pending, results):
+            if res.error == NOT_SENT:  # taken down for a batch file (--batch-out): a later round answers it
+                out.pending += 1
+                continue
+            if res.error == NOT_ASKED_AGAIN:  # no results file has the re-ask: the last answer stands
+                out.failures.append(Failure(unit, last_reason[unit.key], attempts[unit.key]))
+                continue
+            out.calls += 1
             attempts[unit.key] = attempts.get(unit.key, 0) + 1
             if res.error is not None:
                 out.failures.append(Failure(unit, res.error, attempts[unit.key]))

@@ -92,6 +92,9 @@ class TopicNuggets:
     importance: list[str | None] = field(default_factory=list)
     failed: str | None = None  # why a call failed for good (the topic gets no bank items)
     unparsed_windows: int = 0  # creation or scoring windows whose answers never parsed
+    #: a (re-)ask went to a batch file (--batch-out): the topic goes on in a later round
+    #: and gets no bank items in this one
+    pending: bool = False
 
 
 @dataclass
@@ -104,10 +107,14 @@ class NuggetizeResult:
     def failed(self) -> list[TopicNuggets]:
         return [t for t in self.topics if t.failed]
 
+    @property
+    def pending(self) -> list[TopicNuggets]:
+        return [t for t in self.topics if t.pending and not t.failed]
+
     def bank(self) -> list[BankItem]:
         out = []
         for t in self.topics:
-            if t.failed:
+            if t.failed or t.pending:
                 continue
             seen = set()
             for text, imp in zip(t.nuggets, t.importance):
@@ -129,7 +136,7 @@ def create(topics: Sequence[TopicNuggets], asker: Asker, *, window: int = WINDOW
     identity = asker.chat.cache_identity
     steps = max((-(-len(t.documents) // window) for t in topics), default=0)
     for step in range(steps):
-        live = [t for t in topics if not t.failed and step * window < len(t.documents)]
+        live = [t for t in topics if not t.failed and not t.pending and step * window < len(t.documents)]
         asks = {}
         for t in live:
             docs = t.documents[step * window:(step + 1) * window]
@@ -141,6 +148,8 @@ def create(topics: Sequence[TopicNuggets], asker: Asker, *, window: int = WINDOW
             a = answers[asks[t.query_id].key]
             if a.error is not None:
                 t.failed = a.error
+            elif a.pending:  # the next window needs this one's nuggets: a later round goes on
+                t.pending = True
             elif a.parsed:
                 t.nuggets = list(a.value)[:max_nuggets]
             else:
@@ -155,7 +164,7 @@ def score(topics: Sequence[TopicNuggets], asker: Asker, *, window: int = WINDOW,
     identity = asker.chat.cache_identity
     asks: dict[tuple[str, int], Ask] = {}
     for t in topics:
-        if t.failed:
+        if t.failed or t.pending:
             continue
         for start in range(0, len(t.nuggets), window):
             chunk = t.nuggets[start:start + window]
@@ -163,7 +172,7 @@ def score(topics: Sequence[TopicNuggets], asker: Asker, *, window: int = WINDOW,
             asks[(t.query_id, start)] = Ask(key, scorer_messages(t.query, chunk))
     answers = asker.ask(list(asks.values()))
     for t in topics:
-        if t.failed:
+        if t.failed or t.pending:
             continue
         labels: list[str | None] = []
         for start in range(0, len(t.nuggets), window):
@@ -172,11 +181,14 @@ def score(topics: Sequence[TopicNuggets], asker: Asker, *, window: int = WINDOW,
             if a.error is not None:
                 t.failed = a.error
                 break
+            if a.pending:
+                t.pending = True
+                break
             if not a.parsed:
                 t.unparsed_windows += 1
             got = [v.lower() for v in (a.value or [])]
             labels.extend((got[k] if k < len(got) and got[k] in IMPORTANCE else None) for k in range(n))
-        if t.failed:
+        if t.failed or t.pending:
             continue
         order = sorted(range(len(t.nuggets)), key=lambda k: (0 if labels[k] == "vital" else 1, k))[:max_nuggets]
         t.nuggets = [t.nuggets[k] for k in order]
@@ -258,7 +270,8 @@ def nuggetize_topics(queries: Mapping[str, str], doc_ids: Mapping[str, Sequence[
         with progress_bar(steps, "creating nuggets", "windows") as bar:
             creating.on_chunk = bar.advance
             create(topics, creating, window=window, max_nuggets=max_nuggets)
-        with progress_bar(sum(-(-len(t.nuggets) // window) for t in topics), "scoring importance", "windows") as bar:
+        with progress_bar(sum(-(-len(t.nuggets) // window) for t in topics if not (t.failed or t.pending)),
+                          "scoring importance", "windows") as bar:
             scoring.on_chunk = bar.advance
             score(topics, scoring, window=window, max_nuggets=max_nuggets)
     finally:

@@ -68,6 +68,14 @@ class GenPrompt:
     def name(self) -> str:
         return f"{self.family}-{self.style}-{self.kind}"
 
+    @property
+    def identity(self) -> str:
+        """The prompt's name and a digest of its text (a batch file's grader)."""
+        import hashlib
+
+        text = "\x00".join((self.template, self.instruction, self.field))
+        return f"{self.name}:{hashlib.sha256(text.encode('utf-8')).hexdigest()[:16]}"
+
     def render(self, *, query_text: str = "", query_title: str = "", query_subtopic: str = "",
                n: int = 10) -> str:
         # one regex pass, not str.format or chained replace: a query may itself contain

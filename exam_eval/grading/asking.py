@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..io.jsonl import LONE_SURROGATE
-from .types import GradeResult, InterruptedBatch
+from .types import NOT_ASKED_AGAIN, NOT_SENT, GradeResult, InterruptedBatch
 from .cache import NullCache
 
 RETRY_TEMPERATURE = 0.2
@@ -43,6 +43,9 @@ class Answer:
     value: Any  # the parsed answer; None when it never parsed or the call failed
     calls: int = 0  # calls made in this run (0: from the cache)
     error: str | None = None  # why the call failed for good (HTTP errors after the client's retries)
+    #: not answered yet: the request went to a batch file (--batch-out) and its answer
+    #: comes in a later round; neither final nor failed, and nothing of it is written
+    pending: bool = False
 
     @property
     def parsed(self) -> bool:
@@ -56,6 +59,7 @@ class AskStats:
     calls: int = 0  # model calls made, re-asks included
     unparsed: int = 0  # questions whose answers never parsed
     failed: int = 0  # questions whose calls failed
+    not_sent: int = 0  # questions whose (re-)ask went to a batch file: answered in a later round
 
     def add(self, other: AskStats) -> None:
         for name in self.__dataclass_fields__:
@@ -63,7 +67,8 @@ class AskStats:
 
     def summary(self) -> str:
         return (f"{self.asked} prompts: {self.calls} calls, {self.from_cache} from cache, "
-                f"{self.unparsed} unparsed after the re-asks, {self.failed} failed")
+                f"{self.unparsed} unparsed after the re-asks, {self.failed} failed"
+                + (f", {self.not_sent} written to the batch file" if self.not_sent else ""))
 
 
 @dataclass
@@ -115,7 +120,7 @@ class Asker:
             out.update(got)
             self._keep(got)
             if self.on_chunk is not None:  # a failed call is not done: the bar does not pass it
-                done = sum(times[a.key] for a in chunk if got[a.key].error is None)
+                done = sum(times[a.key] for a in chunk if got[a.key].error is None and not got[a.key].pending)
                 if done:
                     self.on_chunk(done)
         return out
@@ -142,11 +147,16 @@ class Asker:
                         answers[a.key].text, answers[a.key].value = res.text, self._parse(a, res.text)
                 stop.answers = answers
                 raise
-            self.stats.calls += len(pending)
             again = []
             for a, res in zip(pending, results):
                 ans = answers[a.key]
+                if res.error == NOT_SENT:  # taken down for a batch file: answered in a later round
+                    ans.pending = True
+                    continue
+                if res.error == NOT_ASKED_AGAIN:  # a re-ask no batch file holds: the last answer stands
+                    continue
                 ans.calls += 1
+                self.stats.calls += 1
                 if res.error is not None:  # the client already retried it; a rerun asks again
                     ans.text, ans.error = None, res.error
                     self.errors[res.error] = self.errors.get(res.error, 0) + 1
@@ -156,8 +166,9 @@ class Asker:
                     again.append(a)
             pending = again
             temperature = RETRY_TEMPERATURE
-        self.stats.unparsed += sum(1 for a in answers.values() if a.error is None and not a.parsed)
+        self.stats.unparsed += sum(1 for a in answers.values() if a.error is None and not a.parsed and not a.pending)
         self.stats.failed += sum(1 for a in answers.values() if a.error is not None)
+        self.stats.not_sent += sum(1 for a in answers.values() if a.pending)
         return answers
 
 

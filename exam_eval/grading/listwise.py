@@ -160,7 +160,9 @@ def window_grades(w: Window, answer: Answer | None, *, model: str, grades: int =
 def assign_reports(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]], queries: Mapping[str, str],
                    asker: Asker, *, grades: int = 3, window: int = WINDOW) -> tuple[list[Grade], int]:
     """Grade lines of every (report, nugget); returns them and the number of windows
-    whose calls failed (their nuggets get no line; a rerun asks again)."""
+    whose calls failed (their nuggets get no line; a rerun asks again). A window whose
+    (re-)ask went to a batch file (``Answer.pending``) gets no line either, and is not
+    a failure: a later round answers it."""
     asker.parse = parse_labels
     asker.prompt_hash = prompt_hash(grades)
     windows = plan_windows(reports, items, queries, identity=asker.chat.cache_identity, grades=grades,
@@ -172,6 +174,8 @@ def assign_reports(reports: Sequence[Report], items: Mapping[str, Sequence[BankI
         answer = None if w.ask is None else answers[w.ask.key]
         if answer is not None and answer.error is not None:
             failed += 1
+            continue
+        if answer is not None and answer.pending:
             continue
         lines.extend(window_grades(w, answer, model=asker.chat.model_id, grades=grades))
     return lines, failed
@@ -215,10 +219,16 @@ def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]
     finally:
         asker.cache.close()
         chat.close()
-    if lines or not failed:
+    pending = asker.stats.not_sent
+    if lines or not (failed or pending):
         with atomic_output(output) as out:
             out.write("".join(grade_line(g) for g in lines))
-    log(f"{len(scored)} reports, {len(lines)} (report, nugget) grades; {asker.stats.summary()}")
+    log(f"{len(scored)} reports, {len(lines)} (report, nugget) grades"
+        + (f" written to {output}" if output not in (None, "-") and (lines or not (failed or pending)) else "")
+        + f"; {asker.stats.summary()}")
+    if pending:
+        log(f"{pending} windows wait for their answers (their requests are in the batch file): not written"
+            + ("" if lines else " (nothing written)"))
     unparsed = sum(not g.parse_ok for g in lines)
     if unparsed:
         log(f"{unparsed} (report, nugget) pairs have no label after the re-asks (parse_ok false; "

@@ -144,3 +144,11 @@ class InterruptedBatch(KeyboardInterrupt):
     def __init__(self, results: list):
         super().__init__()
         self.results = results
+
+
+#: the error of a request taken down for a batch file instead of being sent
+#: (exam_eval.backends.batch_files): not answered yet, answered in a later round
+NOT_SENT = "written to a batch file, not sent"
+#: the error of a re-ask that no results file answers where no new requests are written:
+#: the last answer stands (unparsed), as after the last of the live re-asks
+NOT_ASKED_AGAIN = "not asked again: no --batch-out"
