@@ -327,16 +327,20 @@ def test_an_assignment_file_that_assigns_one_nugget_twice_is_refused(tmp_path):
 
 # ---- option values (the sweep's third part) -------------------------------------------------
 
-def test_a_relevance_level_below_0_is_refused_not_scored_unlike_trec_eval(tmp_path):
-    """trec_eval counts a retrieved document the qrels do not judge as relevant there:
-    map 1.0 where exam-qrels gave 0.25, exit 0."""
+def test_a_relevance_level_below_0_is_scored_as_trec_eval_scores_it(tmp_path):
+    """trec_eval counts a retrieved document the qrels do not judge as relevant there
+    (m_map.c compares each ranked label, -1 for such a document, with the level), but not
+    in num_rel: map 1.0 here where level 0 gives 0.25. It was refused; trec_eval's output
+    is well defined, so exam-qrels now gives it (tests/test_trec_eval_departures.py holds
+    it to the binary)."""
     qrels, run_file = tmp_path / "q", tmp_path / "r"
     qrels.write_text("1 0 a 1\n1 0 b 0\n")
     run_file.write_text("1 Q0 z 1 2 t\n1 Q0 a 2 1 t\n")
     for level in ("-1", "-5"):
-        msg = _one_line(run("qrels", "-l", level, "-m", "map", qrels, run_file), "qrels", code=1)
-        assert "a level below 0 is not reproduced" in msg
-    assert run("qrels", "-l", "0", "-m", "map", qrels, run_file).code == 0
+        res = run("qrels", "-l", level, "-m", "map", "-m", "num_rel", qrels, run_file)
+        assert res.code == 0 and res.stdout == "num_rel               \tall\t2\nmap                   \tall\t1.0000\n"
+    res = run("qrels", "-l", "0", "-m", "map", qrels, run_file)
+    assert res.code == 0 and res.stdout == "map                   \tall\t0.2500\n"
 
 
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])

@@ -10,7 +10,7 @@ The generator varies what trec_eval's readers tolerate and what its flags do: bl
 tabs and runs of them between fields, leading and trailing white space, CRLF, a missing
 final newline, blank lines in runs, unsorted and interleaved queries, fields after the
 sixth on run lines, score spellings (+1, 1E3, -0, .5), label spellings (01, +2, -1),
--q -c -n -J -M -l, measures with parameters (cutoffs, atol-read ones like 23.4,
+-q -c -n -J -M -l (below 0 too), measures with parameters (cutoffs, atol-read ones like 23.4,
 level=gain pairs), -R qrels_jg / prefs / qrels_prefs and -Z, and now and then an input
 trec_eval refuses. Where trec_eval succeeds the bytes must be identical; where it refuses,
 exam-qrels must too, in one line (see parity_runner.verdict); never a signal.
@@ -51,6 +51,11 @@ MEASURE_SETS = [[], ["-m", "official"], ["-m", "all_trec"], ["-m", "set"], ["-m"
                 ["-m", "11pt_avg..25,.5,.75", "-m", "success.2,5,20", "-mutility.2,-1,0,0"],
                 ["-m", "relstring.5", "-m", "set_F.0.5", "-m", "map_cut.1,2", "-m", "recall.20,2000"],
                 ["-m", "all_trec", "-m", "relstring.20"],
+                # gains for levels -1 and -2: documents without a label >= 0 get them, and a
+                # query judged only below 0 is scored against the labelled query before it
+                ["-m", "ndcg.-1=2", "-m", "G.-2=1,-1=0.5", "-m", "ndcg_rel.-1=1,0=1", "-m", "Rndcg.-1=1"],
+                # parameters trec_eval ignores or reads in part; utility's wrong count it refuses
+                ["-m", "map.5", "-m", "official.5", "-m", "relstring.3,6"], ["-m", "utility.1,2", "-m", "map"],
                 # measures these judgments cannot feed: trec_eval stops ("Can't calculate")
                 ["-m", "map", "-m", "prefs_simp"], ["-m", "P_avgjg"]]
 JG_MEASURE_SETS = [["-m", "qrels_jg"], ["-m", "map_avgjg"], ["-m", "P_avgjg.3,10", "-m", "Rprec_mult_avgjg.0.5,1.5"],
@@ -191,7 +196,7 @@ def random_case(rnd: random.Random) -> dict:
         flags += ["-M", str(rnd.choice([0, 1, 3, 5, 10]))]
     measures = rnd.choice({"qrels": MEASURE_SETS, "qrels_jg": JG_MEASURE_SETS}.get(rel_format, PREFS_MEASURE_SETS))
     if rnd.random() < 0.25:
-        flags += ["-l", str(rnd.choice([0, 2, 3, 4]))]
+        flags += ["-l", str(rnd.choice([-2, -1, 0, 0, 2, 3, 4]))]
     if rel_format != "qrels":
         flags += ["-R", rel_format]
     flags += measures
@@ -265,6 +270,8 @@ def test_random_inputs_never_crash_exam_qrels(fresh_cases):
     succeeded = [c["flags"] for c, g in fresh_cases if g["exit"] == 0]
     for flag in ("qrels_jg", "prefs", "qrels_prefs", "-Z", "-q", "-c", "-J", "-M", "-l", "-mndcg_cut.10,3,23.4"):
         assert any(flag in f for f in succeeded), flag
+    levels = [f[f.index("-l") + 1] for f in succeeded if "-l" in f]
+    assert {"-1", "0"} <= set(levels), levels   # below 0, and 0 (Rndcg on best label 0)
 
 
 def run_binary(binary: Path, flags: list[str], qrels: Path, run: Path) -> tuple[int, str, str]:

@@ -101,8 +101,11 @@ def test_utility_against_pytrec_eval(tmp_path, run_cli):
         v = direct[q]
         expected = 2 * v["num_rel_ret"] - 0.5 * (v["num_ret"] - v["num_rel_ret"]) - (v["num_rel"] - v["num_rel_ret"])
         assert got[("utility_2,-0.5,-1,0", q)] == "%6.4f" % expected
+    # other than 4 coefficients: trec_eval stops at the first query ("Can't calculate
+    # measure 'utility'", exit 4), and exam-qrels refuses the input so, in one line
     res = run_cli("exam-qrels", "-m", "utility.1,2", qp, rp)
-    assert res.returncode == 1 and "4 coefficients" in res.stderr
+    assert res.returncode == 2 and res.stdout == "" and len(res.stderr.splitlines()) == 1
+    assert "Can't calculate measure 'utility'" in res.stderr and "4 coefficients, not 2" in res.stderr
 
 
 def test_relstring_per_query_only(tmp_path, run_cli):

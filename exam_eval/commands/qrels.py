@@ -78,13 +78,6 @@ def check_grade_options(labels: str, rel_format: str, given: dict[str, object]) 
                                "takes the maximum grade as it is")
 
 
-def _check_level(ctx, param, value: int) -> int:
-    if value < 0:  # trec_eval 9.0.8 counts unjudged retrieved documents as relevant there
-        raise click.BadParameter(f"{value}: a level below 0 is not reproduced (trec_eval 9.0.8 then counts "
-                                 "documents the qrels do not judge as relevant; see DIFFERENCES in man exam-qrels)")
-    return value
-
-
 @click.command(context_settings=CONTEXT_SETTINGS, epilog=EPILOG)
 @click.argument("labels", metavar="LABELS")
 @click.argument("runs", nargs=-1, metavar="[RUN ...]")
@@ -97,7 +90,7 @@ def _check_level(ctx, param, value: int) -> int:
 @click.option("-c", "complete", is_flag=True,
               help="Average over every query of the qrels; queries the run lacks score 0 "
                    "(num_rel: every judgment >= 1 in the qrels, as trec_eval 9.0.8).")
-@click.option("-l", "level", type=int, default=1, show_default=True, metavar="N", callback=_check_level,
+@click.option("-l", "level", type=int, default=1, show_default=True, metavar="N",
               help="Relevance level: label >= N is relevant for binary measures (nDCG uses raw labels).")
 @click.option("-n", "no_summary", is_flag=True, help="No summary ('all') lines.")
 @click.option("-J", "judged_only", is_flag=True,
@@ -133,10 +126,11 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
                                                                      min_grade, bank, model, prompt, kind))))
     if label_mode != "max" and min_grade is None:
         min_grade = 4
-    requests = parse_measures(list(measures), warn=log)
+    # the notices of -m and of the labels: said once nothing is refused (a refusal is one line)
+    notes: list[str] = []
+    requests = parse_measures(list(measures), warn=notes.append)
     if per_query and len(runs) > 1:
         raise click.UsageError("-q prints per-query values for one run; give a single RUN")
-    notes: list[str] = []  # the labels' notices: said once nothing is refused (a refusal is one line)
     qrels = _read_labels(labels, rel_format, runs, dict(label=label_mode, min_grade=min_grade, model=model,
                                                         prompt=prompt, kind=kind), bank, notes)
     options = dict(level=level, judged_only=judged_only, max_docs=max_docs, complete=complete)

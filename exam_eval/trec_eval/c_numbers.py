@@ -122,13 +122,26 @@ def c_float(value: float) -> float:
     return c_floats([value])[0]
 
 
+_C_LONG_RANGE = 2.0 ** 63
+
+
+def c_long(x: float) -> int:
+    """A double converted to a C long on x86-64 (cvttsd2si): truncated toward 0, and
+    LONG_MIN for NaN or anything out of range (a length of 1e30 is LONG_MIN)."""
+    if x != x or not -_C_LONG_RANGE <= x < _C_LONG_RANGE:
+        return _LONG_MIN
+    return int(x)
+
+
 def c_div(a: float, b: float) -> float:
     """a / b with the IEEE result where C divides by zero."""
     if b:
         return a / b
-    if a == 0 or math.isnan(a):
+    if math.isnan(a):
+        return a             # x86 hands on the NaN operand, its sign included
+    if a == 0:
         return -math.nan
-    return math.copysign(math.inf, a)
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
 def trec_ranked(docs: Mapping[str, float], docno_ascending: bool = False) -> list[str]:

@@ -21,11 +21,15 @@ What trec_eval 9.0.8 does, and so what we do:
   largest label is below -1 (an out-of-range memset). We refuse in the first case and
   give the no-relevant-documents scores in both others; pytrec_eval, which shares that
   code, never sees such a query (it crashes on it): it gets the query with one extra
-  label-0 judgment of a docno no run can contain;
+  label-0 judgment of a docno no run can contain. trec_eval scores nDCG, ndcg_rel and G
+  of such a query against the label counts of the labelled query before it, which
+  gain_measures.py reproduces;
 - ``-l`` below 1, which pytrec_eval refuses, is applied by relabelling: binary measures
   see label >= l (and >= 0) as 1, gain measures (ndcg family) see the raw labels; but
   Rndcg's R counts labels >= l, so on a query whose best label is 0 it is computed by
-  gain_measures.py from m_Rndcg.c.
+  gain_measures.py from m_Rndcg.c; and below 0 the measures that compare each ranked
+  document with the level count retrieved documents without a label >= 0 as relevant,
+  which level_measures.py computes.
 """
 
 from __future__ import annotations
@@ -37,14 +41,16 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 from ..errors import InputError, UsageError
-from .c_numbers import LABEL_MAX, c_floats, trec_ranked
+from .c_numbers import LABEL_MAX, c_floats, c_long, trec_ranked
 from .trec_files import Qrels, Run
 from .qrels_cache import per_qrels
-from .gain_measures import rndcg
+from .gain_measures import GAIN_MEASURES, gain_value, label_counts, ranked_rels, rndcg
+from .level_measures import LEVEL_MEASURES, res_rels
+from .level_measures import values as level_values
 
 if TYPE_CHECKING:
     from .bulk import RunTable
-from .registry import Request
+from .registry import Request, improper
 
 MIN_GEO_MEAN = 0.00001
 
@@ -191,7 +197,8 @@ def _relstring(qrels_q: dict[str, int], docs: dict[str, float], length: float, j
     if judged_only:
         pairs = ((s, d) for s, d in pairs if qrels_q.get(d, -1) >= 0)
     chars = []
-    for _, d in heapq.nlargest(max(int(length), 0), pairs):
+    # m_relstring.c: MIN((long) length, num_ret), and none below 0
+    for _, d in heapq.nlargest(max(c_long(length), 0), pairs):
         rel = qrels_q.get(d)
         if rel is None:
             chars.append("-")          # not in the pool
@@ -232,6 +239,10 @@ def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, leve
     in_qrels = set(qrels)
     evaluated = sorted(q for q in qids if q in in_qrels)
     degenerate = _degenerate_queries(qrels, evaluated, requests, qrels_name)
+    bad = next((r for r in requests if improper(r)), None)
+    if bad is not None and evaluated:   # exam-qrels said so already (check_measures); callers of the API
+        raise TrecEvalRefusal(f"trec_eval 9.0.8 refuses this input: Can't calculate measure "
+                              f"'{bad.measure.name}' ({improper(bad)})", qrels_name)
     per_query: dict[str, dict[str, float]] = {q: {} for q in evaluated}
     fast = None
     if table is not None:   # read in bulk: numpy is loaded, and the official measures may not need pytrec_eval
@@ -243,16 +254,18 @@ def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, leve
         per_query = fast
     elif table is None:
         groups = _groups(qrels, requests, level, degenerate, max_docs, judged_only)
-        _score_batch(qrels, run, evaluated, requests, per_query, groups, max_docs, judged_only, level)
+        _score_batch(qrels, run, evaluated, requests, per_query, groups, max_docs, judged_only, level,
+                     _stale_counts(qrels, evaluated, degenerate))
     else:
         from .parallel import fork_map
 
         groups = _groups(qrels, requests, level, degenerate, max_docs, judged_only)
+        stale = _stale_counts(qrels, evaluated, degenerate)
 
         def score(ks: list[int]) -> dict[str, dict[str, float]]:
             docs = table.docs(ks)   # every query, for its duplicates
             part: dict[str, dict[str, float]] = {q: {} for q in docs if q in in_qrels}
-            _score_batch(qrels, docs, list(part), requests, part, groups, max_docs, judged_only, level)
+            _score_batch(qrels, docs, list(part), requests, part, groups, max_docs, judged_only, level, stale)
             return part
 
         for q_labels, lvl, _, specs, judged in groups:   # built once, before the workers fork
@@ -292,10 +305,26 @@ def _groups(qrels: Qrels, requests: list[Request], level: int, degenerate: set[s
     return out
 
 
+def _stale_counts(qrels: Qrels, evaluated: list[str], degenerate: set[str]) -> dict[str, list[int]]:
+    """For each query judged only below 0, the label counts trec_eval scores its gain
+    measures against: those of the last labelled query evaluated before it (its own
+    counts fill none of form_res_rels.c's buffer; see gain_measures.py). Over every
+    evaluated query, not one batch's."""
+    out: dict[str, list[int]] = {}
+    last: list[int] = []
+    for qid in evaluated:
+        if qid in degenerate:
+            out[qid] = last
+        else:
+            last = label_counts(qrels[qid])
+    return out
+
+
 def _score_batch(qrels: Qrels, run: Run, evaluated: list[str], requests: list[Request],
                  per_query: dict[str, dict[str, float]], groups: list, max_docs: int | None,
-                 judged_only: bool, level: int = 1) -> None:
-    """Per-query values of the queries ``evaluated`` (all in ``run``), into ``per_query``."""
+                 judged_only: bool, level: int = 1, stale: dict[str, list[int]] | None = None) -> None:
+    """Per-query values of the queries ``evaluated`` (all in ``run``), into ``per_query``;
+    ``stale``: see _stale_counts."""
     run = _truncate({q: run[q] for q in evaluated}, max_docs)
     # pytrec_eval reports nothing for a query whose run list is empty; trec_eval never
     # sees such a query either (it has no result lines), so the two agree.
@@ -326,6 +355,18 @@ def _score_batch(qrels: Qrels, run: Run, evaluated: list[str], requests: list[Re
             for qid in evaluated:
                 if max_label[qid] == 0:
                     per_query[qid][r.names[0]] = rndcg(qrels[qid], run[qid], r.raw, level, judged_only)
+    gains = [r for r in requests if r.measure.name in GAIN_MEASURES] if stale else []
+    below_zero = [r for r in requests if r.measure.name in LEVEL_MEASURES] if level < 0 else []
+    for qid in evaluated:
+        if below_zero or (gains and qid in stale):
+            rel_list = ranked_rels(qrels[qid], run[qid], judged_only)
+        if gains and qid in stale:
+            for r in gains:   # a query judged only below 0 has no relevant document (R = 0)
+                per_query[qid][r.names[0]] = gain_value(r.measure.name, r.raw, rel_list, stale[qid], 0)
+        if below_zero:
+            rr = res_rels(qrels[qid], rel_list, level)
+            for r in below_zero:
+                per_query[qid].update(zip(r.names, level_values(r, rr, level)))
 
 
 # G's NaN (a gain given to a negative level): trec_eval, built here, prints the negative

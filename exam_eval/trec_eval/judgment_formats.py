@@ -21,17 +21,19 @@ REL_FORMATS = ("qrels", "prefs", "qrels_prefs", "qrels_jg")
 
 def check_measures(requests: list[Request], rel_format: str, evaluated: list[str],
                    qrels_name: str | None, qrels: Qrels | None = None) -> None:
-    """Refuse as trec_eval does a measure that ``rel_format`` judgments cannot feed."""
-    missing = first_unavailable(requests, rel_format)
-    if missing is None or not evaluated:
+    """Refuse as trec_eval does a measure that ``rel_format`` judgments cannot feed, or that
+    it cannot calculate at all (registry.improper)."""
+    unavailable = first_unavailable(requests, rel_format)
+    if unavailable is None or not evaluated:
         return
+    missing, why = unavailable
     name = missing.name
     if qrels is not None and max(qrels[evaluated[0]].values()) < 0:
         # on qrels whose first scored query has no label >= 0, the first measure already
         # fails (see trec_eval._degenerate_queries)
         name = next(r.measure.name for r in requests if r.measure.agg not in ("runid", "num_q"))
-    raise TrecEvalRefusal(f"trec_eval 9.0.8 refuses this input: Can't calculate measure '{name}' "
-                          f"({missing.name} is not computed from -R {rel_format} judgments)", qrels_name)
+    raise TrecEvalRefusal(f"trec_eval 9.0.8 refuses this input: Can't calculate measure '{name}' ({why})",
+                          qrels_name)
 
 
 def read_judgments(rel_format: str, path: str):

@@ -178,11 +178,8 @@ def _parse_cutoffs(m: TrecMeasure, text: str, spec: str) -> tuple:
     else:
         values = [c_atof(p) for p in parts]
     if m.params == "values":
-        # ordered parameters, not cutoffs (trec_eval: get_double_params)
-        if m.name == "utility" and len(values) != 4:
-            raise UsageError(f"measure {spec!r}: utility takes 4 coefficients (trec_eval: improper number of coefficients)")
-        if m.name == "relstring" and len(values) != 1:
-            raise UsageError(f"measure {spec!r}: relstring takes one length")
+        # ordered parameters, not cutoffs (trec_eval: get_float_params); relstring and
+        # set_F read the first, utility needs 4 (see improper)
         return tuple(values)
     values.sort()
     if m.params == "long" and values[0] <= 0:
@@ -207,8 +204,8 @@ def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Reques
     parameter string given for a measure wins wherever it appears (``-m official -m P.5``
     gives P_5 only); a later, different one is ignored unchecked (``-m P.5 -m P.0`` is
     P_5, as in trec_eval), and we say so through ``warn``. A parameter on a nickname or on
-    a measure that takes none (``-m official.5``, ``-m map.5``), which trec_eval ignores,
-    is refused: it was most likely meant as a cutoff.
+    a measure that takes none (``-m official.5``, ``-m map.5``) is ignored as trec_eval
+    ignores it, with a word through ``warn``: it may have been meant as a cutoff.
     """
     if not specs:
         specs = ["official"]
@@ -220,17 +217,20 @@ def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Reques
         if dot and not param:
             raise UsageError(f"measure {spec!r}: empty parameter after '.' (trec_eval: improper measure in parameter)")
         if root in NICKNAMES:
-            if dot:
-                raise UsageError(f"measure {spec!r}: {root!r} names a set of measures and takes no parameters")
+            if dot and warn:
+                warn(f"-m {spec}: {root} names a set of measures, which takes no parameters; "
+                     "trec_eval ignores them, and so does exam-qrels")
             marked.update(NICKNAMES[root])
             continue
         m = REGISTRY.get(root)
         if m is None:
             known = ", ".join(list(REGISTRY) + list(NICKNAMES))
             raise UsageError(f"unknown measure {spec!r} (trec_eval: illegal measure); known: {known}")
-        if param and not m.params:
-            raise UsageError(f"measure {root!r} takes no parameters (got {spec!r})")
         marked.add(root)
+        if param and not m.params:
+            if warn:
+                warn(f"-m {spec}: {root} takes no parameters; trec_eval ignores them, and so does exam-qrels")
+            continue
         if param and root not in params:
             params[root] = _parse_cutoffs(m, param, spec)
             raws[root] = param
@@ -240,11 +240,21 @@ def parse_measures(specs: list[str] | tuple[str, ...], warn=None) -> list[Reques
             if name in marked]
 
 
-def first_unavailable(requests: list[Request], rel_format: str) -> TrecMeasure | None:
+def improper(r: Request) -> str | None:
+    """Why trec_eval cannot calculate ``r`` whatever the judgments, or None: m_utility.c
+    refuses other than four coefficients (at the first query it scores)."""
+    if r.measure.name == "utility" and len(r.cutoffs) != 4:
+        return f"utility takes 4 coefficients, not {len(r.cutoffs)}; trec_eval: improper number of coefficients"
+    return None
+
+
+def first_unavailable(requests: list[Request], rel_format: str) -> tuple[TrecMeasure, str] | None:
     """The first requested measure (in table order, as trec_eval computes them) that
-    cannot be computed from judgments of ``rel_format``: trec_eval stops on it with
-    "Can't calculate measure" once a query has both results and judgments."""
+    cannot be computed from judgments of ``rel_format``, and why: trec_eval stops on it
+    with "Can't calculate measure" once a query has both results and judgments."""
     for r in requests:
         if r.measure.formats is not None and rel_format not in r.measure.formats:
-            return r.measure
+            return r.measure, f"{r.measure.name} is not computed from -R {rel_format} judgments"
+        if improper(r):
+            return r.measure, improper(r)
     return None
