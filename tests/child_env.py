@@ -5,6 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 
+# The start of ``python -c`` code for a child that a test sends Ctrl-C (SIGINT): the child
+# takes it as at a terminal. A shell starts a script's background job (`make test &`,
+# nohup, cron, some CI runners) with SIGINT ignored, every child inherits that, and the
+# commands keep an ignored SIGINT ignored, as they should for a background job.
+CTRL_C_REACHES = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+
 
 class ChildEnv(Mapping):
     """``os.environ`` as it is at the moment a child starts, with ``fixed`` over it.

@@ -18,7 +18,7 @@ import pytest
 
 from exam_eval.io.bank_items import make_item_id
 from exam_eval.io.grades import read_grades
-from child_env import ChildEnv
+from child_env import CTRL_C_REACHES, ChildEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"
@@ -26,7 +26,7 @@ BANK = DEMO / "questions.jsonl"
 PASSAGES = DEMO / "passages.jsonl"
 RUNS = [DEMO / "good.run", DEMO / "poor.run"]
 ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
-CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
+CMD = [sys.executable, "-c", CTRL_C_REACHES + "import exam_eval.commands.grade as m; m.main()"]
 
 
 def base_args(tmp_path, *extra, bank=BANK, cache="cache.sqlite"):
@@ -168,6 +168,29 @@ def test_ctrl_c_exits_cleanly_with_a_resume_hint(tmp_path):
     s = summary(r.stderr)
     assert s["in_output"] > 0 and s["in_output"] + s["graded"] + s["deduplicated"] == s["pairs"]
     assert len(rows(out)) == len(keyed(out)) == s["pairs"]
+
+
+def test_a_background_job_of_a_script_keeps_ignoring_ctrl_c_and_stops_on_sigterm(tmp_path):
+    """A shell starts `exam-grade ... &` of a script with SIGINT ignored, so that Ctrl-C at
+    the terminal reaches only the foreground; the command left it ignored no more (it set
+    its own handler over it). SIGTERM stops it as before."""
+    out = tmp_path / "g.jsonl"
+    plain = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
+    args = base_args(tmp_path, "-o", out, "-O", "delay=0.02", "--batch-size", "2")
+    proc = subprocess.Popen(["sh", "-c", 'trap "" INT; exec "$@"', "sh", *plain, *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    deadline = time.time() + 60
+    while _count_lines(out) < 10 and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    written = _count_lines(out)
+    time.sleep(1.0)  # an interrupt is honoured within about two seconds; this one is ignored
+    assert proc.poll() is None, proc.communicate()
+    assert _count_lines(out) > written  # still grading
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "resume" in err and "Traceback" not in err, err
+    assert len(rows(out)) == _count_lines(out)
 
 
 def _edited_bank(tmp_path) -> tuple[Path, dict[str, str]]:

@@ -20,12 +20,12 @@ import pytest
 from exam_eval.backends.scripted import ScriptedBackend
 from exam_eval.errors import OutputError
 from exam_eval.grading.session import GradingSession
-from child_env import ChildEnv
+from child_env import CTRL_C_REACHES, ChildEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"
 ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
-CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
+CMD = [sys.executable, "-c", CTRL_C_REACHES + "import exam_eval.commands.grade as m; m.main()"]
 PAIRS = 1060  # the demo pool (top 20 of good.run and poor.run) times its questions
 
 

@@ -22,12 +22,12 @@ import pytest
 from openai_stub import OpenAIStub, Reply
 
 from exam_eval.backends.http_client import DOWN_AFTER, OpenAIClient
-from child_env import ChildEnv
+from child_env import CTRL_C_REACHES, ChildEnv
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "exam_eval" / "demo_data"
 ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
-CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
+CMD = [sys.executable, "-c", CTRL_C_REACHES + "import exam_eval.commands.grade as m; m.main()"]
 STOP_WITHIN = 2.0  # what the man page promises
 SLACK = 2.0  # a loaded machine's scheduling, on top
 RESUME = "interrupted; 0 grades written; run the same command again to resume"
@@ -283,7 +283,7 @@ def test_exam_genq_stops_at_once_too(tmp_path):
     topics = tmp_path / "topics.tsv"
     topics.write_text("".join(f"q{i}\ttopic number {i}\n" for i in range(20)))
     with OpenAIStub(lambda r: Reply(delay=1000)) as stub:
-        proc = subprocess.Popen([sys.executable, "-c", "import exam_eval.commands.genq as m; m.main()", "--model", "m",
+        proc = subprocess.Popen([sys.executable, "-c", CTRL_C_REACHES + "import exam_eval.commands.genq as m; m.main()", "--model", "m",
                                  "--base-url", stub.url, "--timeout", "5", "--concurrency", "4", str(topics),
                                  "-o", str(tmp_path / "bank.jsonl")],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)

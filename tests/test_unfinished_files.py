@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PRELUDE = """
 import os, signal, sys, time
 from exam_eval.commands._base import stop_on_signals
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as at a terminal, started in the background too
 stop_on_signals()
 def first_then_second():
     try:

@@ -89,6 +89,11 @@ def _signals(handler) -> None:
 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
+            # an ignored SIGINT stays ignored, as Python itself leaves it: a shell starts a
+            # script's background job (`cmd &`, cron, some CI runners) with Ctrl-C ignored so
+            # that the keyboard's interrupt, meant for the foreground, does not reach it
+            if sig == signal.SIGINT and signal.getsignal(sig) == signal.SIG_IGN:
+                continue
             signal.signal(sig, handler)
 
 
@@ -103,7 +108,8 @@ def stop_on_signals() -> None:
     kept and the command reports; a second signal, wherever it lands in that ending, ends
     the process at once with status 130 instead of breaking in with a traceback. A kill
     at any moment is safe for the outputs (a torn last batch is cut on resume; the other
-    outputs are renamed into place)."""
+    outputs are renamed into place). A command started with SIGINT ignored (a background
+    job of a script) keeps ignoring it; SIGTERM stops it all the same."""
     _signals(_first_signal)
 
 
