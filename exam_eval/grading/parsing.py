@@ -48,7 +48,7 @@ When the text after "N:" repeats the prompt's printed description of another gra
 least half its words, more than N's own), the output contradicts itself and is refused.
 
 Checked against the reference workbench's 92,600 flan-t5-large self-rating outputs for
-DL19 (tests/test_parsing.py): 92,131 parse to the reference's grade; 468 are refused
+DL19 (tests/grading/test_parsing.py): 92,131 parse to the reference's grade; 468 are refused
 (the reference filled those in with 0 or 1 without reading a rating); 1 ("2: <grade 2's
 description>") is read as 2 where the reference, which only reads bare digits, gave 0.
 """

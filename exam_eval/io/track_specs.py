@@ -6,7 +6,7 @@ MIT; ``track_specs.yml`` and ``report_spec_verification.py``), the field's refer
 validator: the same spec names, the same finding categories, and the same split into
 errors and "smells" (findings a spec demotes to warnings). We keep our own copy because
 autojudge-base does not import offline (see README, "Evaluating RAG reports");
-tests/test_reports_autojudge_compat.py compares the two wherever autojudge-base imports.
+tests/io/test_reports_autojudge_compat.py compares the two wherever autojudge-base imports.
 
 Without a spec only the structural checks run (non-empty answer and sentences, citation
 indices inside ``references``), exactly as autojudge-base does with ``spec=None``.
