@@ -66,3 +66,33 @@ def test_make_test_installs_nothing_into_the_system():
     r = subprocess.run(["make", "-n", "system-deps"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert "apt-get" in r.stdout  # the step the README names for it
     assert "make system-deps" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_torch_index_reaches_pip_as_the_readme_says(tmp_path):
+    """A plain install lets pip choose torch's build (CUDA from PyPI); TORCH_INDEX, the one
+    switch the README gives CPU-only users, reaches pip as an extra index (a URL) or as a
+    place to find wheels (a folder), for the one pip call that installs torch."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("make") is None:
+        pytest.skip("GNU make is not installed")
+
+    def torch_install(*var: str) -> str:
+        r = subprocess.run(["make", "-n", "-B", "install", *var], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        (line,) = [x for x in r.stdout.splitlines() if "pip install" in x and "[all]" in x]
+        return line
+
+    assert "--extra-index-url" not in torch_install() and "--find-links" not in torch_install()
+    url = "https://download.pytorch.org/whl/cpu"
+    assert f"--extra-index-url {url} " in torch_install(f"TORCH_INDEX={url}")
+    assert f"--find-links {tmp_path} " in torch_install(f"TORCH_INDEX={tmp_path}")
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    assert f"make demo TORCH_INDEX={url}" in readme
+    # the pin the README names is constraints.txt's, and the CPU wheel it promises matches it
+    (pin,) = re.findall(r"^torch==(\S+)$", (ROOT / "constraints.txt").read_text(), re.M)
+    assert f"`torch=={pin}`" in readme and f"`torch {pin}+cpu`" in readme
