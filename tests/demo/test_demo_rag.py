@@ -57,7 +57,8 @@ def test_demo_rag(tmp_path, tiny_llama):
     assert "scored again from it: the same nugget scores" in first.stdout
     # 7. exam-nuggets assign, live on topic 101 with the author's labels: one call per report
     assert "exam-nuggets assign --reports" in commands and "--backend scripted --script" in commands
-    assert "4 reports, 20 (report, nugget) grades; 4 prompts: 4 calls" in first.stderr
+    assert "4 reports, 20 (report, nugget) grades written to" in first.stderr
+    assert "; 4 prompts: 4 calls, 0 from cache" in first.stderr
     labels = _jsonl(out / "assigned-101.jsonl")
     by_run: dict[str, list[int]] = {}
     for g in labels:
