@@ -279,7 +279,7 @@ def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, 
     topic has an item any passage answers: undefined, not 0)."""
     import math
 
-    from .measures.cover import build_index, exam_cover
+    from .measures.exam_cover import build_index, exam_cover
 
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise UsageError(f"k must be a whole number of 1 or more, not {k!r}")

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from exam_eval.trec_eval.trec_files import read_qrels, read_run  # noqa: E402
-from exam_eval.stats import labels  # noqa: E402
+from exam_eval.stats import label_dists  # noqa: E402
 from exam_eval.stats.crc import CoverageError  # noqa: E402
 from exam_eval.stats.intervals import METHODS, human_values, run_intervals, run_per_query  # noqa: E402
 from exam_eval.stats.metrics import parse_metric, value_range  # noqa: E402
@@ -54,7 +54,7 @@ def main() -> None:
 
     human = read_qrels(args.data / "qrels.txt")
     llm_path = args.llm or args.data / "llm-qrels" / "QuestionSelfRatedUnanswerablePromptWithChoices.qrels"
-    llm = labels.from_qrels(read_qrels(llm_path))
+    llm = label_dists.from_qrels(read_qrels(llm_path))
     runs = {name: read_run(args.data / "runs" / f"{name}.run") for name in args.runs}
     metric = parse_metric(args.metric)
     queries = sorted(set(llm.dists) & set(human))
@@ -71,7 +71,7 @@ def main() -> None:
     for split in range(args.splits):
         labelled = sorted(random.Random(args.seed * 100003 + split).sample(queries, args.n_labelled))
         unlabelled = [q for q in queries if q not in set(labelled)]
-        mapped = labels.calibrated(llm, human, labelled)
+        mapped = label_dists.calibrated(llm, human, labelled)
         for name, run in runs.items():
             results, predicted = run_intervals(metric, run, human, mapped, queries, labelled, args.alpha,
                                                args.samples, seed=split, correction=args.correction,

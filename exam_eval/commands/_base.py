@@ -47,6 +47,11 @@ def fail(prog: str, message: str, code: int) -> NoReturn:
     sys.exit(code)
 
 
+def stderr_log(prog: str):
+    """A library call's ``log`` (notices as it reads) for a command: a line on stderr."""
+    return lambda msg: print(f"{prog}: {msg}", file=sys.stderr)
+
+
 def _say(prog: str, message: str) -> None:
     try:
         sys.stderr.write(f"{prog}: {printable(message)}\n")

@@ -5,12 +5,11 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
-from ..io.labels import stderr_log
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output
-from ..measures.cover import exam_cover, read_cover_index
+from ..measures.exam_cover import exam_cover, read_cover_index
 from ..measures.exam_measures import cover_values
-from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option
+from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, stderr_log
 from ._runs import read_runs
 
 PROG = "exam-cover"

@@ -9,8 +9,8 @@ import click
 from ..trec_eval.allocator import keep_freed_memory
 from ..errors import ExamEvalError, UsageError
 from ..measures.bank_filter import read_current_bank
-from ..io.labels import refuse_unused_grade_options, sniff_labels, stderr_log
-from ..measures.labels import load_labels
+from ..io.label_sources import refuse_unused_grade_options, sniff_labels
+from ..measures.grade_labels import load_labels
 from ..io.leaderboard import write_leaderboard
 from ..io.openers import atomic_output
 from ..trec_eval.trec_files import read_run_tagged, write_qrels
@@ -20,7 +20,7 @@ from ..trec_eval.judgment_formats import REL_FORMATS, check_measures, evaluate_j
 from ..trec_eval.evaluate import Evaluation, TrecEvalRefusal, evaluate, require_overlap, write_trec_eval
 from ..trec_eval.zscores import read_zscores
 from ..trec_eval.parallel import fork_map
-from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given
+from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given, stderr_log
 from ._runs import read_run_any, run_names
 
 PROG = "exam-qrels"

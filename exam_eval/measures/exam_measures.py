@@ -31,7 +31,7 @@ class ExamMeasure:
 
 _MEAN = "mean over the run's topics (with --complete / complete=: over every topic, missing ones 0)"
 _SCORES = "exam_eval.measures.nugget_scores:nugget_scores"
-_COVER = "exam_eval.measures.cover:exam_cover"
+_COVER = "exam_eval.measures.exam_cover:exam_cover"
 _SUPPORT = "exam_eval.measures.nugget_scores:citation_support"
 
 TABLE: tuple[ExamMeasure, ...] = (
@@ -68,6 +68,6 @@ TOPIC_DEFINED = frozenset(m.name for m in TABLE if m.topic_defined)
 
 
 def cover_values(result) -> dict[str, float | None]:
-    """A run's EXAM-Cover means (:class:`exam_eval.measures.cover.CoverResult`):
+    """A run's EXAM-Cover means (:class:`exam_eval.measures.exam_cover.CoverResult`):
     n_exam_cover None where no topic defines it (undefined, not 0)."""
     return {"exam_cover": result.mean, "n_exam_cover": result.n_mean if result.n_defined else None}

@@ -33,7 +33,7 @@ and ``*_strict`` for each. Nuggets without an importance count as ``default_impo
 
 **EXAM-Cover of a report**: the fraction of the topic's items the report answers (level
 support), and the normalized variant over the items any graded report text answers;
-computed by :mod:`exam_eval.measures.cover` with the report as a "run" whose passages are
+computed by :mod:`exam_eval.measures.exam_cover` with the report as a "run" whose passages are
 its sentences and itself.
 
 **Citation support** (Thakur et al. 2025): each (sentence, cited document) pair has a
@@ -55,7 +55,7 @@ from ..errors import UsageError
 from ..io.bank_items import BankItem
 from ..io.grades import Grade
 from ..io.reports import Report
-from .cover import build_index, exam_cover, mean_stderr
+from .exam_cover import build_index, exam_cover, mean_stderr
 from .exam_measures import COVER_MEASURES, NUGGET_MEASURES, SUPPORT_MEASURES, TOPIC_DEFINED
 
 NOT_SUPPORT, PARTIAL, SUPPORT = 0, 1, 2

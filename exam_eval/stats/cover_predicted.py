@@ -22,7 +22,7 @@ import numpy as np
 from ..io.grades import Grade
 from ..trec_eval.trec_files import ranked
 from .crc import degree_shift
-from .labels import item_dist
+from .label_dists import item_dist
 
 VALUES = np.array([0.0, 1.0])
 

@@ -18,7 +18,7 @@ from ..errors import ExamEvalError
 from ..trec_eval.trec_files import Qrels
 from .bootstrap import empirical_bootstrap
 from .crc import crc_dataset, crc_per_query
-from .labels import LabelDists
+from .label_dists import LabelDists
 from .metrics import Metric, human_value
 from .ppi import ppi_mean
 from .predicted import PredictedMetric

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..trec_eval.trec_files import ranked
 from .crc import degree_shift
-from .labels import LabelDists
+from .label_dists import LabelDists
 from .metrics import Metric, ideal_dcg
 
 

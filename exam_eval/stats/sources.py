@@ -10,12 +10,12 @@ import numpy as np
 
 from ..errors import InputError, UsageError
 from ..io.grades import read_grades
-from ..io.labels import looks_like_grades, read_human_qrels
+from ..io.label_sources import looks_like_grades, read_human_qrels
 from ..io.openers import display_name
-from ..measures.cover import build_index, exam_cover
+from ..measures.exam_cover import build_index, exam_cover
 from .cover_predicted import AnswerProbs, PredictedCover, calibrate_answers
 from .intervals import human_values
-from .labels import GradeError, calibrated, located, read_llm_dists
+from .label_dists import GradeError, calibrated, located, read_llm_dists
 from .metrics import parse_metric, value_range
 from .predicted import PredictedMetric
 

@@ -21,7 +21,7 @@ from ..trec_eval.trec_files import Qrels, read_run, run_name
 from .htmlkit import esc, grade_class, num, page, table
 from .spurious import SpuriousItem, spurious_items
 from .table import check_bank_matches, item_label, load_bank, one_line, passage_texts, GradeTable
-from ..io.labels import read_human_qrels
+from ..io.label_sources import read_human_qrels
 from .uncovered import UncoveredResult, uncovered_passages
 
 
@@ -88,7 +88,7 @@ def compute(grades_path: str, qrels_path: str, run_paths: Sequence[str], *, offi
             bank_path: str | None = None, passages: str | None = None, opts: ReportOptions | None = None,
             progress: Callable[[str], None] | None = None) -> ReportData:
     from ..io.leaderboard import read_leaderboard
-    from ..measures.cover import build_index, exam_cover, mean_stderr
+    from ..measures.exam_cover import build_index, exam_cover, mean_stderr
     from ..measures.exam_qrels import grades_to_qrels
     from ..trec_eval.registry import parse_measures
     from ..trec_eval.evaluate import evaluate

@@ -198,9 +198,9 @@ def test_grading_engine_does_not_need_a_back_end(graph):
 
 def test_the_layer_rule_catches_an_upward_import():
     fake = {"exam_eval.io.grades": {"exam_eval.grading.engine"}, "exam_eval.grading.engine": {"exam_eval.io.grades"},
-            "exam_eval.backends.base": {"exam_eval.measures.cover"}, "exam_eval.measures.cover": set()}
+            "exam_eval.backends.base": {"exam_eval.measures.exam_cover"}, "exam_eval.measures.exam_cover": set()}
     assert _violations(fake, LAYERS, "exam_eval") == [
-        "exam_eval.backends.base (layer 10, exam_eval.backends) imports exam_eval.measures.cover "
+        "exam_eval.backends.base (layer 10, exam_eval.backends) imports exam_eval.measures.exam_cover "
         "(layer 10, exam_eval.measures)",
         "exam_eval.io.grades (layer 8, exam_eval.io) imports exam_eval.grading.engine (layer 9, exam_eval.grading)",
     ]

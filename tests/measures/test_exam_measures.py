@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from exam_eval.io.grades import Grade
-from exam_eval.measures.cover import build_index, exam_cover
+from exam_eval.measures.exam_cover import build_index, exam_cover
 from exam_eval.measures.exam_qrels import grades_to_qrels
 
 

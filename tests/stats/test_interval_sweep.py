@@ -15,7 +15,7 @@ from scipy import stats
 from exam_eval.errors import InputError
 from exam_eval.grading.prompts import REGISTRY
 from exam_eval.io.grades import Grade, read_grades
-from exam_eval.stats import labels
+from exam_eval.stats import label_dists
 from exam_eval.stats.ppi import ppi_mean
 
 
@@ -37,7 +37,7 @@ def test_probs_over_word_labels_are_distributions_over_the_prompts_grades(prompt
     weights = np.arange(1, len(p.labels) + 1, dtype=float)
     probs = {lab: float(w / weights.sum()) for lab, w in zip(p.labels, weights)}
     g = Grade("q", "d", "q/i", "question", p.scale[1], probs, None, True, "m", prompt)
-    dists, unparsed = labels.from_grades([g])
+    dists, unparsed = label_dists.from_grades([g])
     expected = {p.scale[0] + i: w / weights.sum() for i, w in enumerate(weights)}  # labels[i] -> scale[0] + i
     got = dict(zip(dists.values.astype(int).tolist(), dists.get("q", "d").tolist()))
     assert unparsed == 0 and got == pytest.approx({**{v: 0.0 for v in got}, **expected})

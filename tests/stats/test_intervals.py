@@ -10,7 +10,7 @@ import pytest
 import pytrec_eval
 
 from exam_eval.io.grades import Grade
-from exam_eval.stats import labels
+from exam_eval.stats import label_dists
 from exam_eval.stats.bootstrap import empirical_bootstrap
 from exam_eval.stats.crc import (CoverageError, crc_dataset, crc_per_query, degree_shift, min_labelled_per_query,
                                  threshold)
@@ -232,7 +232,7 @@ def test_dcg_is_the_papers_formula_and_predicted_metric_agrees_on_one_hot_labels
     queries = sorted(qrels)
     for spec in ("dcg@10", "ndcg@10", "p@5"):
         met = parse_metric(spec)
-        pred = PredictedMetric(met, run, labels.from_qrels(qrels), queries)
+        pred = PredictedMetric(met, run, label_dists.from_qrels(qrels), queries)
         human = [human_value(met, run[q], qrels[q]) for q in queries]
         np.testing.assert_allclose(pred(0.0), human, atol=1e-12)
 
@@ -243,7 +243,7 @@ def test_grade_distributions_use_the_max_over_items():
 
     grades = [g("i1", {"0": 0.5, "1": 0.3, "2": 0.2}, 0), g("i2", {"0": 0.1, "1": 0.6, "2": 0.3}, 1),
               g("i3", None, None, ok=False)]
-    dists, unparsed = labels.from_grades(grades)
+    dists, unparsed = label_dists.from_grades(grades)
     assert unparsed == 1
     a, b = [0.5, 0.3, 0.2], [0.1, 0.6, 0.3]
     want = [sum(a[i] * b[j] for i in range(3) for j in range(3) if max(i, j) == r) for r in range(3)]
@@ -253,8 +253,8 @@ def test_grade_distributions_use_the_max_over_items():
 
 def test_calibrated_mapping_is_conditional_frequency():
     human = {"a": {"1": 0, "2": 1, "3": 1, "4": 2}, "b": {"1": 2}}
-    llm = labels.from_qrels({"a": {"1": 0, "2": 5, "3": 5, "4": 5}, "b": {"1": 0}})
-    mapped = labels.calibrated(llm, human, ["a"], smoothing=1.0)
+    llm = label_dists.from_qrels({"a": {"1": 0, "2": 5, "3": 5, "4": 5}, "b": {"1": 0}})
+    mapped = label_dists.calibrated(llm, human, ["a"], smoothing=1.0)
     # LLM 5 seen with human 1, 1, 2 -> counts (0,2,1) + 1 each -> (1,3,2)/6
     np.testing.assert_allclose(mapped.get("a", "2"), [1 / 6, 3 / 6, 2 / 6])
     # LLM 0 seen once with human 0 in query a (b is not labelled) -> (2,1,1)/4
@@ -284,7 +284,7 @@ def _cover_grades(seed, nq=6, ndocs=12, nitems=5, with_probs=False):
 
 
 def test_predicted_cover_with_hard_grades_equals_exam_cover():
-    from exam_eval.measures.cover import build_index, exam_cover
+    from exam_eval.measures.exam_cover import build_index, exam_cover
     from exam_eval.stats.cover_predicted import AnswerProbs, PredictedCover
 
     grades, run = _cover_grades(0)

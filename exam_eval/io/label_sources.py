@@ -1,11 +1,10 @@
 """What a labels argument is: a qrels file, an ir_datasets ID, or a grades file (ours or
 the workbench's), sniffed by content, not by name. Reading it into qrels turns grades
-into labels, a measure: exam_eval.measures.labels.load_labels."""
+into labels, a measure: exam_eval.measures.grade_labels.load_labels."""
 
 from __future__ import annotations
 
 import os
-import sys
 
 from ..errors import InputError, UsageError
 from .irds import looks_like_irds_id
@@ -35,10 +34,6 @@ def refuse_unused_grade_options(spec: str, what: str, options: dict[str, object]
     for flag, value in options.items():
         if value is not None:
             raise UsageError(f"{flag} applies to a grades file, and {display_name(spec)} is {what}")
-
-
-def stderr_log(prog: str):
-    return lambda msg: print(f"{prog}: {msg}", file=sys.stderr)
 
 
 def looks_like_grades(path: str) -> bool:

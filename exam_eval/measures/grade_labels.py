@@ -1,12 +1,12 @@
 """Relevance labels from whatever the user has (a qrels file, an ir_datasets ID, or
-grades, sniffed by exam_eval.io.labels): grades become labels as exam-qrels makes them."""
+grades, sniffed by exam_eval.io.label_sources): grades become labels as exam-qrels makes them."""
 
 from __future__ import annotations
 
 from ..errors import InputError
 from ..io.grades import read_grades
 from ..io.irds import irds_qrels
-from ..io.labels import looks_like_grades, refuse_unused_grade_options, sniff_labels
+from ..io.label_sources import looks_like_grades, refuse_unused_grade_options, sniff_labels
 from ..io.openers import display_name
 from ..trec_eval.trec_files import Qrels, read_qrels
 from .bank_filter import BankFilterStats, current_grades

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..io.grades import Grade, iter_grades, read_grades
-from ..io.labels import looks_like_grades, refuse_unused_grade_options
+from ..io.label_sources import looks_like_grades, refuse_unused_grade_options
 from ..io.openers import display_name
 from ..trec_eval.trec_files import Qrels, read_qrels
 
