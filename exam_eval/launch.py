@@ -1,4 +1,4 @@
-"""The console entry points (exam-grade = exam_eval.launch:grade, and bin/exam-*): the
+"""The console entry points (exam-grade = exam_eval.launch:grade, and bin/exam-eval): the
 command's module is imported here, under a guard, so that Ctrl-C while its imports run
 (before the command's own handling is in place) ends with one line and exit 130, not a
 KeyboardInterrupt traceback; SIGTERM (``kill``, make, a batch system) is made the same

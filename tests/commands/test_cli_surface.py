@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import inproc
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 
@@ -43,29 +45,44 @@ def test_light_commands_start_without_torch(prog):
     assert "HEAVY []" in res.stdout, res.stdout + res.stderr
 
 
-def test_bin_launchers_work_without_install():
-    for prog in SCRIPTS:
-        launcher = ROOT / "bin" / prog
-        assert launcher.is_file(), launcher
-    res = subprocess.run([sys.executable, str(ROOT / "bin" / "exam-qrels"), "--help"], capture_output=True, text=True)
-    assert res.returncode == 0 and "exam-qrels" in res.stdout
+def test_the_checkout_launcher_runs_every_command_without_install():
+    """bin/exam-eval NAME is exam-NAME, for every console script (and exam-NAME reads the
+    same); it needs no line per command."""
+    launcher = ROOT / "bin" / "exam-eval"
+    res = subprocess.run([sys.executable, str(launcher), "--help"], capture_output=True, text=True)
+    assert res.returncode == 0, res
+    listed = res.stdout.split("(COMMAND: ")[1].split(";")[0].split(", ")
+    assert sorted(f"exam-{name}" for name in listed) == sorted(SCRIPTS)
+    res = subprocess.run([sys.executable, str(launcher), "exam-qrels", "--help"], capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout.startswith("Usage: exam-qrels "), res
+    demo = ROOT / "exam_eval" / "demo_data"
+    args = ["-m", "map", demo / "qrels.txt", demo / "good.run"]
+    res = subprocess.run([sys.executable, str(launcher), "qrels", *args], capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout == inproc.run("qrels", *args).stdout and "\tall\t" in res.stdout, res
 
 
-def test_bin_launchers_run_in_the_checkouts_venv(tmp_path):
-    """The python3 first on PATH may lack pytrec_eval and torch: a launcher started by
+@pytest.mark.parametrize("argv, says", [([], "usage: exam-eval COMMAND"), (["nope"], "exam-eval: no command 'nope'"),
+                                        (["_base"], "exam-eval: no command '_base'")])
+def test_the_checkout_launcher_refuses_in_one_line(argv, says):
+    res = subprocess.run([sys.executable, str(ROOT / "bin" / "exam-eval"), *argv], capture_output=True, text=True)
+    assert res.returncode == 1 and res.stdout == "" and len(res.stderr.splitlines()) == 1, res
+    assert res.stderr.startswith(says), res.stderr
+
+
+def test_the_checkout_launcher_runs_in_the_checkouts_venv(tmp_path):
+    """The python3 first on PATH may lack pytrec_eval and torch: the launcher started by
     another Python hands itself to the checkout's .venv (here a stand-in that says so)."""
     import shutil
 
     (tmp_path / "bin").mkdir()
-    for name in ("_checkout.py", "exam-qrels"):
-        shutil.copy(ROOT / "bin" / name, tmp_path / "bin" / name)
+    shutil.copy(ROOT / "bin" / "exam-eval", tmp_path / "bin" / "exam-eval")
     fake = tmp_path / ".venv" / "bin" / "python"
     fake.parent.mkdir(parents=True)
     fake.write_text('#!/bin/sh\necho "venv python: $*"\n')
     fake.chmod(0o755)
-    res = subprocess.run([sys.executable, str(tmp_path / "bin" / "exam-qrels"), "-q", "a b"], capture_output=True,
-                         text=True)
-    assert res.returncode == 0 and res.stdout == f"venv python: {tmp_path / 'bin' / 'exam-qrels'} -q a b\n", res
+    res = subprocess.run([sys.executable, str(tmp_path / "bin" / "exam-eval"), "qrels", "-q", "a b"],
+                         capture_output=True, text=True)
+    assert res.returncode == 0 and res.stdout == f"venv python: {tmp_path / 'bin' / 'exam-eval'} qrels -q a b\n", res
 
 
 @pytest.mark.parametrize("missing, where", [("pytrec_eval", "scoring"), ("click", "the command's import")])
