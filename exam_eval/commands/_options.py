@@ -3,6 +3,9 @@ exam-grade and exam-nuggets support, and their cache/shard/dry-run/output flags.
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass, fields
+
 import click
 
 from ._base import check_appended_output, check_no_cache, claim_cache
@@ -53,23 +56,61 @@ RUN_OPTIONS = [
 
 # the keyword names BACKEND_OPTIONS give a command, as make_grader wants them
 _SETTINGS = {"engine_name": "engine"}
-BACKEND_SETTINGS = ("model", "device", "dtype", "engine_name", "compute_type", "recheck_margin", "batch_size",
-                    "max_input_tokens", "max_new_tokens", "num_beams", "base_url", "api_key_env", "concurrency",
-                    "min_label_mass")
 
 
-def _apply(options):
+@dataclass(frozen=True)
+class JudgeFlags:
+    """The back-end flags (BACKEND_OPTIONS) as the command receives them: one typed value."""
+
+    backend: str
+    model: str | None
+    device: str | None
+    dtype: str | None
+    engine_name: str | None
+    compute_type: str | None
+    recheck_margin: float | None
+    batch_size: int | None
+    max_input_tokens: int | None
+    max_new_tokens: int | None
+    num_beams: int | None
+    base_url: str | None
+    api_key_env: str | None
+    concurrency: int | None
+    min_label_mass: float | None
+
+    def settings(self) -> dict:
+        """Everything but the back end's name, keyed as backends.factory.make_grader takes it."""
+        return {_SETTINGS.get(f.name, f.name): getattr(self, f.name) for f in fields(self) if f.name != "backend"}
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """How a grading run reads and writes (RUN_OPTIONS), as the command receives them."""
+
+    backend_options: tuple[str, ...]
+    cache_path: str | None
+    no_cache: bool
+    shard: str | None
+    dry_run: bool
+    retry_unparsed: bool
+    output: str | None
+
+
+def _grouped(options, group: type, keyword: str):
+    """The options, and their values handed to the command as one ``group`` under
+    ``keyword``, so that a command takes the block as one typed parameter."""
+    names = [f.name for f in fields(group)]
+
     def decorate(f):
+        @functools.wraps(f)  # keeps the options declared below this block (click's __click_params__)
+        def command(*args, **params):
+            return f(*args, **{keyword: group(**{name: params.pop(name) for name in names})}, **params)
+
         for option in reversed(options):  # click lists options in the order they are written
-            f = option(f)
-        return f
+            command = option(command)
+        return command
     return decorate
 
 
-backend_flags = _apply(BACKEND_OPTIONS)
-run_flags = _apply(RUN_OPTIONS)
-
-
-def backend_settings(params: dict) -> dict:
-    """The back-end flags among a command's parameters, keyed as the back ends take them."""
-    return {_SETTINGS.get(k, k): params[k] for k in BACKEND_SETTINGS}
+backend_flags = _grouped(BACKEND_OPTIONS, JudgeFlags, "judge")
+run_flags = _grouped(RUN_OPTIONS, RunFlags, "run")

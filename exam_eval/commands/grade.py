@@ -14,7 +14,7 @@ import click
 from ..errors import UsageError
 from ._base import CONTEXT_SETTINGS, claim_output, make_main, refuse_given
 from ._grading import check_batch_flags
-from ._options import backend_flags, backend_settings, run_flags
+from ._options import JudgeFlags, RunFlags, backend_flags, run_flags
 
 EPILOG = """\b
 Examples:
@@ -89,10 +89,8 @@ def _log(msg: str) -> None:
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports, track_spec, report_unit,
-        cited_documents, reports_run_out, passages, topics, on_missing, bank,
-        keep_edited_ids, prompt_name, generate_ratings, rating_rule, backend, model, device, dtype, engine_name,
-        compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency, min_label_mass,
-        verify, verifier_model, verifier_backend, backend_options, cache_path, no_cache, shard, dry_run, retry_unparsed, output,
+        cited_documents, reports_run_out, passages, topics, on_missing, bank, keep_edited_ids, prompt_name,
+        generate_ratings, rating_rule, judge: JudgeFlags, verify, verifier_model, verifier_backend, run: RunFlags,
         batch_out, batch_in):
     """Grade pooled passages with an LLM against a question/nugget bank (or directly).
 
@@ -110,7 +108,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     from ..grading.report_units import default_unit
 
     runs = list(runs_opt) + list(runs_args)
-    shard_t = engine.parse_shard(shard)
+    shard_t = engine.parse_shard(run.shard)
     if not runs and not qrels and not responses and not reports:
         raise UsageError("nothing to pool: give run files, --qrels, --responses or --reports")
     if responses_run_out and not responses:
@@ -126,11 +124,11 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     if verify == "llm" and prompt.parser != "extraction":
         raise UsageError(f"--verify llm verifies extracted answers; prompt {prompt.id!r} extracts none "
                          "(use an extraction prompt such as question-extraction)")
-    options = backend_settings(click.get_current_context().params)
-    check_batch_flags(backend, batch_out, batch_in, dry_run, verify, options)
-    grader = make_grader(backend, options, backend_options, prompt)
+    options = judge.settings()
+    check_batch_flags(judge.backend, batch_out, batch_in, run.dry_run, verify, options)
+    grader = make_grader(judge.backend, options, run.backend_options, prompt)
     if verify == "llm":
-        attach_verifier(grader, backend, verifier_model, verifier_backend, options)
+        attach_verifier(grader, judge.backend, verifier_model, verifier_backend, options)
     else:
         refuse_given(click.get_current_context(), ("verifier_model", "verifier_backend"), "needs --verify llm")
     if not runs:
@@ -157,19 +155,19 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     units, npairs = engine.build_units(docs=work.docs, texts=work.texts, items=work.items, queries=work.queries,
                                        prompt=prompt, identity=grader.cache_identity,
                                        shard=shard_t)
-    with GradingSession(grader, prompt, output=output, cache_path=cache_file(cache_path, no_cache),
-                        dry_run=dry_run, retry_unparsed=retry_unparsed, log=_log) as session:
+    with GradingSession(grader, prompt, output=run.output, cache_path=cache_file(run.cache_path, run.no_cache),
+                        dry_run=run.dry_run, retry_unparsed=run.retry_unparsed, log=_log) as session:
         plan = session.plan(units, npairs)
         for note in notes:
             _log(note)
         plan.stats.pool = work.pool
         plan.stats.missing = work.missing
-        if dry_run:
-            dry_run_report(plan, grader, session.cache, shard)
+        if run.dry_run:
+            dry_run_report(plan, grader, session.cache, run.shard)
             return 0
         listwise_note(prompt, plan, grader, _log)
         missing = plan.stats.missing
-        return grade_or_batch(session, batch_out, batch_in, command="exam-grade", log=_log, batch_size=batch_size,
+        return grade_or_batch(session, batch_out, batch_in, command="exam-grade", log=_log, batch_size=judge.batch_size,
                               progress="grading",
                               notes=[f"{missing} pooled passages had no text and were skipped"] if missing else [],
                               on_ready=lambda: [write_segment_runs(planned) for planned in run_files.values()])

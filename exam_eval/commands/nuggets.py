@@ -23,7 +23,7 @@ from ._batch import attach, batch_options, check_batch, finish
 from ._chat import chat_options, kept_hint, make_chat, open_cache, usage_note
 from ._nugget_options import check_shape_options, check_file_or_dir, reports_option, threshold_options
 from ..measures.exam_measures import TABLE as EXAM_MEASURES
-from ._options import backend_flags, backend_settings, run_flags
+from ._options import JudgeFlags, RunFlags, backend_flags, run_flags
 
 PROG = "exam-nuggets"
 
@@ -311,9 +311,7 @@ Killed or interrupted? Run the same command again: it resumes where it stopped.
               help="Cited documents without text: skip (and report) or fail.")
 @backend_flags
 @run_flags
-def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, backend, model, device, dtype,
-                engine_name, compute_type, recheck_margin, batch_size, max_input_tokens, max_new_tokens, num_beams, base_url, api_key_env, concurrency, min_label_mass,
-                backend_options, cache_path, no_cache, shard, dry_run, retry_unparsed, output):
+def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, judge: JudgeFlags, run: RunFlags):
     """Grade whether each cited document supports the sentence citing it.
 
     Every (sentence, cited document) pair of the reports is one grade line: query_id
@@ -329,26 +327,25 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     from ..grading.session import GradingSession
     from ._grading import cache_file, dry_run_report, run_session
 
-    shard_t = engine.parse_shard(shard)
+    shard_t = engine.parse_shard(run.shard)
     prompt = get_prompt(prompt_name)
     if prompt.target == "direct":
         raise UsageError(f"prompt {prompt.id!r} grades passages against the query, not a statement against a citation")
-    options = backend_settings(click.get_current_context().params)
-    grader = make_grader(backend, options, backend_options, prompt)
+    grader = make_grader(judge.backend, judge.settings(), run.backend_options, prompt)
 
     units, npairs, missing = support_units(reports, track_spec=track_spec, passages=passages, topics=topics,
                                            on_missing=on_missing, prompt=prompt, grader=grader, shard=shard_t,
                                            log=_log)
 
-    with GradingSession(grader, prompt, output=output, cache_path=cache_file(cache_path, no_cache),
-                        dry_run=dry_run, retry_unparsed=retry_unparsed, log=_log) as session:
+    with GradingSession(grader, prompt, output=run.output, cache_path=cache_file(run.cache_path, run.no_cache),
+                        dry_run=run.dry_run, retry_unparsed=run.retry_unparsed, log=_log) as session:
         plan = session.plan(units, npairs)
         plan.stats.pool = len({p.doc_id for u in units.values() for p in u.pairs})
         plan.stats.missing = len(missing)
-        if dry_run:
-            dry_run_report(plan, grader, session.cache, shard)
+        if run.dry_run:
+            dry_run_report(plan, grader, session.cache, run.shard)
             return 0
-        return run_session(session, log=_log, batch_size=batch_size, progress="citation support")
+        return run_session(session, log=_log, batch_size=judge.batch_size, progress="citation support")
 
 
 # --------------------------------------------------------------------------- assign
