@@ -30,6 +30,7 @@ from exam_eval.errors import InputError, UsageError  # noqa: E402
 from exam_eval.grading.prompts import get_prompt  # noqa: E402
 from ct2_helpers import CMD, ENV, cache_args, ct2_cache  # noqa: E402,F401 (ct2_cache: autouse fixture)
 from ct2_helpers import grade as _grade, keyed as _keyed, rows as _rows, summary as _summary  # noqa: E402
+from refusals import one_line_refusal  # noqa: E402
 from tiny_models import make_tiny_t5, tiny_qa, tiny_t5  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -367,8 +368,7 @@ def _args(model, tmp_path, *extra):
 def test_cli_bad_compute_type_is_one_line_exit_2(tiny_t5, tmp_path, extra, needle):
     out = tmp_path / "g.jsonl"
     r = _grade(*_args(tiny_t5, tmp_path, "-o", out, *extra))
-    assert r.returncode == 2 and needle in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert needle in one_line_refusal(r)
     assert not out.exists() and not (tmp_path / "cache.sqlite").exists()
 
 
@@ -385,13 +385,13 @@ def test_cli_recheck_note_and_no_resume_across_margins(tiny_t5, tmp_path):
     before = out.read_bytes()
     for other in ([], ["--recheck-margin", "0"]):
         r = _grade(*_args(tiny_t5, tmp_path, "--no-cache", "-o", out, *other), env=env)
-        assert r.returncode == 2 and "ctranslate2/int8+float32@1000" in r.stderr and "--recheck-margin" in r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1
+        line = one_line_refusal(r)
+        assert "ctranslate2/int8+float32@1000" in line and "--recheck-margin" in line
     assert out.read_bytes() == before
     r = _grade(*_args(tiny_t5, tmp_path, "-o", out, "--engine", "torch", "--recheck-margin", "0.5"), env=env)
     assert r.returncode == 1 and "--recheck-margin is for --engine ctranslate2" in r.stderr
     r = _grade(*_args(tiny_t5, tmp_path, "-o", out, "--recheck-margin", "-1"), env=env)
-    assert r.returncode == 1 and "--recheck-margin" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "--recheck-margin" in one_line_refusal(r, code=1)
     assert out.read_bytes() == before
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from inproc import run
 from openai_stub import OpenAIStub, chat_body
+from refusals import one_line_refusal
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "exam_eval" / "demo_data"
@@ -154,8 +155,8 @@ def test_a_results_file_of_another_grader_is_refused_in_one_line(tmp_path):
     out = tmp_path / "g.jsonl"
     # another token limit: other requests, another grader
     res = grade(*args, "--max-new-tokens", "32", "-o", out, "--batch-in", tmp_path / "results.jsonl")
-    assert res.code == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
-    assert "results.jsonl:1:" in res.stderr and "another grader" in res.stderr
+    line = one_line_refusal(res)
+    assert "results.jsonl:1:" in line and "another grader" in line
     assert not out.exists() or out.read_text() == ""
     # another prompt over the same pairs
     res = grade("--prompt", "sun", *args[2:], "-o", out,
@@ -170,7 +171,7 @@ def test_lines_that_are_not_results_are_refused_by_file_and_line(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps(good[0]) + "\n{not json\n")
     res = grade(*args, "-o", tmp_path / "g.jsonl", "--batch-in", bad)
-    assert res.code == 2 and "bad.jsonl:2:" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert "bad.jsonl:2:" in one_line_refusal(res)
     assert not (tmp_path / "g.jsonl").exists() or (tmp_path / "g.jsonl").read_text() == ""
     write_jsonl(bad, [good[0], dict(good[1], custom_id="request-1")])
     res = grade(*args, "-o", tmp_path / "g.jsonl", "--batch-in", bad)
@@ -218,5 +219,5 @@ def test_batch_flags_refused_where_they_cannot_work(tmp_path, extra, said):
     args = _setup(tmp_path, "umbrela")
     res = run("exam-grade", "--model", "m", "--no-cache", *args, "--batch-out", tmp_path / "req.jsonl",
               *(["--backend", "endpoint"] if "--backend" not in extra else []), *extra)
-    assert res.code == 1 and said in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert said in one_line_refusal(res, code=1)
     assert not (tmp_path / "req.jsonl").exists()

@@ -24,7 +24,7 @@ from exam_eval.trec_eval.parallel import fork_map
 ROOT = Path(__file__).resolve().parents[2]
 
 # trec_eval's (C isspace); 0x1C-0x1F, which str.split() splits at too, are refused by both
-# readers (tests/hostile_inputs/test_hostile_inputs_sweep3.py)
+# readers (tests/hostile_inputs/test_runs.py)
 SEPARATORS = [" ", "  ", "\t", " \t ", "\x0b", "\x0c", "\x0b\x0c "]
 # ("1_0", which Python reads as 10 and trec_eval as 1, is refused by both readers: see
 # test_an_underscored_number_is_refused_alike)
