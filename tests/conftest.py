@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+import inproc
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 SHARED_TOOLS = ROOT.parent / "shared" / "tools"
@@ -89,12 +91,22 @@ def trec_eval_binary(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def run_cli():
-    """Run a console command as a user would: a real subprocess, our exit codes."""
+    """Run a command as a user would and answer as subprocess.run does (returncode, stdout,
+    stderr): in this process through its entry point (tests/inproc.py: a second of imports
+    saved a call), or with ``process=True`` in a real subprocess, where what is under test
+    is the process itself (signals, start-up imports, a closed stdout)."""
 
     def _run(prog: str, *args: str, input: str | None = None, cwd: str | os.PathLike | None = None,
-             env: dict | None = None, timeout: float = 600):
+             env: dict | None = None, timeout: float = 600, process: bool = False):
+        # ir_datasets reads IR_DATASETS_HOME once, when first imported: a home of the test's own
+        # needs a process of its own
+        process = process or "IR_DATASETS_HOME" in (env or {})
+        argv = [str(a) for a in args]
+        if not process:
+            res = inproc.run(prog, *argv, stdin=input, cwd=cwd, env=env)
+            return subprocess.CompletedProcess([prog, *argv], res.returncode, res.stdout, res.stderr)
         module = "exam_eval.commands." + prog.removeprefix("exam-")
-        cmd = [sys.executable, "-c", f"import {module} as m; m.main()", *map(str, args)]
+        cmd = [sys.executable, "-c", f"import {module} as m; m.main()", *argv]
         full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
         return subprocess.run(cmd, input=input, capture_output=True, text=True, cwd=cwd,
                               env=full_env, timeout=timeout)

@@ -2,7 +2,15 @@
 fast tests of many inputs need: a subprocess costs a second of imports each time.
 
 ``run("qrels", "-m", "map", qrels, run)`` returns a :class:`Result`; an exception that
-escapes the entry point (what a user would see as a traceback) is kept in ``escaped``.
+escapes the entry point (what a user would see as a traceback) is kept in ``escaped``
+and, as Python would print it, on stderr with exit status 1.
+
+What a subprocess gives a command, this gives it too, so that a test reads the same
+answer either way: standard streams with bytes beneath them (``sys.stdout.buffer``),
+stdin from a pipe (or /dev/null), ``sys.argv``, its own working directory and
+environment, Python's default warning filters printed to its stderr, and library loggers
+that write to its stderr. Left to a real process (``run_cli(..., process=True)``):
+signals, a closed or full stdout, start-up imports and anything that needs fd 1 itself.
 """
 
 from __future__ import annotations
@@ -10,8 +18,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+import logging
+import os
 import signal
+import sys
+import threading
 import traceback
+import warnings
 from dataclasses import dataclass
 
 
@@ -27,23 +40,128 @@ class Result:
         lines = self.stderr.strip().splitlines()
         return lines[-1] if lines else ""
 
+    @property
+    def returncode(self) -> int:
+        """The exit status a shell would see, as subprocess.CompletedProcess names it."""
+        if self.escaped is not None:
+            return 1
+        if self.code is None:
+            return 0
+        return self.code if isinstance(self.code, int) else 1
 
-def run(prog: str, *args, stdin: str | None = None) -> Result:
-    module = importlib.import_module("exam_eval.commands." + prog.removeprefix("exam-"))
-    out, err = io.StringIO(), io.StringIO()
+
+# a command owns the process's signal handlers (a second Ctrl-C ends it at once); in this
+# process they go back to pytest's afterwards
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGPIPE", "SIGHUP") if hasattr(signal, name))
+
+
+class _Stream(io.TextIOWrapper):
+    """A text stream over bytes, as a pipe gives a child: text and ``.buffer`` writes land
+    in order; never a terminal, no file descriptor."""
+
+    def __init__(self, errors: str):
+        super().__init__(io.BytesIO(), encoding="utf-8", errors=errors, write_through=True)
+
+    def text(self) -> str:
+        self.flush()
+        return self.buffer.getvalue().decode("utf-8", errors="replace")
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+@contextlib.contextmanager
+def _python_default_warnings():
+    """Python's filters at start-up (no -W): deprecations shown only from __main__, the
+    rest once per place, printed on stderr; pytest's own filters are set aside meanwhile."""
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.filterwarnings("ignore", category=category)
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+        warnings.showwarning = _show_warning
+        yield
+
+
+@contextlib.contextmanager
+def _loggers_to(stream):
+    """Library loggers (transformers, say) hold the stderr they found when set up; for the
+    run they write to this one."""
+    found = []
+    for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+        for handler in getattr(logger, "handlers", ()):
+            if type(handler) is logging.StreamHandler and handler.stream is not None:
+                found.append((handler, handler.stream))
+                handler.setStream(stream)
+    try:
+        yield
+    finally:
+        for handler, before in found:
+            handler.setStream(before)
+
+
+@contextlib.contextmanager
+def _stdin(data: str | bytes | None):
+    """stdin as a child of subprocess.run(input=...) has it: a pipe that a thread fills and
+    closes; /dev/null when nothing is given."""
+    if data is None:
+        with open(os.devnull, "rb") as raw:
+            yield io.TextIOWrapper(raw, encoding="utf-8")
+        return
+    payload = data.encode() if isinstance(data, str) else data
+    read_fd, write_fd = os.pipe()
+
+    def fill():
+        with open(write_fd, "wb") as w, contextlib.suppress(BrokenPipeError):
+            w.write(payload)
+
+    writer = threading.Thread(target=fill, daemon=True)
+    writer.start()
+    with open(read_fd, "rb") as raw:
+        yield io.TextIOWrapper(raw, encoding="utf-8")
+    writer.join(timeout=5)
+
+
+@contextlib.contextmanager
+def _environment(cwd, env):
+    before_env, before_cwd = dict(os.environ), os.getcwd()
+    try:
+        if env:
+            os.environ.update({k: str(v) for k, v in env.items()})
+        if cwd is not None:
+            os.chdir(cwd)
+        yield
+    finally:
+        os.chdir(before_cwd)
+        os.environ.clear()
+        os.environ.update(before_env)
+
+
+def run(prog: str, *args, stdin: str | bytes | None = None, cwd: str | os.PathLike | None = None,
+        env: dict | None = None) -> Result:
+    name = prog.removeprefix("exam-")
+    module = importlib.import_module("exam_eval.commands." + name)
+    out, err = _Stream("strict"), _Stream("backslashreplace")
     code: object = None
     escaped = None
-    # a command owns the process's signal handlers (a second Ctrl-C ends it at once); in
-    # this process they must go back to pytest's afterwards
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
+    saved = sys.stdin, sys.stdout, sys.stderr, sys.argv
+    argv = [str(a) for a in args]
+    with _environment(cwd, env), _stdin(stdin) as fake_stdin, _python_default_warnings(), _loggers_to(err):
+        sys.stdin, sys.stdout, sys.stderr, sys.argv = fake_stdin, out, err, [f"exam-{name}", *argv]
         try:
-            module.main([str(a) for a in args])
+            module.main(argv)
         except SystemExit as exc:
             code = exc.code
+            if code is not None and not isinstance(code, int):
+                print(code, file=err)  # as Python prints a SystemExit that carries a message
         except BaseException:  # noqa: BLE001 - what escapes main() is the finding
             escaped = traceback.format_exc()
+            err.write(escaped)
         finally:
+            sys.stdin, sys.stdout, sys.stderr, sys.argv = saved
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
-    return Result(code, out.getvalue(), err.getvalue(), escaped)
+    return Result(code, out.text(), err.text(), escaped)
