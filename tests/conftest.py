@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -91,24 +90,6 @@ def trec_eval_binary(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def run_cli():
-    """Run a command as a user would and answer as subprocess.run does (returncode, stdout,
-    stderr): in this process through its entry point (tests/inproc.py: a second of imports
-    saved a call), or with ``process=True`` in a real subprocess, where what is under test
-    is the process itself (signals, start-up imports, a closed stdout)."""
-
-    def _run(prog: str, *args: str, input: str | None = None, cwd: str | os.PathLike | None = None,
-             env: dict | None = None, timeout: float = 600, process: bool = False):
-        # ir_datasets reads IR_DATASETS_HOME once, when first imported: a home of the test's own
-        # needs a process of its own
-        process = process or "IR_DATASETS_HOME" in (env or {})
-        argv = [str(a) for a in args]
-        if not process:
-            res = inproc.run(prog, *argv, stdin=input, cwd=cwd, env=env)
-            return subprocess.CompletedProcess([prog, *argv], res.returncode, res.stdout, res.stderr)
-        module = "exam_eval.commands." + prog.removeprefix("exam-")
-        cmd = [sys.executable, "-c", f"import {module} as m; m.main()", *argv]
-        full_env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
-        return subprocess.run(cmd, input=input, capture_output=True, text=True, cwd=cwd,
-                              env=full_env, timeout=timeout)
-
-    return _run
+    """A command as a user runs it, answered as subprocess.run answers: inproc.command (in
+    this process by default, ``process=True`` for a real one)."""
+    return inproc.command

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from inproc import command
 from child_env import ChildEnv
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -30,8 +30,8 @@ def cache_args(tmp_path: Path, extra) -> list[str]:
     return [] if "--no-cache" in extra else ["--cache", str(tmp_path / "cache.sqlite")]
 
 
-def grade(*args, env=None):
-    return subprocess.run(CMD + [str(a) for a in args], capture_output=True, text=True, env=env or ENV, timeout=600)
+def grade(*args, env=None, process=False):
+    return command("grade", *args, env=env or ENV, process=process)
 
 
 def rows(path):

@@ -21,6 +21,7 @@ import io
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 import traceback
@@ -165,3 +166,25 @@ def run(prog: str, *args, stdin: str | bytes | None = None, cwd: str | os.PathLi
             for sig, handler in handlers.items():
                 signal.signal(sig, handler)
     return Result(code, out.text(), err.text(), escaped)
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def command(prog: str, *args, input: str | None = None, cwd: str | os.PathLike | None = None,
+            env=None, timeout: float = 600, process: bool = False) -> subprocess.CompletedProcess:
+    """Run a command as a user would and answer as subprocess.run does (returncode, stdout,
+    stderr): in this process through its entry point (:func:`run`: a second of imports, and
+    torch's several, saved a call), or with ``process=True`` in a real subprocess, where
+    what is under test is the process itself (signals, start-up imports, a closed stdout).
+    ``env`` is put over the environment either way. The ``run_cli`` fixture is this."""
+    argv = [str(a) for a in args]
+    # ir_datasets reads IR_DATASETS_HOME once, when first imported: a home of the test's own
+    # needs a process of its own
+    if not process and "IR_DATASETS_HOME" not in (env or {}):
+        res = run(prog, *argv, stdin=input, cwd=cwd, env=env)
+        return subprocess.CompletedProcess([prog, *argv], res.returncode, res.stdout, res.stderr)
+    module = "exam_eval.commands." + prog.removeprefix("exam-")
+    cmd = [sys.executable, "-c", f"import {module} as m; m.main()", *argv]
+    full_env = {**os.environ, "PYTHONPATH": ROOT, **(env or {})}
+    return subprocess.run(cmd, input=input, capture_output=True, text=True, cwd=cwd, env=full_env, timeout=timeout)

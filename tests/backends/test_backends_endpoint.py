@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from inproc import command
 
 from exam_eval.backends import get_backend
 from exam_eval.grading.types import GradeRequest
@@ -121,9 +119,7 @@ def test_options_are_validated():
 
 
 def _grade(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
-    return subprocess.run([sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()", *map(str, args)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return command("grade", *args, env={"EXAM_EVAL_PROGRESS": "0"})
 
 
 def _query_101(tmp_path):

@@ -9,12 +9,10 @@ position)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from inproc import command
 
 torch = pytest.importorskip("torch")
 
@@ -68,9 +66,7 @@ def test_qa_answers_are_judged_by_the_verifier_model(tiny_qa, tiny_t5, monkeypat
 
 
 def grade(*args):
-    env = dict(os.environ, PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
-    return subprocess.run([sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()",
-                           *map(str, args)], capture_output=True, text=True, env=env, timeout=600)
+    return command("grade", *args, env={"EXAM_EVAL_PROGRESS": "0"})
 
 
 @pytest.mark.slow

@@ -5,11 +5,10 @@ the cached rerun reproduces them."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from inproc import command
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -25,8 +24,7 @@ ENV = ChildEnv(PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")
 
 
 def grade(*args):
-    return subprocess.run([sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()", *map(str, args)],
-                          capture_output=True, text=True, env=ENV, timeout=600)
+    return command("grade", *args, env=ENV)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from inproc import command
 
 from exam_eval.grading.report_units import CITED_HEADER, report_segments, with_cited
 from exam_eval.io.passages import read_passages
@@ -28,7 +29,7 @@ CMD = [sys.executable, "-c", "import exam_eval.commands.grade as m; m.main()"]
 
 
 def grade(*args, timeout=300):
-    return subprocess.run(CMD + [str(a) for a in args], capture_output=True, text=True, env=ENV, timeout=timeout)
+    return command("grade", *args, env=ENV, timeout=timeout)
 
 
 def rows(path):
