@@ -37,11 +37,20 @@ computed even where its client gave up on it (a real server does not notice unti
 writes the answer); with either setting, ``stub.computed`` lists the prompt texts in the
 order their work ended, so a test can count how often each was computed, and
 ``stub.peak`` is the most requests that were computing or queued for it at once.
+
+Waiting on the stub, not sleeping (tests/waiting.py): ``stub.requests`` grows as requests
+arrive; ``stub.answered`` lists the POST requests whose reply the stub has written, in that
+order; once the clients have ended, ``stub.drain()`` returns when every request they sent is
+in ``stub.requests`` (or ``stub.gets``), so that "no further request came" is a fact, not a
+guess after a sleep. ``stub.start(port)`` serves on a given port (a server back after a
+restart).
 """
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -135,6 +144,20 @@ class _Server(ThreadingHTTPServer):
     # without retries reports as failed calls (bench_nuggetizer's 16 in flight did)
     request_queue_size = 1024
 
+    def __init__(self, address, handler, stub: OpenAIStub):
+        self.stub = stub
+        super().__init__(address, handler)
+
+    def process_request(self, request, client_address):
+        # here, in the accepting thread, in the order the connections came: a connection
+        # is "unread" from now until its handler has read a request from it or its end
+        self.stub._unread_add(request)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.stub._unread_done(request)
+            raise
+
 
 def _error_json(message: str, kind: str = "stub_error") -> dict:
     return {"error": {"message": message, "type": kind}}
@@ -150,6 +173,11 @@ class OpenAIStub:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.requests: list[StubRequest] = []
+        self.answered: list[StubRequest] = []  # POST requests whose reply was written, in that order
+        # connections accepted whose handler has not yet read a request (or the end) from
+        # them: what drain() waits on
+        self._unread: set = set()
+        self._reading = threading.Condition(threading.Lock())
         self.models = models
         self.gets: list[StubRequest] = []
         self.serial = serial
@@ -174,9 +202,10 @@ class OpenAIStub:
     def __exit__(self, *exc) -> None:
         self.stop()
 
-    def start(self) -> None:
+    def start(self, port: int = 0) -> None:
+        """Serve on ``port`` (0: a free one the system picks)."""
         handler = self._make_handler()
-        self._server = _Server(("127.0.0.1", 0), handler)
+        self._server = _Server(("127.0.0.1", port), handler, self)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -193,6 +222,37 @@ class OpenAIStub:
         """Base URL in the OpenAI SDK convention (with ``/v1``)."""
         assert self._server is not None, "stub not started"
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def drain(self, timeout: float = 30.0) -> None:
+        """Once the clients have ended (their process exited, their threads returned):
+        return when every request they sent is in :attr:`requests` (or :attr:`gets`).
+
+        The stub sends itself a last request on a new connection; the connections are
+        accepted in the order they came, so once that one is answered every earlier one
+        has been accepted, and then each is waited on until its handler has read a request
+        or the end from it. A client still running can always send one more: this is no
+        barrier against that."""
+        assert self._server is not None, "stub not started"
+        host, port = self._server.server_address[:2]
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
+        try:
+            conn.request("GET", "/__drain__", headers={"Connection": "close"})
+            conn.getresponse().read()
+        finally:
+            conn.close()
+        with self._reading:
+            if not self._reading.wait_for(lambda: not self._unread, timeout):
+                raise AssertionError(f"{len(self._unread)} connections to the stub not read after {timeout:g}s: "
+                                     "are their clients still running?")
+
+    def _unread_add(self, conn: socket.socket) -> None:
+        with self._reading:
+            self._unread.add(conn)
+
+    def _unread_done(self, conn: socket.socket) -> None:
+        with self._reading:
+            self._unread.discard(conn)
+            self._reading.notify_all()
 
     @property
     def remaining(self) -> int:
@@ -269,7 +329,17 @@ class OpenAIStub:
             def log_message(self, *args):  # keep pytest output clean
                 pass
 
-            def _send(self, status: int, payload: bytes, headers: dict | None = None) -> None:
+            def handle_one_request(self):
+                again = False
+                try:
+                    super().handle_one_request()
+                    again = not self.close_connection
+                finally:
+                    # read to a request (or its end) by now, whatever the request was; a
+                    # connection kept open is read again for the next one
+                    (stub._unread_add if again else stub._unread_done)(self.connection)
+
+            def _send(self, status: int, payload: bytes, headers: dict | None = None) -> bool:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
@@ -278,8 +348,9 @@ class OpenAIStub:
                         self.send_header(k, str(v))
                     self.end_headers()
                     self.wfile.write(payload)
+                    return True
                 except (BrokenPipeError, ConnectionResetError):
-                    pass  # the client gave up (timeout): expected in timeout tests
+                    return False  # the client gave up (timeout): expected in timeout tests
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length") or 0)
@@ -292,14 +363,18 @@ class OpenAIStub:
                 if not (self.path.endswith("/chat/completions") or self.path.endswith("/completions")):
                     self._send(404, json.dumps(_error_json(f"no route {self.path}", "not_found")).encode())
                     return
-                reply = stub._render(stub._next_entry(request), request)
+                entry = stub._next_entry(request)
+                stub._unread_done(self.connection)  # recorded: drain() need not wait for the delay
+                reply = stub._render(entry, request)
                 if not stub._compute(request):
                     return  # the stub is shutting down
                 if reply.delay and stub._stop.wait(reply.delay):
                     return  # the stub is shutting down
-                self._answer(reply, request)
+                if self._answer(reply, request):
+                    with stub._lock:
+                        stub.answered.append(request)
 
-            def _answer(self, reply: Reply, request: StubRequest) -> None:
+            def _answer(self, reply: Reply, request: StubRequest) -> bool:
                 headers = dict(reply.headers)
                 if reply.retry_after is not None:
                     headers["Retry-After"] = reply.retry_after
@@ -314,7 +389,7 @@ class OpenAIStub:
                     payload = json.dumps(_error_json(f"scripted status {reply.status}")).encode()
                 else:
                     payload = b""
-                self._send(reply.status, payload, headers)
+                return self._send(reply.status, payload, headers)
 
             def do_GET(self):
                 if stub.models is None or not self.path.rstrip("/").endswith("/models"):
@@ -323,6 +398,7 @@ class OpenAIStub:
                 request = StubRequest(self.path, dict(self.headers), None)
                 with stub._lock:
                     stub.gets.append(request)
+                stub._unread_done(self.connection)
                 reply = stub._models_reply()
                 if reply.delay and stub._stop.wait(reply.delay):
                     return

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from exam_eval.grading import writer
 from exam_eval.io.bank_items import make_item_id
 from exam_eval.io.grades import read_grades
 from child_env import CTRL_C_REACHES, ChildEnv
+from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "exam_eval" / "demo_data"
@@ -155,9 +157,7 @@ def test_ctrl_c_exits_cleanly_with_a_resume_hint(tmp_path):
     out = tmp_path / "g.jsonl"
     args = base_args(tmp_path, "-o", out, "-O", "delay=0.02", "--batch-size", "2")
     proc = _start(args)
-    deadline = time.time() + 60
-    while _count_lines(out) < 10 and time.time() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: _count_lines(out) >= 10, 60, "ten grades in the output", proc=proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
@@ -179,14 +179,16 @@ def test_a_background_job_of_a_script_keeps_ignoring_ctrl_c_and_stops_on_sigterm
     args = base_args(tmp_path, "-o", out, "-O", "delay=0.02", "--batch-size", "2")
     proc = subprocess.Popen(["sh", "-c", 'trap "" INT; exec "$@"', "sh", *plain, *map(str, args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-    deadline = time.time() + 60
-    while _count_lines(out) < 10 and time.time() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: _count_lines(out) >= 10, 60, "ten grades in the output", proc=proc)
     proc.send_signal(signal.SIGINT)
     written = _count_lines(out)
-    time.sleep(1.0)  # an interrupt is honoured within about two seconds; this one is ignored
+    # an interrupt honoured ends the run once the writer has written what it was handed
+    # (writer.DEPTH batches of 2 lines, and one in hand); this one is ignored: the run
+    # grades on, three times past that, and is still running
+    past = 3 * (writer.DEPTH + 1) * 2
+    wait_for(lambda: _count_lines(out) >= written + past, 60, f"{past} more grades after the ignored Ctrl-C",
+             proc=proc)
     assert proc.poll() is None, proc.communicate()
-    assert _count_lines(out) > written  # still grading
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "resume" in err and "Traceback" not in err, err

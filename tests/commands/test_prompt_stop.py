@@ -6,12 +6,17 @@ that refuses connections ends the run after the documented bound, not after minu
 
 exam-grade runs as a real subprocess against tests/openai_stub.py (a real HTTP server in
 this process). Times are measured here, with generous slack for a loaded machine: the
-bugs these tests guard against took 60 s and more."""
+bugs these tests guard against took 60 s and more.
+
+No test sleeps and assumes the state to interrupt has come "by now": each waits for what
+shows it (tests/waiting.py): requests at the stub, replies it wrote, lines in the output,
+and where the command says nothing of the state (a model load begun, answers taken in),
+a note the child's own test code writes to a file (``_probed``). "No further request came"
+is read after ``stub.drain()``, not after a sleep."""
 
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -23,6 +28,7 @@ from openai_stub import OpenAIStub, Reply
 
 from exam_eval.backends.http_client import DOWN_AFTER, OpenAIClient
 from child_env import CTRL_C_REACHES, ChildEnv
+from waiting import lines_in, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "exam_eval" / "demo_data"
@@ -58,16 +64,44 @@ def _start(args) -> subprocess.Popen:
                             text=True, env=ENV)
 
 
-def _wait_for(condition, proc: subprocess.Popen, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the state to interrupt was never reached"
-        time.sleep(0.01)
+def _wait_for(condition, proc: subprocess.Popen, what: str, timeout: float = 60) -> None:
+    wait_for(condition, timeout, what, proc=proc)
+
+
+# Test code run in the child before the command, where the command writes nothing that shows
+# the state to interrupt: it appends a line to a notes file (``{notes}``) as the state begins.
+_LOAD_BEGINS = """
+import exam_eval.backends.scripted as _s
+_load = _s.ScriptedBackend.load
+def _noted_load(self):
+    with open({notes!r}, "a") as fh:
+        fh.write("load\\n")
+    _load(self)
+_s.ScriptedBackend.load = _noted_load
+"""
+# each result of the client's calls, once it is kept (OpenAIClient.chat's ``progress``
+# callback runs after the result is stored): "answered" or "failed"
+_RESULT_KEPT = """
+import exam_eval.backends.http_client as _h
+_chat = _h.OpenAIClient.chat
+def _noted_chat(self, conversations, **kw):
+    def note(res):
+        with open({notes!r}, "a") as fh:
+            fh.write("answered\\n" if res.text is not None else "failed\\n")
+    return _chat(self, conversations, progress=note, **kw)
+_h.OpenAIClient.chat = _noted_chat
+"""
+
+
+def _probed(probe: str, notes: Path) -> list[str]:
+    """exam-grade's command line with ``probe`` run in the child first, writing to ``notes``."""
+    return [sys.executable, "-c", CTRL_C_REACHES + "\nimport exam_eval.commands.grade as m\n"
+            + probe.format(notes=str(notes)) + "m.main()"]
 
 
 def _interrupt(proc: subprocess.Popen, *signals: int, gap: float = 0.0) -> tuple[float, str]:
-    """Send the signals (``gap`` seconds apart); seconds until the process ended, stderr."""
+    """Send the signals (``gap`` seconds apart: the gap is what is tested); seconds until
+    the process ended, stderr."""
     t0 = time.monotonic()
     for k, sig in enumerate(signals):
         if k:
@@ -87,10 +121,10 @@ def test_a_signal_while_requests_hang_stops_at_once_and_sends_nothing_more(sig, 
     out = tmp_path / "g.jsonl"
     with OpenAIStub(lambda r: Reply(delay=1000)) as stub:
         proc = _start(_endpoint_args(stub.url, out, "--concurrency", "4"))
-        _wait_for(lambda: len(stub.requests) >= 4, proc)
+        _wait_for(lambda: len(stub.requests) >= 4, proc, "four requests at the stub")
         sent = len(stub.requests)
         took, err = _interrupt(proc, sig)
-        time.sleep(0.5)  # a request the process still sent would have arrived by now
+        stub.drain()  # every request the ended process sent is in stub.requests now
         assert len(stub.requests) == sent == 4
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
     assert err.strip() == f"exam-grade: {RESUME}"
@@ -101,12 +135,14 @@ def test_an_interrupt_cuts_a_back_off_sleep_short(tmp_path):
     out = tmp_path / "g.jsonl"
     with OpenAIStub(lambda r: Reply(429, retry_after=100)) as stub:
         proc = _start(_endpoint_args(stub.url, out, "--concurrency", "4"))
-        _wait_for(lambda: len(stub.requests) >= 4, proc)
-        time.sleep(0.2)  # every worker is now asleep for Retry-After
+        # the four 429s written: each worker goes to sleep for Retry-After once it has read
+        # its reply (an interrupt just before that sleep ends it as at once: it waits on
+        # the event the interrupt sets)
+        _wait_for(lambda: len(stub.answered) >= 4, proc, "four 429 replies written")
         sent = len(stub.requests)
         took, err = _interrupt(proc, signal.SIGINT)
-        time.sleep(0.5)
-        assert len(stub.requests) == sent
+        stub.drain()
+        assert len(stub.requests) == sent == 4
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
     assert err.strip() == f"exam-grade: {RESUME}"
 
@@ -125,10 +161,10 @@ def test_an_interrupt_while_failures_are_retried_keeps_the_finished_batches(tmp_
         args = _endpoint_args(stub.url, out, "--concurrency", "4", "--batch-size", "8", "-O", "backoff=0.05",
                               "-O", "logprobs=false")
         proc = _start(args)
-        _wait_for(lambda: out.exists() and out.stat().st_size > 0, proc)
+        _wait_for(lambda: out.exists() and out.stat().st_size > 0, proc, "a first batch in the output")
         took, err = _interrupt(proc, signal.SIGINT)
         after = len(stub.requests)
-        time.sleep(0.5)
+        stub.drain()
         assert len(stub.requests) <= after + 4  # at most the requests already on their way
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
     _clean(err)
@@ -148,7 +184,7 @@ def test_a_second_signal_never_gives_a_traceback(gap, tmp_path):
     out = tmp_path / "g.jsonl"
     with OpenAIStub(lambda r: Reply(delay=1000)) as stub:
         proc = _start(_endpoint_args(stub.url, out, "--concurrency", "4"))
-        _wait_for(lambda: len(stub.requests) >= 4, proc)
+        _wait_for(lambda: len(stub.requests) >= 4, proc, "four requests at the stub")
         took, err = _interrupt(proc, signal.SIGINT, signal.SIGINT, gap=gap)
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
     _clean(err)
@@ -161,19 +197,25 @@ def test_sigterm_then_sigint_never_gives_a_traceback(tmp_path):
     out = tmp_path / "g.jsonl"
     with OpenAIStub(lambda r: Reply(delay=1000)) as stub:
         proc = _start(_endpoint_args(stub.url, out, "--concurrency", "4"))
-        _wait_for(lambda: len(stub.requests) >= 4, proc)
+        _wait_for(lambda: len(stub.requests) >= 4, proc, "four requests at the stub")
         took, err = _interrupt(proc, signal.SIGTERM, signal.SIGINT, gap=0.01)
     assert proc.returncode == 130, err
     _clean(err)
 
 
-def test_an_interrupt_during_the_model_load(tmp_path):
-    out = tmp_path / "g.jsonl"
+def _start_load(notes: Path, args) -> subprocess.Popen:
+    """exam-grade noting in ``notes`` when the model load begins (the output it locks is
+    created a few steps before the load: no sign that the load has begun)."""
+    return subprocess.Popen(_probed(_LOAD_BEGINS, notes) + [str(a) for a in args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV)
+
+
+def test_an_interrupt_during_the_model_load(tmp_path, tmp_path_factory):
+    out, notes = tmp_path / "g.jsonl", tmp_path_factory.mktemp("notes") / "load"
     bank, run = _topic_101(tmp_path)
-    proc = _start(["--backend", "scripted", "-O", "load_delay=60", "--prompt", "question-selfrating",
-                   "--bank", bank, "--passages", DEMO / "passages.jsonl", run, "--no-cache", "-o", out])
-    _wait_for(out.exists, proc)  # the output is locked (so created) just before the load
-    time.sleep(0.2)
+    proc = _start_load(notes, ["--backend", "scripted", "-O", "load_delay=60", "--prompt", "question-selfrating",
+                               "--bank", bank, "--passages", DEMO / "passages.jsonl", run, "--no-cache", "-o", out])
+    _wait_for(lambda: lines_in(notes, "load"), proc, "the model load to begin")
     took, err = _interrupt(proc, signal.SIGINT)
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
     assert err.strip() == f"exam-grade: {RESUME}"
@@ -181,13 +223,12 @@ def test_an_interrupt_during_the_model_load(tmp_path):
 
 
 @pytest.mark.parametrize("gap", [0.0, 0.01])
-def test_two_interrupts_during_the_model_load_leave_no_empty_output(gap, tmp_path):
-    out = tmp_path / "g.jsonl"
+def test_two_interrupts_during_the_model_load_leave_no_empty_output(gap, tmp_path, tmp_path_factory):
+    out, notes = tmp_path / "g.jsonl", tmp_path_factory.mktemp("notes") / "load"
     bank, run = _topic_101(tmp_path)
-    proc = _start(["--backend", "scripted", "-O", "load_delay=60", "--prompt", "question-selfrating",
-                   "--bank", bank, "--passages", DEMO / "passages.jsonl", run, "--no-cache", "-o", out])
-    _wait_for(out.exists, proc)
-    time.sleep(0.2)
+    proc = _start_load(notes, ["--backend", "scripted", "-O", "load_delay=60", "--prompt", "question-selfrating",
+                               "--bank", bank, "--passages", DEMO / "passages.jsonl", run, "--no-cache", "-o", out])
+    _wait_for(lambda: lines_in(notes, "load"), proc, "the model load to begin")
     took, err = _interrupt(proc, signal.SIGINT, signal.SIGINT, gap=gap)
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
     _clean(err)
@@ -230,22 +271,30 @@ def test_a_server_back_within_the_bound_is_used():
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     client = OpenAIClient(url, "m", concurrency=1, max_retries=20, backoff=0.05, down_after=30)
     import threading
-    from http.server import ThreadingHTTPServer
 
+    # the server comes back once the client has been refused (a restart), not after a
+    # time in which the client is assumed to have tried
+    refused = threading.Event()
+    unreachable = client._unreachable
+
+    def noted(reason):
+        refused.set()
+        return unreachable(reason)
+
+    client._unreachable = noted
     later = OpenAIStub(["back"])
-    handler = later._make_handler()
 
     def restart():
-        time.sleep(0.5)
-        later._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-        later._server.daemon_threads = True
-        threading.Thread(target=later._server.serve_forever, daemon=True).start()
+        refused.wait(60)
+        later.start(port)
 
-    threading.Thread(target=restart, daemon=True).start()
+    restarter = threading.Thread(target=restart, daemon=True)
+    restarter.start()
     try:
         [res] = client.chat([[{"role": "user", "content": "hi"}]])
     finally:
-        time.sleep(0.1)
+        refused.set()  # the restart goes ahead whatever came, so that it is stopped here
+        restarter.join(60)
         later.stop()
     assert res.text == "back" and res.attempts > 1 and client.down is None
 
@@ -263,10 +312,12 @@ def test_an_interrupt_while_another_process_locks_the_cache(tmp_path):
     holder.execute("BEGIN EXCLUSIVE")
     try:
         bank, run = _topic_101(tmp_path)
+        out = tmp_path / "g.jsonl"
         proc = _start(["--backend", "scripted", "--prompt", "question-selfrating", "--bank", bank,
-                       "--passages", DEMO / "passages.jsonl", run, "--cache", cache, "-o", tmp_path / "g.jsonl"])
-        time.sleep(2.0)  # the first batch is written by now, and its commit waits for the lock
-        assert proc.poll() is None, proc.communicate()
+                       "--passages", DEMO / "passages.jsonl", run, "--cache", cache, "-o", out])
+        # the first batch is in the output: its commit to the cache, which comes next,
+        # waits for the lock (whether it has begun when the signal comes or begins after)
+        _wait_for(lambda: lines_in(out), proc, "a first batch in the output")
         took, err = _interrupt(proc, signal.SIGINT)
     finally:
         holder.execute("ROLLBACK")
@@ -278,8 +329,12 @@ def test_an_interrupt_while_another_process_locks_the_cache(tmp_path):
     assert err.strip() == f"exam-grade: interrupted; {written} grades written; run the same command again to resume"
 
 
-def test_exam_genq_stops_at_once_too(tmp_path):
-    """The same client generates questions: Ctrl-C while its requests hang ends it at once."""
+@pytest.mark.parametrize("signals", [(signal.SIGINT,), (signal.SIGINT, signal.SIGINT)], ids=["once", "twice"])
+def test_exam_genq_stops_at_once_too(signals, tmp_path):
+    """The same client generates questions: Ctrl-C while its requests hang ends it at once.
+    A second Ctrl-C 10 ms later ends the process at once, as documented, wherever it lands
+    in the first one's ending: on a loaded machine before the "interrupted" line, which is
+    therefore asserted for one Ctrl-C only; neither gives a traceback."""
     topics = tmp_path / "topics.tsv"
     topics.write_text("".join(f"q{i}\ttopic number {i}\n" for i in range(20)))
     with OpenAIStub(lambda r: Reply(delay=1000)) as stub:
@@ -287,12 +342,14 @@ def test_exam_genq_stops_at_once_too(tmp_path):
                                  "--base-url", stub.url, "--timeout", "5", "--concurrency", "4", str(topics),
                                  "-o", str(tmp_path / "bank.jsonl")],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
-        _wait_for(lambda: len(stub.requests) >= 4, proc)
-        took, err = _interrupt(proc, signal.SIGINT, signal.SIGINT, gap=0.01)
-        time.sleep(0.5)
+        _wait_for(lambda: len(stub.requests) >= 4, proc, "four requests at the stub")
+        took, err = _interrupt(proc, *signals, gap=0.01)
+        stub.drain()
         assert len(stub.requests) == 4
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
-    assert "Traceback" not in err and err.splitlines()[-1].startswith("exam-genq: interrupted"), err
+    assert "Traceback" not in err and all(line.startswith("exam-genq: ") for line in err.splitlines()), err
+    if len(signals) == 1:
+        assert err.splitlines()[-1].startswith("exam-genq: interrupted"), err
     assert not (tmp_path / "bank.jsonl").exists()
 
 
@@ -307,8 +364,7 @@ def test_an_interrupt_inside_a_batch_write_comes_after_it_is_counted(tmp_path, m
     real_write = output.GradesAppender._write
 
     def write_with_a_signal(self, text):
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.05)  # the signal has arrived: its handler runs at the next bytecode
+        signal.raise_signal(signal.SIGINT)  # its Python handler has run when this returns
         real_write(self, text)
 
     monkeypatch.setattr(output.GradesAppender, "_write", write_with_a_signal)
@@ -332,10 +388,13 @@ def test_an_interrupt_inside_a_batch_keeps_the_answers_that_came(tmp_path):
         turn["n"] += 1
         return Reply(text="4") if turn["n"] <= 6 else Reply(delay=1000)
 
+    notes = tmp_path / "results.notes"
     with OpenAIStub(six_then_hang) as stub:
-        proc = _start(_endpoint_args(stub.url, out, "--concurrency", "4", "--batch-size", "8"))
-        _wait_for(lambda: len(stub.requests) >= 8, proc)
-        time.sleep(0.3)  # the six answers are read by now
+        args = _endpoint_args(stub.url, out, "--concurrency", "4", "--batch-size", "8")
+        proc = subprocess.Popen(_probed(_RESULT_KEPT, notes) + [str(a) for a in args], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=ENV)
+        _wait_for(lambda: len(stub.requests) >= 8, proc, "eight requests at the stub")
+        _wait_for(lambda: lines_in(notes, "answered") >= 6, proc, "the six answers taken in")
         took, err = _interrupt(proc, signal.SIGINT)
     assert proc.returncode == 130 and took < STOP_WITHIN + SLACK, (took, err)
     _clean(err)

@@ -21,6 +21,7 @@ from exam_eval.grading.cache import GradeCache, NullCache
 from exam_eval.grading.output import GradesAppender, existing_keys, repair
 from exam_eval.grading.prompts import get_prompt
 from exam_eval.io.bank_items import make_item_id, BankItem
+from waiting import running_in, wait_for
 from worst_interrupts import interrupt_inside_conditions, run_as_grading_thread
 
 PROMPT = get_prompt("question-selfrating")
@@ -180,9 +181,7 @@ def test_a_writer_error_wins_over_an_interrupt_that_comes_with_it():
     with pytest.raises(OutputError):
         with writer.GradeWriter(sink, NullCache(), "id", "h", lambda u, r: [u]) as w:
             w.put([("line", None)], store=False)
-            deadline = time.monotonic() + 10
-            while w.error is None and time.monotonic() < deadline:
-                time.sleep(0.01)  # the writer has failed
+            wait_for(lambda: w.error is not None, 10, "the writer's error")
             raise KeyboardInterrupt
 
 
@@ -202,19 +201,30 @@ class Blocked:
 
 
 class SignalSoon:
-    """SIGINT to this process ``delay`` seconds after ``ready`` is set, unless the block
-    has ended by then (a stray signal would stop the test session); then ``then()``."""
+    """SIGINT to this process once ``ready`` is set and the main thread waits in the
+    writer's drain (GradeWriter._drain: the block has ended, the last batches are being
+    written), unless the block has ended before (a stray signal would stop the test
+    session); then ``then()``."""
 
-    def __init__(self, ready: threading.Event, delay=0.2, then=None):
-        self.ready, self.delay, self.then = ready, delay, then
+    def __init__(self, ready: threading.Event, then=None):
+        self.ready, self.then = ready, then
         self.ended = threading.Event()
+        self.missed: str | None = None
         self.thread = threading.Thread(target=self._send, daemon=True)
 
+    def _draining(self) -> bool:
+        return self.ended.is_set() or running_in(threading.main_thread(), "_drain")
+
     def _send(self):
-        if self.ready.wait(10) and not self.ended.wait(self.delay):
+        try:
+            wait_for(self.ready.is_set, 10, "the sink's write to begin")
+            wait_for(self._draining, 10, "the main thread to wait in the writer's drain")
+        except AssertionError as exc:
+            self.missed = str(exc)
+            return
+        if not self.ended.is_set():
             os.kill(os.getpid(), signal.SIGINT)
             if self.then is not None:
-                time.sleep(0.2)  # the handler has raised in the main thread by now
                 self.then()
 
     def __enter__(self):
@@ -223,13 +233,19 @@ class SignalSoon:
     def __exit__(self, *exc):
         self.ended.set()
         self.thread.join()
+        assert self.missed is None, self.missed
 
 
 def test_an_interrupt_while_the_last_batches_are_written_waits_for_them(sigint_raises):
     """The grading is done and the writer still writing when Ctrl-C comes: the writes end,
     then the interrupt is raised (the run says how many grades it wrote)."""
     sink = Blocked()
-    with SignalSoon(sink.entered, then=sink.release.set), pytest.raises(KeyboardInterrupt):
+
+    def release_once_taken():
+        w.stop.wait(10)  # set by the drain once it has taken the interrupt
+        sink.release.set()
+
+    with SignalSoon(sink.entered, then=release_once_taken), pytest.raises(KeyboardInterrupt):
         with writer.GradeWriter(sink, NullCache(), "id", "h", lambda u, r: [u]) as w:
             w.put([("a", None), ("b", None)], store=False)
     assert sink.lines == 2 and w.done
