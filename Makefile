@@ -17,13 +17,18 @@ DEMO_OUT ?= demo-out
 # make demo-rag writes to DEMO_OUT when it is given (DEMO_OUT=X make demo-rag: X), else demo-rag-out
 DEMO_RAG_OUT ?= $(if $(filter command line environment,$(origin DEMO_OUT)),$(DEMO_OUT),demo-rag-out)
 BENCH_OUT ?= bench-out
+# make test's workers: one per CPU, at most 4 (each loads torch and builds its own tiny
+# models); a test file runs whole on one worker, so its module fixtures are built once
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
+PYTEST_JOBS = $(if $(filter-out 0 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 
-.PHONY: install test test-servers bench-servers demo demo-rag bench bench-nuggets bench-device-stage man lint clean system-deps help example
+.PHONY: install test coverage test-servers bench-servers demo demo-rag bench bench-nuggets bench-device-stage man lint clean system-deps help example
 
 help:
 	@echo "make demo    - grade the built-in demo collection (offline), print leaderboards"
 	@echo "make demo-rag - the demo runs as RAG reports: grades, nugget scores, leaderboard (offline)"
 	@echo "make test    - install (if needed) and run the tests"
+	@echo "make coverage - the tests under coverage.py (subprocesses included), statement coverage per module"
 	@echo "make test-servers - the tests against llama.cpp's server (builds llama-cpp-python, ~5 min)"
 	@echo "make bench-servers - SmolLM2's label mass through llama.cpp's server"
 	@echo "make bench   - speed benchmarks (scoring, EXAM-Cover, grading, the grading pipeline, exam-qrels vs trec_eval, nuggetizer calls)"
@@ -90,7 +95,15 @@ system-deps:
 # XDG_CACHE_HOME or HOME (make install alone keeps pip's cache, for the next install)
 test: export PIP_NO_CACHE_DIR = 1
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(PYTEST_JOBS)
+
+# the suite under coverage.py, its subprocesses included: the least covered modules, then the total
+coverage: export PIP_NO_CACHE_DIR = 1
+coverage: install
+	$(PY) -m coverage erase
+	$(PY) -m coverage run -m pytest -q $(PYTEST_JOBS)
+	$(PY) -m coverage combine -q
+	$(PY) -m coverage report --sort=-cover | tail -25
 
 demo: install
 	$(PY) -m exam_eval.demo --out $(DEMO_OUT)
