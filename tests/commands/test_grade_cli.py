@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from inproc import command
 
 from exam_eval.grading import writer
 from exam_eval.io.bank_items import make_item_id
@@ -37,7 +38,7 @@ def base_args(tmp_path, *extra, bank=BANK, cache="cache.sqlite"):
 
 
 def grade(*args, timeout=300):
-    return subprocess.run(CMD + [str(a) for a in args], capture_output=True, text=True, env=ENV, timeout=timeout)
+    return command("grade", *args, env=ENV, timeout=timeout)
 
 
 def summary(stderr: str) -> dict[str, int]:
