@@ -221,3 +221,30 @@ def test_batch_flags_refused_where_they_cannot_work(tmp_path, extra, said):
               *(["--backend", "endpoint"] if "--backend" not in extra else []), *extra)
     assert said in one_line_refusal(res, code=1)
     assert not (tmp_path / "req.jsonl").exists()
+
+
+def test_batch_out_refuses_llm_verification(tmp_path):
+    """--verify llm asks a second call after each answer, which a batch file cannot hold."""
+    args = [a if a != "question-selfrating" else "question-extraction" for a in _setup(tmp_path, "question-selfrating")]
+    res = run("exam-grade", "--backend", "endpoint", "--model", "m", "--no-cache", *args, "--verify", "llm",
+              "--batch-out", tmp_path / "req.jsonl")
+    assert "--verify llm asks a second call after each answer" in one_line_refusal(res, code=1)
+    assert not (tmp_path / "req.jsonl").exists()
+
+
+def test_answers_for_requests_this_run_does_not_ask_are_named_and_not_used(tmp_path):
+    """The results of the whole pool, read by one shard: the other shard's answers are left."""
+    args = _setup(tmp_path, "umbrela")
+    assert grade(*args, "--batch-out", tmp_path / "all.jsonl").code in (0, None)
+    everything = lines(tmp_path / "all.jsonl")
+    assert grade(*args, "--shard", "1/2", "--batch-out", tmp_path / "s1.jsonl").code in (0, None)
+    ours = {r["custom_id"] for r in lines(tmp_path / "s1.jsonl")}
+    write_jsonl(tmp_path / "results.jsonl", service(everything))
+    out = tmp_path / "g.jsonl"
+    res = grade(*args, "--shard", "1/2", "-o", out, "--batch-in", tmp_path / "results.jsonl")
+    assert res.code in (0, None), res.stderr
+    left = len(everything) - len(ours)
+    assert 0 < left < len(everything)
+    assert (f"{left:,} answers in the results files are for requests this run does not ask "
+            "(pairs already graded, or of another --shard or pool): not used") in res.stderr
+    assert len(lines(out)) >= len(ours)
