@@ -89,7 +89,7 @@ def kept_hint(no_cache: bool) -> str:
 
 def open_cache(cache_path, no_cache):
     from ..grading.cache import GradeCache, NullCache
-    from ._grading import cache_file
+    from ._session import cache_file
 
     path = cache_file(cache_path, no_cache)
     return NullCache() if path is None else GradeCache(path)

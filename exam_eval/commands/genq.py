@@ -313,7 +313,7 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     from ..io.banks import write_bank
     from ..io.reports import read_requests
     from ._chat import make_chat
-    from ._grading import cache_file
+    from ._session import cache_file
 
     if sum(bool(x) for x in (qrels, runs, reports)) != 1:
         raise UsageError("give the documents with exactly one of --qrels, --run, --reports")

@@ -13,7 +13,7 @@ import click
 
 from ..errors import UsageError
 from ._base import CONTEXT_SETTINGS, claim_output, make_main, refuse_given
-from ._grading import check_batch_flags
+from ._session import check_batch_flags
 from ._options import JudgeFlags, RunFlags, backend_flags, run_flags
 
 EPILOG = """\b
@@ -150,7 +150,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     check_run_files(run_files)
 
     from ..grading.session import GradingSession
-    from ._grading import cache_file, dry_run_report, grade_or_batch
+    from ._session import cache_file, dry_run_report, grade_or_batch
 
     units, npairs = engine.build_units(docs=work.docs, texts=work.texts, items=work.items, queries=work.queries,
                                        prompt=prompt, identity=grader.cache_identity,

@@ -325,7 +325,7 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     from ..grading.inputs import support_units
     from ..grading.prompts import get_prompt
     from ..grading.session import GradingSession
-    from ._grading import cache_file, dry_run_report, run_session
+    from ._session import cache_file, dry_run_report, run_session
 
     shard_t = engine.parse_shard(run.shard)
     prompt = get_prompt(prompt_name)

@@ -110,7 +110,7 @@ def grading(grades, qrels, bank, passages, queries, top, fmt, extraction_prompt,
       exam-verify grading graded.jsonl.gz --qrels qrels.txt --bank bank.jsonl.gz -q 19335 --top 5
       exam-verify grading grades.jsonl --prompt question-selfrating --extraction-prompt question-extraction
     """
-    from ..verify.grading import verify_grading, write_grading_text, write_grading_tsv
+    from ..verify.item_grades import verify_grading, write_grading_text, write_grading_tsv
 
     if top is not None and top < 1:
         raise UsageError("--top must be >= 1")
