@@ -107,7 +107,7 @@ class Step:
 
 def write_text(path: Path, text: str, mode: str = "w") -> None:
     """The demo's own small files; a failure (disk full, no permission) names the file."""
-    from exam_eval.io.openers import write_error
+    from exam_eval.io.outputs import write_error
 
     try:
         with path.open(mode, encoding="utf-8") as fh:
@@ -127,7 +127,7 @@ def show_file(path: Path) -> None:
 
 
 def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: list[str]) -> int:
-    from exam_eval.io.openers import ensure_output_dir
+    from exam_eval.io.outputs import ensure_output_dir
 
     data = demo_data_dir()
     ensure_output_dir(out)

@@ -23,7 +23,7 @@ import click
 
 from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed, UsageError, missing_library, printable
 from ..io import unfinished
-from ..io.openers import StdoutGuard, check_output, existing_non_regular, silence_stdout
+from ..io.outputs import StdoutGuard, check_output, existing_non_regular, silence_stdout
 from ..progress import silence_library_progress
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended

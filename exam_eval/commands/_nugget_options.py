@@ -37,7 +37,7 @@ def check_file_or_dir(ctx, param, value):
     """-o of score: a file as everywhere, or a directory for per-run trec_eval files
     (an existing one is fine: its RUN.txt files are replaced, as any output is)."""
     if value is not None and not ctx.resilient_parsing and not (value.endswith(os.sep) or os.path.isdir(value)):
-        from ..io.openers import check_output
+        from ..io.outputs import check_output
 
         check_output(value)
     return claim_output(ctx, param, value)

@@ -16,7 +16,8 @@ import click
 from ..errors import InputError, UsageError
 from ..io.label_sources import read_human_qrels
 from ..io.leaderboard import FORMATS as LEADERBOARD_FORMATS
-from ..io.openers import atomic_output, display_name
+from ..io.openers import display_name
+from ..io.outputs import atomic_output
 from ..measures.grade_labels import read_llm_qrels
 from ..stats.leaderboards import fmt as _fmt
 from ._base import CONTEXT_SETTINGS, check_output_param, grader_options, make_main, output_option, refuse_given

@@ -6,7 +6,7 @@ import click
 
 from ..errors import InputError
 from ..io.leaderboard import write_leaderboard
-from ..io.openers import atomic_output
+from ..io.outputs import atomic_output
 from ..measures.exam_cover import exam_cover, read_cover_index
 from ..measures.exam_measures import cover_values
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, stderr_log

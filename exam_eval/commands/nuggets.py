@@ -129,7 +129,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     all_reports = _reports(reports, track_spec)
     to_dir = bool(output) and (output.endswith(os.sep) or os.path.isdir(output))
     if to_dir and shape != "trec_eval":  # only that shape writes a folder (one RUN.txt per run)
-        from ..io.openers import check_output
+        from ..io.outputs import check_output
 
         check_output(output)
     nruns = len({r.run_id for r in all_reports})
@@ -137,7 +137,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
         raise UsageError(f"the trec_eval shape holds one run per file and there are {nruns} runs: "
                          "give -o a directory (one RUN.txt per run) or use --format tot")
     if shape == "trec_eval" and to_dir:
-        from ..io.openers import file_name_problem
+        from ..io.outputs import file_name_problem
 
         for r in all_reports:  # "../x" wrote RUN.txt beside the folder
             problem = file_name_problem(r.run_id, ".txt")
@@ -205,7 +205,7 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
     both. The output is TREC qrels for exam-qrels, trec_eval and pytrec_eval.
     """
     from ..io.grades import read_grades
-    from ..io.openers import atomic_output
+    from ..io.outputs import atomic_output
     from ..trec_eval.trec_files import write_qrels
     from ..measures import nugget_scores as ns
 

@@ -12,7 +12,7 @@ from ..measures.bank_filter import read_current_bank
 from ..io.label_sources import refuse_unused_grade_options, sniff_labels
 from ..measures.grade_labels import load_labels
 from ..io.leaderboard import write_leaderboard
-from ..io.openers import atomic_output
+from ..io.outputs import atomic_output
 from ..trec_eval.trec_files import read_run_tagged, write_qrels
 from ..measures.exam_qrels import LABEL_MODES
 from ..trec_eval.registry import parse_measures

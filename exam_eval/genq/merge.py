@@ -15,7 +15,8 @@ from ..errors import InputError
 from ..io.banks import read_bank
 from ..io.bank_items import BankItem
 from ..io.jsonl import dumps
-from ..io.openers import atomic_output, display_name
+from ..io.openers import display_name
+from ..io.outputs import atomic_output
 
 
 def raw_bytes(path: str | os.PathLike) -> bytes:

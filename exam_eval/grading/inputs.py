@@ -240,7 +240,7 @@ def segment_run_files(segments, path: str, option: str = "--responses") -> tuple
     None, [(file, run id, run)]): one file, or one RUN_ID.run per run in a folder (PATH
     ends with a separator or is a folder). A run id that cannot be a file name there is an
     InputError naming the line it came from. Nothing is written here."""
-    from ..io.openers import check_output, file_name_problem
+    from ..io.outputs import check_output, file_name_problem
     from .segment import segments_to_runs
 
     runs = segments_to_runs(segments)
@@ -267,7 +267,7 @@ def segment_run_files(segments, path: str, option: str = "--responses") -> tuple
 def write_segment_runs(planned: tuple[str | None, list[tuple[str, str, dict]]]) -> None:
     """Write what :func:`segment_run_files` planned, each file atomically, and all of them
     to their temp files before any is renamed into place: one that fails leaves none."""
-    from ..io.openers import atomic_output, output_folder
+    from ..io.outputs import atomic_output, output_folder
     from ..trec_eval.trec_files import write_run
 
     folder, files = planned

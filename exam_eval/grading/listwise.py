@@ -198,7 +198,7 @@ def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]
     (measures.assignment_scores.write_listwise_assignments)."""
     from ..errors import InputError
     from ..io.grades import grade_line
-    from ..io.openers import atomic_output
+    from ..io.outputs import atomic_output
     from ..progress import progress_bar
     from .cache import NullCache
 

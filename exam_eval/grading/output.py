@@ -26,7 +26,7 @@ from typing import Iterable
 from ..errors import InputError, OutputError
 from ..io.grades import Grade, grade_line, iter_grades
 from ..io import unfinished
-from ..io.openers import check_output, write_error
+from ..io.outputs import check_output, write_error
 
 
 def _is_gzip_path(path: str) -> bool:

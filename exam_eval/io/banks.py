@@ -41,7 +41,8 @@ from .bank_items import (
     make_item_id,
 )
 from .jsonl import dumps, iter_jsonl, json_id, require_fields
-from .openers import atomic_output, display_name
+from .openers import display_name
+from .outputs import atomic_output
 
 _OUR_KEYS = {"query_id", "item_id", "kind", "text", "facet_id", "answers", "importance"}
 #: our format's mark of an id that names, not hashes, its text (a multiple-choice file's)

@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from ..errors import InputError
 from .bank_items import IMPORTANCE, BankItem, make_item_id
 from .jsonl import dumps, json_id
-from .openers import atomic_output
+from .outputs import atomic_output
 
 FORMATS = ("ours", "nuggetizer", "autojudge")
 

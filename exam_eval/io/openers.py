@@ -1,14 +1,11 @@
-"""Opening inputs (path, ``-``, ``.gz``) and writing outputs atomically.
-
-Every failure to read or write becomes one :class:`InputError` / :class:`OutputError`
-naming the file (the entry point prints it as one line, exit 2); a reader that goes away
-(``... | head``) becomes :class:`OutputClosed`, which the entry point ends quietly.
+"""Opening inputs (path, ``-``, ``.gz``): every failure to read becomes one
+:class:`InputError` naming the file (the entry point prints it as one line, exit 2).
+Writing outputs is :mod:`exam_eval.io.outputs`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import gzip
 import io
 import os
@@ -19,11 +16,8 @@ import zlib
 from dataclasses import dataclass
 from typing import IO, Iterator
 
-from ..errors import InputError, OutputClosed, OutputError, UsageError
+from ..errors import InputError
 from . import unfinished
-
-STDOUT_NAME = "<stdout>"
-
 
 #: temp files standing in for another input (standard input, a file's readable part),
 #: and the name messages give them: the user's, never the temp file's
@@ -59,29 +53,6 @@ def stdin_as_file() -> Iterator[str]:
         yield path
 
 
-#: the longest file name most file systems take (NAME_MAX), in bytes
-_NAME_MAX = 255
-#: what atomic_output's temp file adds to a name: "." NAME "." 8 random characters ".tmp"
-_TEMP_EXTRA = 14
-
-
-def file_name_problem(name: str, suffix: str) -> str | None:
-    """Why ``name`` + ``suffix`` cannot be a file's name inside an output folder (None when
-    it can): run ids come from the participants' files, and "../x" or "/etc/x" would write
-    outside the folder (or over an input of the same command)."""
-    if name in (".", ".."):
-        return "is a folder's name"
-    for sep in filter(None, (os.sep, os.altsep)):
-        if sep in name:
-            return f"holds {sep!r}"
-    if "\0" in name:
-        return "holds NUL"
-    if len(f"{name}{suffix}".encode("utf-8", "surrogatepass")) > _NAME_MAX - _TEMP_EXTRA:
-        # the file is written as .NAME.XXXXXXXX.tmp first (atomic_output): that name must fit too
-        return f"is too long for a file name ({_NAME_MAX - _TEMP_EXTRA} bytes with {suffix}, for its temp file's sake)"
-    return None
-
-
 def _is_gzip(raw: IO[bytes]) -> bool:
     head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
     return head == b"\x1f\x8b"
@@ -99,7 +70,7 @@ def _file_in_the_way(path: str) -> str | None:
     return None
 
 
-def _not_a_dir_reason(path: str) -> str:
+def not_a_dir_reason(path: str) -> str:
     culprit = _file_in_the_way(path)
     return f"{culprit} is a file, not a directory" if culprit else "a component of the path is not a directory"
 
@@ -189,7 +160,7 @@ def open_binary(path: str | os.PathLike, *, raw: bytes | None = None) -> Iterato
         except IsADirectoryError:
             raise InputError("is a directory, expected a file", name) from None
         except NotADirectoryError:
-            raise InputError(f"no such file: {_not_a_dir_reason(os.fspath(path))}", name) from None
+            raise InputError(f"no such file: {not_a_dir_reason(os.fspath(path))}", name) from None
         except PermissionError:
             raise InputError("permission denied", name) from None
         except OSError as exc:  # ELOOP, ENAMETOOLONG, EIO, ...
@@ -303,272 +274,3 @@ def slurp(path: str | os.PathLike) -> Slurped | None:
             return Slurped(raw, gz.read())
     except _READ_ERRORS:
         return Slurped(raw, None)
-
-
-# --------------------------------------------------------------------------- outputs
-
-class NamedOutputRaw(io.FileIO):
-    """A FileIO whose write failures name the output. The buffered and text layers above
-    it stay in C; only whole buffers (8 KiB) pass through this Python method, so the cost
-    is nil, and every path to the file (write, flush, close) reports the same way."""
-
-    def __init__(self, file, mode: str = "wb", *, display: str, closefd: bool = True):
-        super().__init__(file, mode, closefd=closefd)
-        self.display = display
-
-    def write(self, data) -> int:
-        try:
-            return super().write(data)
-        except BrokenPipeError:
-            raise OutputClosed() from None
-        except OSError as exc:
-            raise write_error(self.display, exc) from None
-
-
-def write_error(display: str, exc: OSError, directory: str | None = None) -> OutputError:
-    """One readable reason for an OSError met while creating or writing an output."""
-    code = exc.errno
-    if code == errno.ENOENT:
-        reason = f"no such directory: {directory}" if directory else "no such file or directory"
-    elif code == errno.ENOTDIR:
-        reason = _not_a_dir_reason(display)
-    elif code == errno.EISDIR:
-        reason = "is a directory"
-    elif code in (errno.EACCES, errno.EPERM):
-        reason = f"permission denied (directory {directory})" if directory else "permission denied"
-    else:
-        reason = exc.strerror or str(exc)
-    return OutputError(f"cannot write: {reason}", display)
-
-
-def _shown_dir(path: str) -> str:
-    """The output's folder as the user wrote it (relative stays relative)."""
-    return os.path.dirname(path) or "."
-
-
-def existing_non_regular(path: str) -> bool:
-    """A device, FIFO or socket (``/dev/null``, ``/dev/stdout``, a named pipe): written in
-    place, never replaced by a renamed temp file."""
-    try:
-        return not stat.S_ISREG(os.stat(path).st_mode) and not os.path.isdir(path)
-    except OSError:
-        return False
-
-
-def check_output(path: str | os.PathLike | None, *, append: bool = False) -> None:
-    """Fail before any work when PATH cannot be written: a missing folder, a file in the
-    way, a directory given as the file, no permission, a read-only file system.
-
-    The folder is probed by creating (and removing) the very temp file atomic_output
-    will use, so the answer holds for root, ACLs and read-only mounts alike.
-    """
-    if path is None or str(path) == "-":
-        return
-    path = os.fspath(path)
-    if path == "":
-        raise UsageError("empty output file name")
-    if path.endswith(tuple(filter(None, (os.sep, os.altsep)))):
-        # a file's path with a trailing separator: os.replace would still write the file
-        raise OutputError("cannot write: names a folder (it ends with a separator); give a file name", path)
-    if os.path.isdir(path):
-        raise OutputError("cannot write: is a directory", path)
-    if existing_non_regular(path):
-        if not os.access(path, os.W_OK):
-            raise OutputError("cannot write: permission denied", path)
-        return
-    if append and os.path.exists(path):
-        try:
-            with open(path, "ab"):
-                pass
-        except OSError as exc:
-            raise write_error(path, exc) from None
-        return
-    real = os.path.realpath(path)
-    directory = os.path.dirname(real)
-    with unfinished.interrupts_deferred():  # not between the probe's creation and its removal
-        try:
-            fd, probe = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", suffix=".tmp", dir=directory)
-        except OSError as exc:
-            raise write_error(path, exc, _shown_dir(path)) from None
-        os.close(fd)
-        os.unlink(probe)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def _layers(raw: NamedOutputRaw, *, binary: bool, gz: bool) -> Iterator[IO]:
-    """Buffered (and gzip, and text) layers over ``raw``; flushed down to raw on success."""
-    buffered = io.BufferedWriter(raw)
-    # deterministic gzip bytes: no temp-file name and no timestamp in the header
-    inner: IO[bytes] = gzip.GzipFile(filename="", mode="wb", fileobj=buffered, mtime=0) if gz else buffered
-    if binary:
-        yield inner
-    else:
-        text = io.TextIOWrapper(inner, encoding="utf-8", newline="\n")
-        yield text
-        text.flush()
-        text.detach()
-    if gz:
-        inner.close()  # writes the gzip trailer into ``buffered``
-    buffered.flush()
-    buffered.detach()
-
-
-@contextlib.contextmanager
-def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, append: bool = False) -> Iterator[IO]:
-    """Write to stdout (None or ``-``) or to PATH via a temp file renamed on success.
-
-    On any exception the temp file is removed, so a failed command never leaves a
-    half-written output behind. Paths ending in ``.gz`` are gzip-compressed. A symlink
-    is written through (its target is replaced, the link kept); a device or FIFO
-    (``/dev/stdout``, a named pipe) is written in place. Every failure to create, write,
-    flush, sync or rename is one :class:`OutputError` naming PATH.
-    """
-    if path is None or str(path) == "-":
-        out = sys.stdout.buffer if binary else sys.stdout
-        yield out
-        out.flush()
-        return
-    path = os.fspath(path)
-    gz = path.endswith(".gz")
-    if os.path.isdir(path):
-        raise OutputError("cannot write: is a directory", path)
-    if existing_non_regular(path):
-        try:
-            raw = NamedOutputRaw(path, "ab" if append else "wb", display=path)
-        except OSError as exc:
-            raise write_error(path, exc) from None
-        with raw, _layers(raw, binary=binary, gz=gz) as fh:
-            yield fh
-        return
-
-    real = os.path.realpath(path)
-    directory = os.path.dirname(real)
-    raw = tmp = None
-    try:
-        # an interrupt between the temp file's creation and its registration would leave it
-        # behind: Ctrl-C and SIGTERM wait until it is known (and then interrupt at once)
-        with unfinished.interrupts_deferred():
-            try:
-                fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(real) + ".", suffix=".tmp", dir=directory)
-            except OSError as exc:
-                raise write_error(path, exc, _shown_dir(path)) from None
-            token = unfinished.begun(tmp)
-        raw = NamedOutputRaw(fd, "wb", display=path)
-        if append and os.path.exists(real):
-            try:
-                with open(real, "rb") as src:
-                    while chunk := src.read(1 << 20):
-                        raw.write(chunk)
-            except OSError as exc:
-                raise InputError(f"cannot read: {exc.strerror}", path) from None
-        with _layers(raw, binary=binary, gz=gz) as fh:
-            yield fh
-        try:
-            # the data must be on disk before the rename makes it the output; a late
-            # ENOSPC/EDQUOT/EIO (NFS, delayed allocation) shows up here, not later
-            os.fsync(raw.fileno())
-            raw.close()
-            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 -> the user's usual mode
-            os.replace(tmp, real)
-        except OSError as exc:
-            raise write_error(path, exc, _shown_dir(path)) from None
-        unfinished.finished(token)
-    except BaseException:
-        if tmp is None:  # no temp file was made
-            raise
-        if raw is not None:
-            # drop what is still buffered above raw: their flush on garbage collection
-            # then meets a closed file instead of writing anywhere
-            with contextlib.suppress(Exception):
-                raw.close()
-        else:
-            os.close(fd)
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        unfinished.finished(token)
-        raise
-
-
-def ensure_output_dir(path: str | os.PathLike) -> None:
-    """Create the output folder PATH (and its parents) or fail with one line naming it."""
-    path = os.fspath(path)
-    try:
-        os.makedirs(path, exist_ok=True)
-    except FileExistsError:
-        raise OutputError("cannot create the folder: a file of that name exists", path) from None
-    except OSError as exc:
-        raise write_error(path, exc) from None
-
-
-@contextlib.contextmanager
-def output_folder(path: str | os.PathLike) -> Iterator[str]:
-    """The output folder PATH, created for the files the block writes into it; when the
-    block fails (a full disk before the first file), a folder created here is removed
-    again if it is still empty, so a failed command leaves no empty folder behind."""
-    path = os.fspath(path)
-    created = not os.path.isdir(path)
-    ensure_output_dir(path)
-    try:
-        yield path
-    except BaseException:
-        if created:
-            with contextlib.suppress(OSError):
-                os.rmdir(path)  # refuses a folder that is not empty: nothing written is lost
-        raise
-
-
-# --------------------------------------------------------------------------- stdout
-
-class StdoutGuard:
-    """Standard output as a text stream whose failures say what happened: ENOSPC
-    (``> /dev/full``) is an :class:`OutputError` on ``<stdout>``, a closed pipe is
-    :class:`OutputClosed`. Installed by the entry point around a command."""
-
-    def __init__(self) -> None:
-        self.saved = None
-
-    def install(self) -> None:
-        old = sys.stdout
-        try:
-            fd = old.fileno()
-        except (AttributeError, OSError, ValueError):  # no real stdout (closed, captured)
-            return
-        with contextlib.suppress(OSError, ValueError):
-            old.flush()
-        raw = NamedOutputRaw(fd, "wb", display=STDOUT_NAME, closefd=False)
-        buffered = io.BufferedWriter(raw)
-        sys.stdout = io.TextIOWrapper(buffered, encoding=old.encoding or "utf-8", errors=old.errors or "strict",
-                                      newline=None, line_buffering=bool(getattr(old, "line_buffering", False)))
-        self.saved = old
-
-    def flush(self) -> None:
-        """Push what is buffered now, inside the entry point, so a failure is reported."""
-        if self.saved is not None:
-            sys.stdout.flush()
-
-    def restore(self) -> None:
-        if self.saved is None:
-            return
-        ours, sys.stdout, self.saved = sys.stdout, self.saved, None
-        try:
-            ours.flush()
-            ours.detach()
-        except (Exception, OutputClosed):
-            # the failure was reported already; close the raw layer (fd 1 stays open) so
-            # that the bytes still buffered above it are dropped, not retried at exit
-            with contextlib.suppress(Exception):
-                ours.buffer.raw.close()
-
-
-def silence_stdout() -> None:
-    """After a closed pipe: point fd 1 at /dev/null so no later flush can fail."""
-    with contextlib.suppress(OSError, ValueError, AttributeError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ else 1)
-        os.close(devnull)

@@ -79,7 +79,7 @@ def write_score_outputs(res, items, *, output: str | None, to_dir: bool, shape: 
     failure (a full disk, a folder in the way) leaves every output as it was. The
     assignments are entered first, so they are renamed last."""
     from .nugget_banks import write_assignment_lines
-    from .openers import atomic_output, output_folder
+    from .outputs import atomic_output, output_folder
 
     chosen, means = res.measures, res.means
     by_run: dict[str, dict[str, dict[str, float | None]]] = {run: {} for run in means}  # a run none of whose

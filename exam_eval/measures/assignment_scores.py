@@ -63,7 +63,7 @@ def write_listwise_assignments(reports, grades, items, path, default_importance:
     grades file, and gives the same scores. Returns the lines written."""
     from ..io.nugget_banks import ASSIGNMENT_LABELS
     from ..io.jsonl import dumps
-    from ..io.openers import atomic_output
+    from ..io.outputs import atomic_output
 
     by_report: dict[tuple[str, str], dict[str, object]] = {}
     for g in grades:

@@ -64,7 +64,8 @@ def heatmap(rows: list[str], cols: list[str], values, title: str, label: str) ->
 
 def leaderboard_scatter(path, tvals, pvals, tcol, pcol, result, truth, pred) -> None:
     """exam-correlate leaderboard --plot: TRUTH vs PRED, one labelled dot per system, as a PNG file."""
-    from ..io.openers import atomic_output, display_name
+    from ..io.openers import display_name
+    from ..io.outputs import atomic_output
     from ..stats.leaderboards import fmt, is_rank
 
     plt = _pyplot()

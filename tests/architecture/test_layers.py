@@ -23,8 +23,9 @@ LAYERS: list[tuple[str, ...]] = [
     ("exam_eval", "exam_eval.progress", "exam_eval.data"),
     ("exam_eval.io.unfinished",),
     ("exam_eval.io.openers",),
+    ("exam_eval.io.outputs",),
     # trec_eval compatibility: its readers, C number rules, measures and fast path, on
-    # nothing but errors and the openers (everything that reads runs and qrels stands on it)
+    # nothing but errors and the openers (everything that reads runs and qrels stands on them)
     ("exam_eval.trec_eval",),
     # the grade types, output parsers and published prompts are data that needs only
     # errors: below io, so the grades reader can hold a grade to its prompt's scale
@@ -200,9 +201,9 @@ def test_the_layer_rule_catches_an_upward_import():
     fake = {"exam_eval.io.grades": {"exam_eval.grading.engine"}, "exam_eval.grading.engine": {"exam_eval.io.grades"},
             "exam_eval.backends.base": {"exam_eval.measures.exam_cover"}, "exam_eval.measures.exam_cover": set()}
     assert _violations(fake, LAYERS, "exam_eval") == [
-        "exam_eval.backends.base (layer 10, exam_eval.backends) imports exam_eval.measures.exam_cover "
-        "(layer 10, exam_eval.measures)",
-        "exam_eval.io.grades (layer 8, exam_eval.io) imports exam_eval.grading.engine (layer 9, exam_eval.grading)",
+        "exam_eval.backends.base (layer 11, exam_eval.backends) imports exam_eval.measures.exam_cover "
+        "(layer 11, exam_eval.measures)",
+        "exam_eval.io.grades (layer 9, exam_eval.io) imports exam_eval.grading.engine (layer 10, exam_eval.grading)",
     ]
 
 

@@ -13,7 +13,7 @@ import pytest
 from exam_eval.errors import InputError
 from exam_eval.io.grades import Grade, iter_grades, read_grades, write_grades
 from exam_eval.io.leaderboard import read_leaderboard, write_leaderboard
-from exam_eval.io.openers import atomic_output
+from exam_eval.io.outputs import atomic_output
 from exam_eval.io.passages import read_passages
 from exam_eval.io.topics import read_topics
 from exam_eval.trec_eval.trec_files import ranked, read_qrels, read_run, write_qrels, write_run

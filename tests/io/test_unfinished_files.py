@@ -40,7 +40,7 @@ def _run(body: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def test_an_atomic_write_leaves_no_temp_file(tmp_path):
     r = _run("""
-        from exam_eval.io.openers import atomic_output
+        from exam_eval.io.outputs import atomic_output
         with atomic_output("out.txt") as fh:
             fh.write("half of it\\n" * 1000)
             fh.flush()
@@ -96,7 +96,7 @@ def test_a_released_lock_is_forgotten(tmp_path):
 
 def test_a_forked_worker_removes_nothing_of_its_parents(tmp_path):
     r = _run("""
-        from exam_eval.io.openers import atomic_output
+        from exam_eval.io.outputs import atomic_output
         with atomic_output("out.txt") as fh:
             fh.write("x")
             fh.flush()
