@@ -1,4 +1,5 @@
 """Readers and writers for every file the suite touches (TREC runs/qrels, topics,
 passages, banks, grades, leaderboards). All readers accept a path, ``-`` for stdin,
-and transparently decompress ``.gz``. The lowest layer after errors: io imports
-nothing else of exam_eval, and every other package may import it."""
+and transparently decompress ``.gz``. ``unfinished``, ``openers`` and ``outputs`` sit below
+trec_eval; the rest stands on errors, trec_eval and grading's types, parsers and prompts
+(docs/architecture.md), and every package above may import it."""

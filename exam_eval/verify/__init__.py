@@ -1,7 +1,8 @@
 """Phase-3 oversight (workbench paper, sections 3.3 and 4.4): analyses that let a human
 check the grader and fix the bank instead of judging passages.
 
-- ``grading``:   per bank item, its graded passages by grade, with the grader's answers.
+- ``item_grades``: (exam-verify grading) per bank item, its graded passages by grade,
+  with the grader's answers.
 - ``spurious``:  items reaching grade >= tau on many passages judged non-relevant.
 - ``uncovered``: passages judged relevant that no item grades >= tau.
 - ``grid``:      passages x items with grades (TSV or HTML).
