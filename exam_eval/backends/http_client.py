@@ -9,6 +9,10 @@ Retries (exponential backoff with jitter, at most ``max_retries`` after the firs
 429 (honouring ``Retry-After``), 5xx, timeouts (ours, and the server's 408), connection errors, and bodies that are not
 the JSON the protocol promises (a proxy's HTML error page, a truncated body). Other 4xx
 answers mean the request itself is wrong; repeating it cannot help, so they fail at once.
+One of them ends the sending: a prompt longer than the model's context (the server's words
+read in :mod:`.context_limit`), since the run's other prompts are made alike; the requests
+not yet sent fail at once with ``NOT_SENT_TOO_LONG`` and :attr:`OpenAIClient.too_long`
+says what the server said, for the command's one line.
 
 Timeouts: ``timeout`` (default 600 s, the OpenAI SDK's) bounds one try, the whole reply
 read included. A request that timed out may still be running on the server, which does
@@ -74,6 +78,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from ..grading.types import InterruptedBatch
+from .context_limit import ContextOverflow, model_limit, read_overflow
 from .http_replies import (MAX_BODY, BadReply, chat_logprobs, completion_logprobs, decoded_body, error_message,
                            json_body, model_ids, model_name, one_line, reasoning_text, retry_after_seconds,
                            usage_counts)
@@ -218,6 +223,19 @@ class _Fatal(Exception):
 
 class _Refused(_Fatal):
     """An answer that every request of the run would get (401, 403, 404): nothing more is sent."""
+
+
+class _TooLong(_Fatal):
+    """The prompt does not fit the model's context: the run's other prompts, made alike,
+    would not either, so nothing more is sent (:attr:`OpenAIClient.too_long`)."""
+
+    def __init__(self, message: str, overflow: ContextOverflow):
+        super().__init__(message)
+        self.overflow = overflow
+
+
+#: the error of a request not sent because an earlier one was longer than the model's context
+NOT_SENT_TOO_LONG = "not sent: an earlier prompt was longer than the model's context"
 
 
 @dataclass(frozen=True)
@@ -528,6 +546,8 @@ class OpenAIClient:
         self._reach_lock = threading.Lock()
         self._unreachable_since: float | None = None  # first failure to connect with no answer since
         self.down: str | None = None  # why the server was taken as down; then nothing is sent
+        #: the first prompt the server found longer than its model's context; then nothing is sent
+        self.too_long: ContextOverflow | None = None
         # kept from one call to the next: what it learnt of the server holds for the next batch
         self._window = _Window(concurrency)
         self.usage = TokenUsage()
@@ -562,12 +582,15 @@ class OpenAIClient:
         it does not say: any HTTP error, no answer within ``timeout``, a body that is not a
         model list. Never raises (but KeyboardInterrupt) and never retries: a server that
         cannot list its models may still serve them."""
+        return model_ids(self._models_body(timeout))
+
+    def _models_body(self, timeout: float) -> Any:
         req = urllib.request.Request(self.base_url + "/models", headers=self._headers(), method="GET")
         try:
             with _OPENER.open(req, timeout=timeout) as resp:
                 raw = self._read(resp, time.monotonic() + timeout)
                 encoding = resp.headers.get("Content-Encoding")
-            return model_ids(json_body(decoded_body(raw, encoding)))
+            return json_body(decoded_body(raw, encoding))
         except Exception:  # noqa: BLE001 - every failure means the same here: no list
             return None
 
@@ -650,6 +673,15 @@ class OpenAIClient:
                          "taken as down, no further requests sent")
             return None
 
+    def _too_long(self, overflow: ContextOverflow) -> None:
+        """Note the first prompt too long for the model, with the limit ``/models`` gives
+        (vLLM's ``max_model_len``) where the refusal named none."""
+        if overflow.limit is None:
+            overflow = overflow.with_limit(model_limit(self._models_body(10.0), self.model))
+        with self._reach_lock:
+            if self.too_long is None:
+                self.too_long = overflow
+
     def _request(self, url: str, headers: dict, payload: dict, parse,
                  stop: threading.Event | None = None, slot: _Slot | None = None) -> ChatResult:
         """One request with its retries. ``slot`` (the window's, for the first try) marks a
@@ -666,6 +698,8 @@ class OpenAIClient:
                     slot = window.enter(stop)  # a retry after a timeout waits here for the cut window
                 if self.down is not None:
                     return ChatResult(None, self.down, None, attempt - 1)
+                if self.too_long is not None:
+                    return ChatResult(None, NOT_SENT_TOO_LONG, None, attempt - 1)
                 if (stop is not None and stop.is_set()) or (window is not None and slot is None):
                     return ChatResult(None, "interrupted", None, attempt - 1)
                 try:
@@ -678,6 +712,9 @@ class OpenAIClient:
                         if self.down is None:
                             self.down = str(exc)
                     return ChatResult(None, self.down, None, attempt)
+                except _TooLong as exc:
+                    self._too_long(exc.overflow)
+                    return ChatResult(None, str(exc), None, attempt)
                 except _Fatal as exc:
                     return ChatResult(None, str(exc), None, attempt)
                 except _Unreachable as exc:
@@ -791,6 +828,9 @@ class OpenAIClient:
         if exc.code in _REFUSALS:
             fix = _REFUSALS[exc.code].replace("${env}", self.api_key_env)
             return _Refused(f"{msg} (POST {url}); no further requests sent: {fix}")
+        overflow = read_overflow(exc.code, raw, said)
+        if overflow is not None:
+            return _TooLong(msg, overflow)
         return _Fatal(msg)
 
     @staticmethod

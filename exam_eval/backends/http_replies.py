@@ -101,6 +101,11 @@ def error_message(body: bytes) -> str:
             return one_line(str(err["message"]))
         if isinstance(err, str):
             return one_line(err)
+        # FastAPI's HTTPException (transformers serve); vLLM's older ErrorResponse, unwrapped
+        for key in ("detail", "message"):
+            said = obj.get(key) if isinstance(obj, dict) else None
+            if isinstance(said, str) and said:
+                return one_line(said)
     except (ValueError, UnicodeDecodeError, RecursionError):
         pass
     return one_line(body[:600].decode("utf-8", "replace"))

@@ -93,3 +93,10 @@ def open_cache(cache_path, no_cache):
 
     path = cache_file(cache_path, no_cache)
     return NullCache() if path is None else GradeCache(path)
+
+
+def kept_after_too_long(no_cache: bool) -> str:
+    """What a chat command kept when the server refused a prompt too long for the model."""
+    if no_cache:
+        return "nothing was kept (--no-cache)"
+    return "the answers received are cached (a rerun with the same flags takes them from there)"

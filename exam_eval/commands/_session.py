@@ -117,6 +117,10 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
                  getattr(session.grader, "usage_line", lambda: None)()):
         if note:
             log(note)
+    too_long = stats.failed and _too_long(session.grader, output)
+    if too_long:
+        log(f"{stats.failed} model calls failed and were not recorded: {too_long}")
+        return EXIT_CALLS_FAILED
     if stats.failed:
         if failures is not None:
             for line in failures():
@@ -128,6 +132,20 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
         log(f"{stats.failed} model calls failed and were not recorded; {retry}")
         return EXIT_CALLS_FAILED
     return 0
+
+
+def _too_long(grader, output: str | None) -> str | None:
+    """The one line of a run the server stopped at a prompt longer than the model's context."""
+    from ..backends.context_limit import too_long_line
+
+    window = getattr(grader, "context_window", None)
+    # a changed flag is a grader with other settings, which exam-grade never mixes into one -o
+    kept = ("the grades written to -o are kept (a rerun with the same flags resumes there; one with a changed flag "
+            "writes to a new -o)" if output and output != "-"
+            else "the grades printed are all there is (-o FILE makes a run resumable)")
+    cut = (f"a smaller --max-input-tokens (the passage is cut to fit; now {window})" if window
+           else "--max-input-tokens N (the passage is cut to fit N tokens, prompt included)")
+    return too_long_line(grader, cut, "--max-new-tokens", getattr(grader, "max_new_tokens", 0), kept)
 
 
 # ---- batch files (--batch-out, --batch-in): backends.batch_files -------------------------

@@ -16,7 +16,7 @@ from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, IN_PLACE, FiniteRange, interrupted_says, make_main, output_option, refuse_given,
                     refuse_untaken)
 from ._batch import attach, batch_options, check_batch, finish
-from ._chat import cache_options, chat_options, kept_hint, open_cache, usage_note
+from ._chat import cache_options, chat_options, kept_after_too_long, kept_hint, open_cache, usage_note
 
 EXIT_PARTIAL = 3
 PROG = "exam-genq"
@@ -200,7 +200,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     _notes(gen)
     unanswered = finish(replay, batch_out, _log)
     if outcome.failures:
-        _say_failures(outcome.failures, what, output)
+        _say_failures(outcome.failures, what, output, gen, max_tokens, no_cache)
         return EXIT_PARTIAL
     return EXIT_PARTIAL if unanswered else 0
 
@@ -212,7 +212,13 @@ def _notes(model) -> None:
             _log(note)
 
 
-def _say_failures(failures, what: str, output: str | None) -> None:
+def _say_failures(failures, what: str, output: str | None, gen, max_tokens: int, no_cache: bool) -> None:
+    from ..backends.context_limit import too_long_line
+
+    too_long = too_long_line(gen, None, "--max-tokens", max_tokens, kept_after_too_long(no_cache))
+    if too_long:  # one cause for all: one line
+        _log(f"{len(failures)} {what} failed and have no items: {too_long}")
+        return
     _log(f"{len(failures)} {what} failed and have no items:")
     for f in failures:
         _log(f"  {f.unit.label}: {f.reason} (after {f.attempts} {'call' if f.attempts == 1 else 'calls'})")
@@ -373,11 +379,20 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
          f"{result.create_stats.summary()}; importance: {result.score_stats.summary()}"
          + (f"; {unlabelled} nuggets have no importance (the label did not parse)" if unlabelled else ""))
     if result.failed:
-        _log(f"{len(result.failed)} topics failed and have no nuggets" + ("" if bank else " (nothing written)") + ":")
-        for t in result.failed:
-            _log(f"  {t.query_id}: {t.failed}")
+        _say_failed_topics(result.failed, bank, chat, window, max_tokens, no_cache)
         return EXIT_PARTIAL
     return EXIT_PARTIAL if unanswered else 0
+
+
+def _say_failed_topics(failed, bank, chat, window: int, max_tokens: int, no_cache: bool) -> None:
+    from ..backends.context_limit import too_long_line
+
+    too_long = too_long_line(chat, f"a smaller --window (documents per call; now {window})", "--max-tokens",
+                             max_tokens, kept_after_too_long(no_cache))
+    _log(f"{len(failed)} topics failed and have no nuggets" + ("" if bank else " (nothing written)")
+         + (f": {too_long}" if too_long else ":"))
+    for t in ([] if too_long else failed):  # one cause for all: one line
+        _log(f"  {t.query_id}: {t.failed}")
 
 
 # --merge-with BANK -o BANK --force: the bank is read whole, then the new one is written

@@ -405,7 +405,8 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     with interrupted_says(PROG, kept_hint(no_cache)):
         result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
                             window=window, retries=retries, output=output, log=_log, bank_name=bank,
-                            topics_name=topics)
+                            topics_name=topics,
+                            failure_line=lambda: assign_too_long(chat, window, max_tokens, no_cache))
     for note in (getattr(chat, "memory_note", None), usage_note(chat)):
         if note:
             _log(note)
@@ -416,6 +417,14 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
         _log(f"{n} of {len(result.reports)} reports written to {assignments}"
              + (" (only what was answered)" if n < len(result.reports) else ""))
     return 3 if finish(replay, batch_out, _log) or result.failed else 0
+
+
+def assign_too_long(chat, window: int, max_tokens: int, no_cache: bool) -> str | None:
+    from ..backends.context_limit import too_long_line
+    from ._chat import kept_after_too_long
+
+    return too_long_line(chat, f"a smaller --window (nuggets per call; now {window})", "--max-tokens", max_tokens,
+                         kept_after_too_long(no_cache))
 
 
 main = make_main(cli, PROG)

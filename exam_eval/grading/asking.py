@@ -155,8 +155,9 @@ class Asker:
                     continue
                 if res.error == NOT_ASKED_AGAIN:  # a re-ask no batch file holds: the last answer stands
                     continue
-                ans.calls += 1
-                self.stats.calls += 1
+                if res.attempts:  # not one sent where the server was down or an earlier prompt too long
+                    ans.calls += 1
+                    self.stats.calls += 1
                 if res.error is not None:  # the client already retried it; a rerun asks again
                     ans.text, ans.error = None, res.error
                     self.errors[res.error] = self.errors.get(res.error, 0) + 1

@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from ..io.banks import require_bank_topics
 from ..io.bank_items import BankItem
@@ -192,10 +192,13 @@ class AssignResult:
 def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]], queries: Mapping[str, str],
                chat, *, cache=None, grades: int = 3, window: int = WINDOW, retries: int = 5,
                output: str | None = None, log=None,
-               bank_name: str | None = None, topics_name: str | None = None) -> AssignResult:
+               bank_name: str | None = None, topics_name: str | None = None,
+               failure_line: Callable[[], str | None] | None = None) -> AssignResult:
     """What ``exam-nuggets assign`` does: check the inputs, assign with a progress bar,
     write the grade lines (atomically). The nuggetizer's assign-output file is scoring's
-    (measures.assignment_scores.write_listwise_assignments)."""
+    (measures.assignment_scores.write_listwise_assignments). ``failure_line``: the
+    command's one line for failed calls where it has one (a prompt too long for the model),
+    said in place of the most frequent error."""
     from ..errors import InputError
     from ..io.grades import grade_line
     from ..io.outputs import atomic_output
@@ -233,7 +236,11 @@ def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]
     if unparsed:
         log(f"{unparsed} (report, nugget) pairs have no label after the re-asks (parse_ok false; "
             "they count as not_support; a rerun asks again)")
-    if failed:
+    detail = failure_line() if failed and failure_line is not None else None
+    if detail:
+        log(f"{failed} windows have no answer; their nuggets are not written" + ("" if lines else " (nothing written)")
+            + f": {detail}")
+    elif failed:
         # every call failed: an existing output stays as it was, none is created empty
         log(f"{failed} calls failed after the HTTP retries; their nuggets are not written: run again"
             + ("" if lines else " (nothing written)"))

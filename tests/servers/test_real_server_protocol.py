@@ -275,10 +275,49 @@ def test_exam_nuggets_assign_and_exam_genq_through_the_server(transformers_serve
     res = run_cli("exam-genq", "generate", topics, *server, "-o", tmp_path / "q.jsonl", timeout=180, env=env)
     assert res.returncode in (0, 3) and "Traceback" not in res.stderr, res.stderr[-3000:]
     assert "tokens: " in res.stderr
+    # 2 documents a window: the prompt fits the tiny model's 512 tokens (10 do not: below)
     res = run_cli("exam-genq", "nuggetize", topics, "--qrels", data / "qrels.txt", "--passages",
-                  data / "passages.jsonl", *server, "-o", tmp_path / "n.jsonl", timeout=180, env=env)
+                  data / "passages.jsonl", "--window", "2", *server, "-o", tmp_path / "n.jsonl", timeout=180, env=env)
     assert res.returncode in (0, 3) and "Traceback" not in res.stderr, res.stderr[-3000:]
-    assert "tokens: " in res.stderr
+    assert "tokens: " in res.stderr and "longer than" not in res.stderr and "takes at most" not in res.stderr
+
+
+def test_a_prompt_longer_than_the_models_context_is_one_line(transformers_server, tmp_path, run_cli):
+    """The default window of 10 documents makes a nuggetize prompt longer than the tiny
+    model's 512 tokens, and transformers serve refuses it: one line with the prompt's size,
+    the limit and the flag, one call for three topics (nothing more is sent), no bank; with
+    a window that fits, the same command completes."""
+    import re
+
+    from exam_eval.demo import demo_data_dir
+
+    data = demo_data_dir()
+    topics = tmp_path / "topics.tsv"
+    topics.write_text("".join((data / "topics.tsv").read_text().splitlines(keepends=True)[:3]))
+    out = tmp_path / "n.jsonl"
+    cmd = ["exam-genq", "nuggetize", topics, "--qrels", data / "qrels.txt", "--passages", data / "passages.jsonl",
+           "--base-url", transformers_server.base_url, "--model", transformers_server.model, "--max-tokens", "8",
+           "--retries", "0", "--concurrency", "1", "--cache", tmp_path / "cache.sqlite", "-o", out]
+    env = {"EXAM_EVAL_PROGRESS": "0"}
+    res = run_cli(*cmd, timeout=180, env=env)
+    assert res.returncode == 3 and "Traceback" not in res.stderr, res.stderr[-3000:]
+    said = [x for x in res.stderr.splitlines() if "takes at most" in x]
+    assert len(said) == 1, res.stderr
+    (line,) = said
+    m = re.search(r"3 topics failed and have no nuggets \(nothing written\): a prompt of (\d+) tokens where the "
+                  r"model takes at most 512 tokens, prompt and answer: the server refused it, and nothing more was "
+                  r"sent; run again with a smaller --window \(documents per call; now 10\)", line)
+    assert m and int(m.group(1)) > 512, line
+    assert "(the server said: The prompt has " in line and "{" not in line
+    assert not any(x.strip().startswith(("101:", "102:", "103:")) for x in res.stderr.splitlines())  # no line a topic
+    assert "creation: 3 prompts: 1 calls" in res.stderr  # the first refusal ended the sending
+    assert not out.exists()
+    res = run_cli(*cmd[:-2], "--window", "2", "-o", out, timeout=300, env=env)
+    assert res.returncode in (0, 3) and "takes at most" not in res.stderr, res.stderr[-3000:]
+    # every window answered (the random model's answers do not parse): nothing failed
+    replies = re.search(r"over (\d+) replies", res.stderr)
+    assert replies and f"({replies.group(1)} windows did not parse)" in res.stderr, res.stderr
+    assert "failed" not in res.stderr
 
 
 @pytest.mark.parametrize("prompt_id", ["question-selfrating", "umbrela"])
