@@ -49,14 +49,14 @@ install: $(STAMP)
 # ask for (torch's CUDA packages beside a CPU build) is not installed
 LOCK := lock/requirements.lock
 # what .venv holds beside the package's [all]: transformers serve (lock/serving.in), and two
-# packages without their dependencies (lock/no-deps.in)
+# packages without their dependencies (lock/no-deps.in); then the man pages beside bin/,
+# where man finds them (man exam-qrels with bin/ on PATH): an editable install leaves out
+# the wheel's data files, links keep them current
 # $(call venv_install,VENV,CONSTRAINTS)
 define venv_install
 	test -x $(1)/bin/python || $(PYTHON) -m venv $(1)
 	$(1)/bin/python -m pip install -q -c $(2) $(TORCH_FROM) -e '.[all]' -r lock/serving.in
 	$(1)/bin/python -m pip install -q --no-deps -c $(2) -r lock/no-deps.in
-	# the man pages beside bin/, where man finds them (man exam-qrels with bin/ on PATH): an
-	# editable install leaves out the wheel's data files; links keep them current
 	mkdir -p $(1)/share/man/man1 $(1)/share/man/man7
 	ln -sf $(CURDIR)/man/*.1 $(1)/share/man/man1/
 	ln -sf $(CURDIR)/man/*.7 $(1)/share/man/man7/
