@@ -104,6 +104,24 @@ def _loggers_to(stream):
 
 
 @contextlib.contextmanager
+def _library_switches():
+    """The progress-bar switches of huggingface_hub and transformers as a new process finds
+    them (from HF_HUB_DISABLE_PROGRESS_BARS): a command turns them off
+    (exam_eval.progress.silence_library_progress), and in a process of its own that ends
+    with it. Entered outside :func:`_environment`, so the environment is the test's again."""
+    try:
+        yield
+    finally:
+        off = os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+        hub = sys.modules.get("huggingface_hub.utils")
+        if hub is not None:
+            hub.disable_progress_bars() if off else hub.enable_progress_bars()
+        hf = sys.modules.get("transformers.utils.logging")
+        if hf is not None:
+            hf.disable_progress_bar() if off else hf.enable_progress_bar()
+
+
+@contextlib.contextmanager
 def _stdin(data: str | bytes | None):
     """stdin as a child of subprocess.run(input=...) has it: a pipe that a thread fills and
     closes; /dev/null when nothing is given."""
@@ -150,7 +168,8 @@ def run(prog: str, *args, stdin: str | bytes | None = None, cwd: str | os.PathLi
     handlers = {sig: signal.getsignal(sig) for sig in _SIGNALS}
     saved = sys.stdin, sys.stdout, sys.stderr, sys.argv
     argv = [str(a) for a in args]
-    with _environment(cwd, env), _stdin(stdin) as fake_stdin, _python_default_warnings(), _loggers_to(err):
+    with _library_switches(), _environment(cwd, env), _stdin(stdin) as fake_stdin, _python_default_warnings(), \
+            _loggers_to(err):
         sys.stdin, sys.stdout, sys.stderr, sys.argv = fake_stdin, out, err, [f"exam-{name}", *argv]
         try:
             module.main(argv)

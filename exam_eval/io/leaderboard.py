@@ -88,8 +88,18 @@ class Leaderboard:
 
 def read_leaderboard(path: str | os.PathLike, fmt: str = "tsv") -> Leaderboard:
     """Read a leaderboard file or directory in the given shape (``auto`` sniffs it)."""
+    global _stdin_lines
     if fmt not in FORMATS:
         raise ValueError(f"unknown leaderboard format {fmt!r}")
+    try:
+        return _read_leaderboard(path, fmt)
+    finally:
+        # standard input is kept for one read only: the next read (a notebook's second
+        # leaderboard from "-", a second command in one process) reads it anew
+        _stdin_lines = None
+
+
+def _read_leaderboard(path: str | os.PathLike, fmt: str) -> Leaderboard:
     files = leaderboard_files(path)
     if fmt == "auto":
         fmt = sniff_format(files[0])
@@ -114,8 +124,8 @@ _stdin_lines: list[tuple[int, str]] | None = None
 
 
 def _raw_lines(path: str | os.PathLike):
-    """Numbered lines; standard input is read once and kept, so that sniffing its shape
-    does not consume it."""
+    """Numbered lines; standard input is read once and kept for the rest of this read
+    (:func:`read_leaderboard`), so that sniffing its shape does not consume it."""
     global _stdin_lines
     if str(path) != "-":
         return iter_lines(path)

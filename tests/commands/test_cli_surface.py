@@ -95,3 +95,27 @@ def test_a_missing_library_is_one_line(missing, where):
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert res.stdout == "", (where, res)
     assert one_line_refusal(res, code=1).startswith(f"exam-qrels: the library {missing} is not installed in ")
+
+
+def test_an_in_process_run_leaves_the_library_progress_switches_as_a_new_process_finds_them(monkeypatch):
+    """Every command switches off huggingface_hub's and transformers' progress bars; in a
+    process of its own that ends with it. The in-process runner puts them back, so a later
+    run (one that checks HF_HUB_DISABLE_PROGRESS_BARS=0 keeps a first download's bar) finds
+    them as a new process would."""
+    import inproc
+
+    hub = pytest.importorskip("huggingface_hub.utils")
+    hf = pytest.importorskip("transformers.utils.logging")
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    hub.enable_progress_bars()
+    hf.enable_progress_bar()
+    seen = {}
+
+    def look(*_args, **_kw):  # inside the run, after the command switched them off
+        seen["hub_off"], seen["hf_on"] = hub.are_progress_bars_disabled(), hf.is_progress_bar_enabled()
+        raise SystemExit(0)
+
+    monkeypatch.setattr("exam_eval.commands._base.StdoutGuard.install", look)
+    res = inproc.run("exam-qrels", "--help")
+    assert res.code == 0 and seen == {"hub_off": True, "hf_on": False}
+    assert not hub.are_progress_bars_disabled() and hf.is_progress_bar_enabled()

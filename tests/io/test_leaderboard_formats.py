@@ -223,3 +223,31 @@ def test_unreadable_shapes_are_refused(tmp_path):
     empty.mkdir()
     with pytest.raises(InputError, match="no leaderboard files"):
         read_leaderboard(empty, "auto")
+
+
+def test_standard_input_is_read_anew_by_each_read(tmp_path, run_cli):
+    """Two leaderboards from '-' in one process (a notebook, the in-process test runner)
+    are two reads of standard input, as in two processes: opposite leaderboards give
+    spearman 1.0, then -1.0 (stdin was kept across reads and gave 1.0 twice)."""
+    truth = tmp_path / "truth.tsv"
+    truth.write_text("run\tm\n" + "".join(f"r{i}\t{i / 10}\n" for i in range(5)))
+    same = "run\tm\n" + "".join(f"r{i}\t{i / 10}\n" for i in range(5))
+    opposite = "run\tm\n" + "".join(f"r{i}\t{(4 - i) / 10}\n" for i in range(5))
+    got = []
+    for board in (same, opposite):
+        res = run_cli("exam-correlate", "leaderboard", truth, "-", input=board)
+        assert res.returncode == 0, res.stderr
+        got.append(dict(line.split("\t") for line in res.stdout.splitlines())["spearman"])
+    assert [float(x) for x in got] == [1.0, -1.0]
+
+
+def test_a_second_read_of_standard_input_in_one_process_is_its_own(monkeypatch):
+    import io
+    import sys
+
+    boards = []
+    for text in ("run\tm\na\t1\nb\t2\n", "run\tm\na\t5\nb\t3\nc\t4\n"):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+        boards.append(read_leaderboard("-", "auto").rows)
+    assert boards[0] == {"a": {"m": 1.0}, "b": {"m": 2.0}}
+    assert boards[1] == {"a": {"m": 5.0}, "b": {"m": 3.0}, "c": {"m": 4.0}}
