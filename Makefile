@@ -37,7 +37,7 @@ help:
 	@echo "make bench-device-stage - stage into .device/ what the GPU run (bench/device_run.sh) needs"
 	@echo "make man     - check and render the man pages into man/txt/"
 	@echo "make lint    - static checks (ruff)"
-	@echo "make lock    - resolve lock/requirements.lock anew (uv, every Python >= 3.10); then make test"
+	@echo "make lock    - resolve lock/requirements.lock anew (uv, every Python >= 3.11); then make test"
 	@echo "make test-latest - the suite on the newest releases pyproject allows (.venv-latest), and what differs from the lock"
 	@echo "make install - create $(VENV) with the package and all extras (CPU-only torch: TORCH_INDEX=https://download.pytorch.org/whl/cpu)"
 	@echo "make system-deps - as root: apt-get install chromium, for the report rendering test"
@@ -66,14 +66,14 @@ $(STAMP): pyproject.toml $(LOCK) lock/serving.in lock/no-deps.in
 	$(call venv_install,$(VENV),$(LOCK))
 	touch $@
 
-# make lock: resolve the lock anew with uv's resolver, for every Python from 3.10 and every
+# make lock: resolve the lock anew with uv's resolver, for every Python from 3.11 and every
 # platform at once (--universal: a package whose newest release differs by Python gets one
 # line per Python, with its marker); constraints.txt's pins (torch) hold. Written whole or not
 # at all. Run make test after it: the lock holds versions the suite passed on.
 UV_VERSION ?= 0.13.9
 LOCK_VENV ?= .venv-lock
 UV := $(LOCK_VENV)/bin/uv
-UV_COMPILE := $(UV) pip compile -q --universal --python-version 3.10 --no-header
+UV_COMPILE := $(UV) pip compile -q --universal --python-version 3.11 --no-header
 $(UV):
 	test -x $(LOCK_VENV)/bin/python || $(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install -q 'uv==$(UV_VERSION)'
@@ -81,7 +81,7 @@ $(UV):
 lock: $(UV)
 	@set -e; tmp=$$(mktemp $(LOCK).XXXXXX); trap 'rm -f $$tmp' EXIT; \
 	{ echo "# The versions make install puts into .venv, the ones the suite passed on. Generated: do not edit."; \
-	  echo "# make lock (uv $(UV_VERSION) pip compile --universal, Python >= 3.10) from pyproject.toml's [all],"; \
+	  echo "# make lock (uv $(UV_VERSION) pip compile --universal, Python >= 3.11) from pyproject.toml's [all],"; \
 	  echo "# lock/serving.in and constraints.txt; make test-latest shows what newer releases exist."; \
 	  $(UV_COMPILE) --annotation-style line -c constraints.txt pyproject.toml --extra all lock/serving.in; \
 	  echo "# installed with --no-deps (lock/no-deps.in)"; \

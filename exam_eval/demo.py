@@ -53,9 +53,12 @@ def demo_data_dir() -> Path:
 class Step:
     """Runs one exam-* command as a user would (a subprocess), echoing the command line."""
 
-    def __init__(self, out: Path, show: bool = True):
+    def __init__(self, out: Path, show: bool = True, shown_as: Path | None = None):
         self.out = out
         self.show = show
+        #: the folder the files end up in, where ``out`` is where they are made: commands are
+        #: shown (and logged) with its paths
+        self.shown_as = shown_as
         self.log = out / "commands.sh"
         # the commands are run by the interpreter that runs the demo; the script finds them
         # where that interpreter's installs put them (.venv/bin), so it runs as written in a
@@ -65,7 +68,7 @@ class Step:
                    f"PATH={shlex.quote(scripts)}:\"$PATH\"; export PATH\n")
 
     def __call__(self, prog: str, *args: str, capture_stderr: bool = False) -> tuple[str, str]:
-        shown = " ".join([prog] + [shlex.quote(self._rel(a)) for a in args])
+        shown = " ".join([prog] + [shlex.quote(self._rel(self._as_shown(a))) for a in args])
         write_text(self.log, shown + "\n", mode="a")
         if self.show:
             print(f"\n$ {shown}", flush=True)
@@ -95,6 +98,11 @@ class Step:
             sys.stderr.write(f"demo: `{shown}` failed with exit status {proc.returncode}\n")
             raise SystemExit(proc.returncode if proc.returncode > 0 else 1)
         return stdout, stderr
+
+    def _as_shown(self, arg: str) -> str:
+        if self.shown_as is not None and (arg == str(self.out) or arg.startswith(str(self.out) + os.sep)):
+            return str(self.shown_as) + arg[len(str(self.out)):]
+        return arg
 
     @staticmethod
     def _rel(arg: str) -> str:
@@ -127,21 +135,46 @@ def show_file(path: Path) -> None:
 
 
 def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: list[str]) -> int:
+    """The demo into ``out``. Its files are made in a folder of their own inside it and moved
+    in at the end: a run that fails (a model that needs the network, a GPU) leaves an
+    earlier demo's files as they were, its grades beside its leaderboards."""
+    import shutil
+    import tempfile
+
     from exam_eval.io.outputs import ensure_output_dir
 
-    data = demo_data_dir()
+    made = not out.exists()
     ensure_output_dir(out)
-    step = Step(out)
+    work = Path(tempfile.mkdtemp(prefix=".demo-in-progress-", dir=out))
+    done = False
+    try:
+        cache = out / "grade-cache.sqlite"
+        if cache.exists():  # carried over: a rerun is served from it
+            shutil.copy2(cache, work / cache.name)
+        code = _run_steps(work, out, backend, model, prompt, extra)
+        for f in sorted(work.iterdir()):
+            os.replace(f, out / f.name)
+        done = True
+        return code
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        if made and not done:  # a folder this run made holds nothing of it
+            shutil.rmtree(out, ignore_errors=True)
+
+
+def _run_steps(work: Path, out: Path, backend: str, model: str | None, prompt: str, extra: list[str]) -> int:
+    """The demo's steps, its files made in ``work`` and named as they will be in ``out``."""
+    data = demo_data_dir()
+    step = Step(work, shown_as=out)
     runs = [str(data / f"{name}.run") for name in RUNS]
-    grades = out / "grades.jsonl"
-    cache = out / "grade-cache.sqlite"
+    grades = work / "grades.jsonl"
+    cache = work / "grade-cache.sqlite"
     started = time.perf_counter()
     print(f"exam_eval demo: 10 topics, 100 passages, 4 runs, 100 questions ({data})")
     print(f"grader: --backend {backend}" + (f" --model {model}" if model else "") + f" --prompt {prompt}")
 
-    # 1. grade. The grades file is rebuilt each time so that a rerun exercises the cache.
-    if grades.exists():
-        grades.unlink()
+    # 1. grade. The grades file is made anew each time (a fresh folder), so that a rerun
+    #    exercises the cache.
     grade_args = ["--backend", backend, "--prompt", prompt, "--bank", str(data / "questions.jsonl"),
                   "--passages", str(data / "passages.jsonl"), "--topics", str(data / "topics.tsv"),
                   "--cache", str(cache), "-o", str(grades)]
@@ -159,14 +192,14 @@ def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: lis
             print(f"{pairs} pairs graded (cached in {cache.name}: the next run is served from the cache)")
 
     # 2. EXAM-Qrels
-    exam_qrels = out / "exam.qrels"
+    exam_qrels = work / "exam.qrels"
     step("exam-qrels", str(grades), "-o", str(exam_qrels))
-    print(f"wrote {exam_qrels}")
+    print(f"wrote {out / exam_qrels.name}")
 
     # 3. leaderboards: EXAM-Qrels and human qrels, same measures; binary measures at the
     #    scale's own "relevant" level on each side.
     mflags = [a for m_ in MEASURES for a in ("-m", m_)]
-    exam_lb, human_lb, cover_lb = out / "exam-qrels.tsv", out / "human-qrels.tsv", out / "exam-cover.tsv"
+    exam_lb, human_lb, cover_lb = work / "exam-qrels.tsv", work / "human-qrels.tsv", work / "exam-cover.tsv"
     step("exam-qrels", "-c", "-l", str(MIN_GRADE), *mflags, str(exam_qrels), *runs, "-o", str(exam_lb))
     print("EXAM-Qrels leaderboard:")
     show_file(exam_lb)
@@ -181,7 +214,7 @@ def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: lis
     show_file(cover_lb)
 
     # 5. meta-evaluation
-    corr = out / "correlation.txt"
+    corr = work / "correlation.txt"
     shown = []
     for pred, col in ((exam_lb, PRIMARY), (cover_lb, "exam_cover")):
         stdout, _ = step("exam-correlate", "leaderboard", str(human_lb), str(pred),
@@ -190,7 +223,7 @@ def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: lis
         print(stdout, end="")
         shown.append(f"# human {PRIMARY} vs {pred.stem} {col}\n{stdout}")
     write_text(corr, "".join(shown))
-    agree = out / "agreement.txt"
+    agree = work / "agreement.txt"
     step("exam-correlate", "agreement", str(data / "qrels.txt"), str(exam_qrels),
          "--human-min", str(HUMAN_MIN), "--llm-min", str(MIN_GRADE), "-o", str(agree))
     print(f"agreement of EXAM labels (>= {MIN_GRADE}) with the human labels (>= {HUMAN_MIN}):")
@@ -200,11 +233,13 @@ def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: lis
                                        "EXAM-Cover": (cover_lb, "exam_cover")})
     print()
     print(verdict)
-    write_text(out / "verdict.txt", verdict + "\n")
+    write_text(work / "verdict.txt", verdict + "\n")
     print(f"\nfiles: {out}/ (grades.jsonl, exam.qrels, exam-qrels.tsv, human-qrels.tsv, exam-cover.tsv, "
           f"correlation.txt, agreement.txt, commands.sh); {time.perf_counter() - started:.0f} s")
+    # a folder of its own: this one keeps the embedding grader's files to compare with
+    t5 = Step._rel(str(out.with_name(out.name.removesuffix("-out") + "-t5")))
     print("real evaluations grade with google/flan-t5-large or an LLM endpoint, e.g.\n"
-          f"  python -m exam_eval.demo --out {out} --backend hf-seq2seq --model google/flan-t5-large\n"
+          f"  python -m exam_eval.demo --out {t5} --backend hf-seq2seq --model google/flan-t5-large\n"
           "  (see the README, docs/demo-model.md and man exam-grade)")
     return 0
 

@@ -54,6 +54,8 @@ class BankItem:
     extra: dict = field(default_factory=dict)  # unknown keys, kept so a rewrite loses nothing
     edited: bool = False  # the text changed under this (kept) id; grades must match text_hash
     importance: str | None = None  # "vital" | "okay" (RAG nugget scores); None: not given
+    #: the id the line gave, where the item now has its text's id instead (an edited text)
+    written_id: str | None = field(default=None, repr=False, compare=False)
 
     @property
     def graded_id(self) -> str:

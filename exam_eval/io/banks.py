@@ -251,6 +251,7 @@ def _settle_id(item: BankItem, lineno: int, report: BankReport | None, keep_edit
             item.edited = True
         else:
             item.item_id = make_item_id(item.query_id, item.text, item.facet_id)
+            item.written_id = old
         if report is not None:
             report.edited.append((lineno, old, item.item_id))
     return item
@@ -309,7 +310,15 @@ def read_bank(path: str | os.PathLike, *, kind: str | None = None, allow_empty: 
     # ids key data per query (grades are keyed by query, passage and item), so the same id
     # under two queries is two items: AutoJudge's ids are md5(text), without the query
     seen: dict[tuple[str, str], tuple[int, BankItem]] = {}
+    # the ids as the lines give them: one id for two texts is refused even where an edited
+    # text gets its own id (a line copied and its copy edited: which one did the id mean?)
+    written: dict[tuple[str, str], tuple[int, str]] = {}
     for lineno, item in iter_bank(path, skipped=skipped, report=report, keep_edited_ids=keep_edited_ids):
+        first_line, first_text = written.setdefault((item.query_id, item.written_id or item.item_id),
+                                                    (lineno, item.text))
+        if first_text != item.text:
+            raise InputError(f"item_id {item.written_id or item.item_id} of query {item.query_id} already used for "
+                             f"another text on line {first_line}", name, lineno)
         key = (item.query_id, item.graded_id if unique_as_graded else item.item_id)
         if key in seen:
             first_line, first = seen[key]

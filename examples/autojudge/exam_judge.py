@@ -24,6 +24,8 @@ Run on the AutoJudge spot-check data (reports in runs/, queries.jsonl)::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import os
 import sys
 import tempfile
@@ -38,6 +40,7 @@ from autojudge_base.nugget_data import NuggetBanks, load_nugget_banks_from_file 
 from autojudge_base.report import load_report  # noqa: E402
 
 from exam_eval import api  # noqa: E402
+from exam_eval.errors import ExamEvalError, InputError  # noqa: E402
 from exam_eval.io.banks import items_by_query  # noqa: E402
 from exam_eval.io.nugget_banks import items_from_track_bank, write_autojudge_bank  # noqa: E402
 
@@ -99,29 +102,55 @@ class ExamJudge:
                            sorted(qrels[t].items())])
 
 
+PROG = "exam_judge.py"
+
+
+def read_dataset(dataset: Path):
+    """The reports of ``dataset``/runs and its queries; bad input is an InputError naming
+    the file and line (exam_eval's readers check first, then autojudge-base loads)."""
+    if not (dataset / "runs").is_dir() or not (dataset / "queries.jsonl").is_file():
+        raise InputError("not an AutoJudge dataset: it needs a runs/ folder of reports and queries.jsonl (e.g. "
+                         "auto-judge-base's tests/resources/spot-check-dataset)", str(dataset))
+    files = sorted((dataset / "runs").glob("*.jsonl"))
+    if not files:
+        raise InputError("no reports (*.jsonl) in runs/", str(dataset))
+    api.read_reports([str(f) for f in files])  # one line for a malformed report, where autojudge-base would raise
+    topics = [Request(request_id=q, title=t) for q, t in api.read_requests(str(dataset / "queries.jsonl")).items()]
+    return [r for f in files for r in load_report(f)], topics
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("dataset", type=Path, help="directory with runs/ (reports) and queries.jsonl")
     ap.add_argument("--bank", required=True)
     ap.add_argument("--backend", default="embedding")
     ap.add_argument("--prompt", default="nugget-selfrating")
-    ap.add_argument("--out", type=Path, default=None, help="directory for leaderboard.tot and cited.qrels")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="directory for leaderboard.tot and cited.qrels; without it both are printed, each after a "
+                         "'# file' heading, and nothing is written")
     args = ap.parse_args()
-
-    reports = [r for f in sorted((args.dataset / "runs").glob("*.jsonl")) for r in load_report(f)]
-    topics = [Request(request_id=q, title=t) for q, t in api.read_requests(str(args.dataset / "queries.jsonl")).items()]
-    judge = ExamJudge(bank=args.bank, prompt=args.prompt, backend=args.backend)
-    banks = judge.create_nuggets(reports, topics, None)
-    qrels = judge.create_qrels(reports, topics, None, nugget_banks=banks)
-    board = judge.judge(reports, topics, None, nugget_banks=banks, qrels=qrels)
-    out = args.out or Path(tempfile.mkdtemp())
-    out.mkdir(parents=True, exist_ok=True)
-    board.write(out / "leaderboard.tot", format="tot")
-    with open(out / "cited.qrels", "w") as fh:
-        for row in qrels.rows:
-            fh.write(f"{row.topic_id} 0 {row.doc_id} {row.grade}\n")
-    sys.stdout.write((out / "leaderboard.tot").read_text())
-    sys.stdout.write((out / "cited.qrels").read_text())
+    try:
+        reports, topics = read_dataset(args.dataset)
+        judge = ExamJudge(bank=args.bank, prompt=args.prompt, backend=args.backend)
+        banks = judge.create_nuggets(reports, topics, None)
+        qrels = judge.create_qrels(reports, topics, None, nugget_banks=banks)
+        board = judge.judge(reports, topics, None, nugget_banks=banks, qrels=qrels)
+    except ExamEvalError as exc:  # one line and exit 2 (1 for a usage error), as the exam-* commands
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        sys.exit(exc.exit_code)
+    cited = "".join(f"{row.topic_id} 0 {row.doc_id} {row.grade}\n" for row in qrels.rows)
+    # autojudge-base writes a leaderboard to a file only, and says so on stdout
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
+        board.write(Path(tmp) / "leaderboard.tot", format="tot")
+        tot = (Path(tmp) / "leaderboard.tot").read_text()
+    if args.out is None:
+        sys.stdout.write("# leaderboard.tot (run measure topic value)\n" + tot
+                         + "# cited.qrels (topic 0 doc_id grade)\n" + cited)
+        return
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "leaderboard.tot").write_text(tot)
+    (args.out / "cited.qrels").write_text(cited)
+    sys.stderr.write(f"{PROG}: wrote {args.out / 'leaderboard.tot'} and {args.out / 'cited.qrels'}\n")
 
 
 if __name__ == "__main__":

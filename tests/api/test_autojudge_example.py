@@ -64,3 +64,45 @@ def test_judge_on_the_spot_check_data(shared_data, tmp_path):
     qrels = [line.split() for line in (out / "cited.qrels").read_text().splitlines()]
     assert {(q, d) for q, _, d, _ in qrels} == {("28", "224"), ("28", "279")}
     assert all(0 <= int(lab) <= 2 for *_, lab in qrels)
+
+
+def _example(args, tmp_path, **kw):
+    env = {**autojudge_env(tmp_path), "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return subprocess.run([sys.executable, str(EXAMPLE / "exam_judge.py"), *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=600, **kw)
+
+
+@pytest.mark.parametrize("case", ["no dataset", "bad report"])
+def test_bad_input_is_one_line_and_leaves_nothing(tmp_path, case):
+    """As the README writes it, without the data: one line naming the place, exit 2, no
+    traceback and no folder left in the temporary directory."""
+    from refusals import one_line_refusal
+
+    data = tmp_path / "spot-check-dataset"
+    if case == "bad report":
+        (data / "runs").mkdir(parents=True)
+        (data / "runs" / "a.jsonl").write_text('{"metadata": {"run_id": "a"}}\n')
+        (data / "queries.jsonl").write_text('{"request_id": "1", "title": "x"}\n')
+    r = _example([data, "--bank", EXAMPLE / "nuggets-28.jsonl", "--backend", "embedding"], tmp_path)
+    if "autojudge_base" in r.stderr and "Error" in (r.stderr.splitlines() or [""])[-1]:
+        pytest.skip(f"autojudge-base does not import here: {r.stderr.splitlines()[-1]}")
+    said = one_line_refusal(r, code=2)
+    where = f"{data}: not an AutoJudge dataset" if case == "no dataset" else f"{data / 'runs' / 'a.jsonl'}:1: "
+    assert said.startswith(f"exam_judge.py: {where}"), said
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_without_out_both_files_are_printed_under_headings_and_nothing_is_written(shared_data, tmp_path):
+    r = _example([shared_data / "autojudge-spot-check", "--bank", EXAMPLE / "nuggets-28.jsonl", "--backend",
+                  "embedding"], tmp_path)
+    if r.returncode != 0 and "autojudge_base" in r.stderr:
+        pytest.skip(f"autojudge-base does not import here: {r.stderr.splitlines()[-1]}")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.startswith("#")]
+    assert [lines[i] for i in heads] == ["# leaderboard.tot (run measure topic value)",
+                                        "# cited.qrels (topic 0 doc_id grade)"] and heads[0] == 0
+    assert all(len(x.split("\t")) == 4 for x in lines[1:heads[1]]) and heads[1] > 1
+    assert all(len(x.split()) == 4 and x.split()[1] == "0" for x in lines[heads[1] + 1:])
+    assert not [p for p in (tmp_path / "tmp").iterdir() if not p.name.startswith("torchinductor")]

@@ -21,7 +21,7 @@ LOCK = ROOT / "lock" / "requirements.lock"
 CHECK = ROOT / "scripts" / "lock_check.py"
 
 # the Pythons the README promises and the platforms the lock is resolved for
-PYTHONS = ["3.10.13", "3.11.7", "3.12.1", "3.13.0"]
+PYTHONS = ["3.11.7", "3.12.1", "3.13.0"]
 PLATFORMS = [("linux", "Linux", "x86_64"), ("linux", "Linux", "aarch64"), ("darwin", "Darwin", "arm64"),
              ("win32", "Windows", "AMD64")]
 

@@ -182,3 +182,27 @@ def test_llm_path_runs_and_reports_honestly(tmp_path):
     exam = _tsv(out / "exam-qrels.tsv")
     says_above = "EXAM-Qrels ndcg_cut_10: puts good" in verdict
     assert says_above == (exam["good"]["ndcg_cut_10"] > exam["poor"]["ndcg_cut_10"])
+
+
+def test_a_failed_run_leaves_the_earlier_demo_as_it_was_and_the_hint_names_a_new_folder(demo_runs, tmp_path):
+    """The closing hint's flan-t5-large run fails here (no hub): the earlier demo keeps every
+    file byte for byte, beside its grades, and the folder the hint names is not left behind;
+    the hint never names the folder it just filled."""
+    import re
+    import shlex
+
+    out, first, _, _ = demo_runs
+    (hint,) = [line.strip() for line in first.stdout.splitlines() if "--model google/flan-t5-large" in line]
+    argv = shlex.split(hint)
+    named = argv[argv.index("--out") + 1]
+    assert (out.parent / named).resolve() != out.resolve() and re.fullmatch(r"[\w.-]+-t5", named), hint
+    copy = tmp_path / "demo-out"
+    shutil.copytree(out, copy)
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1", EXAM_EVAL_PROGRESS="0")
+    for cmd, cwd in (([sys.executable, *argv[1:4], str(copy), *argv[5:]], tmp_path),  # into the earlier demo
+                     ([sys.executable, *argv[1:]], tmp_path)):  # as the hint says
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600, cwd=cwd)
+        assert res.returncode != 0 and "cannot load model" in res.stderr, res.stderr[-2000:]
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo-out"]

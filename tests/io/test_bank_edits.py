@@ -228,18 +228,41 @@ def _grade_line(item_id, text, grade=5, doc="d1"):
             "prompt_hash": None, "item_hash": md5(text)}
 
 
-@pytest.mark.parametrize("case", ["swapped", "copied-and-edited"])
-def test_two_items_under_one_id_keep_their_own_grades(tmp_path, run_cli, case):
-    """Swapped: two texts exchanged between lines whose ids stayed (each id now also names
-    the other line's edited text). Copied: a line copied and its copy edited, so the copy
-    keeps its original's id. exam-grade grades both items; --bank must count both."""
+@pytest.mark.parametrize("copy_first", [False, True])
+def test_one_id_for_two_texts_is_refused_by_every_reader(tmp_path, run_cli, copy_first):
+    """A line copied and its copy edited: the copy keeps its original's id, so one id names
+    two texts (which did it mean?). Every reader of banks refuses it in one line naming both
+    lines, exit 2, whichever of the two comes first; it once graded 22 pairs for 11 lines."""
+    from refusals import one_line_refusal
+
     a, b = "What is A?", "What is B?"
-    if case == "swapped":
-        bank_objs = [{"query_id": "1", "item_id": "1/" + md5(a), "kind": "question", "text": b},
-                     {"query_id": "1", "item_id": "1/" + md5(b), "kind": "question", "text": a}]
-    else:
-        bank_objs = [{"query_id": "1", "item_id": "1/" + md5(a), "kind": "question", "text": a},
-                     {"query_id": "1", "item_id": "1/" + md5(a), "kind": "question", "text": b}]
+    objs = [{"query_id": "1", "item_id": "1/" + md5(a), "kind": "question", "text": t} for t in (a, "x?", b)]
+    objs[1]["item_id"] = "1/" + md5("x?")
+    if copy_first:
+        objs.reverse()
+    bank = write_jsonl(tmp_path / "b.jsonl", objs)
+    grades = write_jsonl(tmp_path / "g.jsonl", [_grade_line("1/" + md5(a), a)])
+    run = tmp_path / "r.run"
+    run.write_text("1 Q0 d1 1 1.0 r\n")
+    passages = write_jsonl(tmp_path / "p.jsonl", [{"doc_id": "d1", "text": "A is a letter."}])
+    said = f"b.jsonl:3: item_id 1/{md5(a)} of query 1 already used for another text on line 1"
+    for cmd in (["exam-grade", "--backend", "embedding", "--prompt", "question-selfrating", "--bank", bank,
+                 "--passages", passages, "--no-cache", "-o", tmp_path / "out.jsonl", run],
+                ["exam-grade", "--backend", "embedding", "--prompt", "question-selfrating", "--bank", bank,
+                 "--keep-edited-ids", "--passages", passages, "--no-cache", "-o", tmp_path / "out.jsonl", run],
+                ["exam-qrels", "--bank", bank, grades], ["exam-cover", "--bank", bank, grades, run],
+                ["exam-genq", "import", bank]):
+        res = run_cli(*cmd)
+        assert one_line_refusal(res, code=2).endswith(said), (cmd, res.stderr)
+        assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_two_items_under_swapped_ids_keep_their_own_grades(tmp_path, run_cli):
+    """Two texts exchanged between lines whose ids stayed (each id now also names the other
+    line's edited text): exam-grade grades both items; --bank must count both."""
+    a, b = "What is A?", "What is B?"
+    bank_objs = [{"query_id": "1", "item_id": "1/" + md5(a), "kind": "question", "text": b},
+                 {"query_id": "1", "item_id": "1/" + md5(b), "kind": "question", "text": a}]
     bank = write_jsonl(tmp_path / "b.jsonl", bank_objs)
     grades = write_jsonl(tmp_path / "g.jsonl", [_grade_line("1/" + md5(a), a), _grade_line("1/" + md5(b), b)])
     r = run_cli("exam-qrels", "--label", "count", "--min-grade", "4", "--bank", bank, grades)
