@@ -64,7 +64,7 @@ def cli():
       exam-genq --kind nugget --style car --model m --base-url http://localhost:8000/v1 car-topics.jsonl
       exam-genq --dry-run topics.tsv                    # prompts, calls, tokens; no model
       exam-genq --model m topics.tsv --merge-with bank.jsonl -o bank.jsonl --force
-      exam-genq import ../shared/data/dl19/banks/questions.jsonl.gz -o bank.jsonl
+      exam-genq import dl19-genq.jsonl.gz -o bank.jsonl   # a bank of the reference workbench
 
     Exit status: 0 ok, 1 usage error, 2 bad input, 3 some queries failed (partial bank).
     """
@@ -249,7 +249,7 @@ def import_(bank_file, kind, output, force):
 
     \b
     Examples:
-      exam-genq import ../shared/data/dl19/banks/nuggets.jsonl.gz -o dl19-nuggets.jsonl
+      exam-genq import dl19-genq.jsonl.gz -o dl19-questions.jsonl   # the workbench's DL19 questions
       exam-genq import --kind question car-mc.jsonl.gz | head
     """
     from ..io.banks import read_bank, write_bank, BankReport
