@@ -265,6 +265,47 @@ def part_paths(path: str, parts: int) -> list[str]:
     return [path] + [f"{stem}-{i}{ext}" for i in range(2, parts + 1)]
 
 
+def check_batch_out(path: str, tag: str, command: str) -> None:
+    """--batch-out may replace an earlier request file of this run (the same command and
+    grader: its lines' custom_id carries ``tag``), and nothing else: a bank, a grades file,
+    anything a user made stays as it is (a usage error, before any work). Checked for the
+    parts a split wrote too (FILE-2.jsonl ...); an empty file holds nothing to lose."""
+    for part in part_paths(path, 2) + _more_parts(path):
+        try:
+            with open(part, "rb") as fh:
+                first = fh.readline(1 << 20)
+        except FileNotFoundError:
+            continue
+        except IsADirectoryError:
+            raise UsageError(f"--batch-out {part} is a folder: give a file name") from None
+        except OSError as exc:
+            raise UsageError(f"--batch-out {part}: cannot read it ({exc.strerror or exc})") from None
+        if not first.strip():
+            continue
+        try:
+            line = json.loads(first)
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            line = None
+        cid = line.get("custom_id") if isinstance(line, dict) else None
+        if isinstance(cid, str) and cid.startswith(f"{ID_PREFIX}{tag}:") and "body" in line:
+            continue
+        what = ("holds the requests of another run (another command, model, prompt or options)"
+                if isinstance(cid, str) and cid.startswith(ID_PREFIX) else "is not a request file of " + command)
+        raise UsageError(f"--batch-out {part} exists and {what}: it is not replaced; remove it or give another "
+                         "file name")
+
+
+def _more_parts(path: str) -> list[str]:
+    """FILE-3.jsonl and on, as far as they exist (an earlier, larger split)."""
+    found, k = [], 3
+    while True:
+        part = part_paths(path, k)[-1]
+        if part == path or not os.path.exists(part):
+            return found
+        found.append(part)
+        k += 1
+
+
 def write_requests(path: str, lines: Sequence[str], max_requests: int | None = None,
                    max_bytes: int | None = None) -> list[tuple[str, int]]:
     """Write request lines to ``path``, split where a file would pass the Batch API's

@@ -16,13 +16,14 @@ from typing import Callable
 import click
 
 from ..errors import UsageError
+from ._base import claim_output
 
 
 def batch_options(f):
     f = click.option("--batch-in", multiple=True, metavar="FILE",
                      help="endpoint: answers from a batch service's results file(s) (repeatable: every round's), "
                           "in place of a server.")(f)
-    return click.option("--batch-out", metavar="FILE",
+    return click.option("--batch-out", metavar="FILE", callback=claim_output,
                         help="endpoint: write the requests still to ask to FILE (JSONL for the OpenAI Batch API or "
                              "vLLM's run_batch; split past 50,000 requests or 200 MB) instead of sending them.")(f)
 
@@ -51,10 +52,12 @@ def attach(model, command: str, batch_out: str | None, batch_in: tuple, *, ident
     (default the nuggetizer's 0.2)."""
     if not batch_out and not batch_in:
         return None
-    from ..backends.batch_files import Replay, grader_tag, read_results
+    from ..backends.batch_files import Replay, check_batch_out, grader_tag, read_results
     from ..grading.asking import RETRY_TEMPERATURE
 
     tag = grader_tag(command, identity)
+    if batch_out:
+        check_batch_out(batch_out, tag, command)
     answers = read_results(batch_in, tag, "command") if batch_in else {}
     reask = RETRY_TEMPERATURE if reask_temperature is None else reask_temperature
     replay = Replay(model.client.model, answers, record=bool(batch_out), reask_temperature=reask,

@@ -201,8 +201,9 @@ def _asked(session, command: str) -> list[tuple[str, str, dict]]:
 def write_batch(session, path: str, *, command: str, log: Callable[[str], None]) -> int:
     """--batch-out: one request line per unit still to grade (resume rules, cache and
     --shard as for grading), split at the Batch API's limits."""
-    from ..backends.batch_files import request_line, write_requests
+    from ..backends.batch_files import check_batch_out, request_line, write_requests
 
+    check_batch_out(path, batch_tag(command, session.grader, session.prompt), command)
     asked = _asked(session, command)
     pairs = sum(len(u.pairs) for u in session.work.units_todo)
     written = write_requests(path, [request_line(cid, route, body) for cid, route, body in asked])
@@ -213,7 +214,7 @@ def write_batch(session, path: str, *, command: str, log: Callable[[str], None])
         f"pairs already in the output, {stats.from_cache:,} in the cache")
     if asked:
         log("send them to the OpenAI Batch API or vLLM's run_batch, then run the same command with --batch-in "
-            "RESULTS (man exam-grade, BATCH FILES)")
+            "RESULTS (man exam-grade, \"Batch files: the OpenAI Batch API and vLLM's run_batch\")")
     return 0
 
 

@@ -188,15 +188,15 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     with interrupted_says(PROG, kept_hint(no_cache)), open_cache(cache_path, no_cache) as cache:
         outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items,
                                 cache=cache, identity=gen.cache_identity)
-    if outcome.items or base:
+    if (outcome.items or base) and not outcome.pending:  # batch rounds: the last one writes the bank
         write_merged(base, outcome.items, output)
-    else:  # an empty bank is one no reader takes: none is written (and none replaced)
+    elif not outcome.pending:  # an empty bank is one no reader takes: none is written (and none replaced)
         _log("no items: nothing is written" + (f" to {output}" if output not in (None, "-") else ""))
     _log(f"{len(outcome.items)} {kind}s for {outcome.units_done} of {len(units)} {what} "
          f"({outcome.calls} calls, {outcome.from_cache} from cache)"
          + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else "")
-         + (f"; {outcome.pending} {what} wait for their answers (in the batch file): not written"
-            if outcome.pending else ""))
+         + (f"; {outcome.pending} {what} wait for their answers (in the batch file): the bank is written by "
+            "the round that has them all" if outcome.pending else ""))
     _notes(gen)
     unanswered = finish(replay, batch_out, _log)
     if outcome.failures:
@@ -363,7 +363,8 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     bank = result.bank()
     _notes(chat)
     if result.pending:
-        _log(f"{len(result.pending)} topics wait for answers (their next requests are in the batch file): not written")
+        _log(f"{len(result.pending)} topics wait for answers (their next requests are in the batch file): the bank "
+             "is written by the round that has them all")
     unanswered = finish(replay, batch_out, _log)
     if not bank and not result.failed and not result.pending:
         if not result.topics:
@@ -372,7 +373,7 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
         _log(f"the model's answers gave no nuggets for any of {len(result.topics)} topics "
              f"({sum(t.unparsed_windows for t in result.topics)} windows did not parse); nothing written")
         return EXIT_PARTIAL
-    if bank:  # every topic failed: an existing bank stays as it was, none is created empty
+    if bank and not result.pending:  # none: an existing bank stays as it was, none is created empty
         write_bank(bank, output)
     unlabelled = sum(1 for i in bank if i.importance is None)
     _log(f"{len(bank)} nuggets for {len({i.query_id for i in bank})} topics; creation: "

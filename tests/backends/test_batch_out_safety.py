@@ -1,0 +1,111 @@
+"""--batch-out replaces nothing a user made, in each of the four commands that write batch
+files: not a bank or grades file that is there already, not -o, not an input; only an
+earlier request file of the same run (the next round, run again). And the rounds of
+exam-genq run as the hint says, the last one writing the bank, without --force."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from refusals import last_line_refusal, one_line_refusal
+
+from exam_eval.demo import demo_data_dir
+
+ENV = {"EXAM_EVAL_PROGRESS": "0", "OPENAI_API_KEY": "sk-test"}
+HAND_MADE = b'{"query_id": "101", "item_id": "101/x", "kind": "question", "text": "What is edited by hand?"}\n' * 3
+
+
+def _command(name: str, tmp_path: Path) -> list:
+    """The command line of ``name``, without --batch-out and -o."""
+    data = demo_data_dir()
+    if name == "exam-grade":
+        run = tmp_path / "r.run"
+        run.write_text("".join(x + "\n" for x in (data / "good.run").read_text().splitlines()[:2]))
+        return ["exam-grade", "--backend", "endpoint", "--model", "m", "--prompt", "question-selfrating", "--bank",
+                data / "questions.jsonl", "--passages", data / "passages.jsonl", "--no-cache", run]
+    if name == "exam-nuggets assign":
+        from tests.backends.test_batch_chat import _assign_inputs
+
+        _assign_inputs(tmp_path)
+        return ["exam-nuggets", "assign", "--reports", tmp_path / "runs.jsonl", "--bank", tmp_path / "bank.jsonl",
+                "--topics", tmp_path / "topics.tsv", "--model", "m", "--no-cache"]
+    topics = tmp_path / "t.tsv"
+    topics.write_text("101\thow do honey bees make honey\n")
+    if name == "exam-genq generate":
+        return ["exam-genq", "generate", topics, "--model", "m", "--no-cache"]
+    return ["exam-genq", "nuggetize", topics, "--qrels", data / "qrels.txt", "--passages", data / "passages.jsonl",
+            "--model", "m", "--no-cache"]
+
+
+COMMANDS = ["exam-grade", "exam-nuggets assign", "exam-genq generate", "exam-genq nuggetize"]
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_file_that_is_not_this_runs_request_file_is_not_replaced(tmp_path, run_cli, name):
+    cmd = _command(name, tmp_path)
+    target = tmp_path / "bank.jsonl.keep"
+    target.write_bytes(HAND_MADE)
+    res = run_cli(*cmd, "--batch-out", target, "-o", tmp_path / "out.jsonl", env=ENV)
+    said = last_line_refusal(res, code=1)  # exam-grade's notices on its pool come first
+    assert said.endswith(f"--batch-out {target} exists and is not a request file of {name}: it is not replaced; "
+                         "remove it or give another file name"), said
+    assert target.read_bytes() == HAND_MADE and not (tmp_path / "out.jsonl").exists()
+    # the same command's own request file, written by an earlier round: replaced by this one
+    requests = tmp_path / "requests.jsonl"
+    first = run_cli(*cmd, "--batch-out", requests, "-o", tmp_path / "out.jsonl", env=ENV)
+    assert first.returncode == 0 and requests.stat().st_size > 0, first.stderr
+    mine = requests.read_bytes()
+    requests.write_bytes(mine.replace(b'"temperature"', b'"temperature" ', 1))  # to see it written anew
+    assert requests.read_bytes() != mine
+    again = run_cli(*cmd, "--batch-out", requests, "-o", tmp_path / "out.jsonl", env=ENV)
+    assert again.returncode == 0, again.stderr
+    assert requests.read_bytes() == mine
+    # another run's request file (another model): not replaced either
+    before = requests.read_bytes()
+    other = [("m2" if x == "m" else x) for x in cmd]
+    res = run_cli(*other, "--batch-out", requests, "-o", tmp_path / "out2.jsonl", env=ENV)
+    assert "holds the requests of another run (another command, model, prompt or options)" in \
+        last_line_refusal(res, code=1)
+    assert requests.read_bytes() == before
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_batch_out_never_names_the_output(tmp_path, run_cli, name):
+    same = tmp_path / "x.jsonl"
+    res = run_cli(*_command(name, tmp_path), "--batch-out", same, "-o", same, env=ENV)
+    assert " name the same file: " in one_line_refusal(res, code=1) and not same.exists()
+
+
+def test_batch_out_never_names_an_input(tmp_path, run_cli):
+    cmd = _command("exam-genq generate", tmp_path)
+    topics = cmd[2]
+    before = topics.read_bytes()
+    res = run_cli(*cmd, "--batch-out", topics, env=ENV)
+    assert "names a file the command reads" in one_line_refusal(res, code=1)
+    assert topics.read_bytes() == before
+
+
+def test_generate_rounds_end_in_the_bank_without_force(tmp_path, run_cli):
+    """Round 2 answers some queries and asks the others again: it writes no bank (it would
+    stop round 3: "bank.jsonl exists; pass --force"); the round that has every answer does."""
+    from tests.backends.test_batch_chat import _gen_respond, _rounds
+
+    topics = tmp_path / "t.tsv"
+    topics.write_text("".join(f"{q}\tquery about {q}\n" for q in ("q1", "q2", "q3", "q5", "q6")))
+    bank = tmp_path / "bank.jsonl"
+    seen = []
+
+    def run_round(*a):
+        res = run_cli("exam-genq", "generate", "--model", "m", "--no-cache", "--retries", "2", topics, "-o", bank,
+                      *a, env=ENV)
+        seen.append((res.returncode, bank.exists()))
+        return SimpleNamespace(returncode=res.returncode, stderr=res.stderr)
+
+    last, rounds, _ = _rounds(run_round, tmp_path, _gen_respond)
+    assert rounds >= 3 and all(code == 0 for code, _ in seen), last.stderr
+    assert [exists for _, exists in seen] == [False] * (len(seen) - 1) + [True]
+    items = [json.loads(x) for x in bank.read_text().splitlines()]
+    assert {i["query_id"] for i in items} == {"q1", "q2", "q3", "q5", "q6"}
