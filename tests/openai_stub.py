@@ -43,7 +43,8 @@ arrive; ``stub.answered`` lists the POST requests whose reply the stub has writt
 order; once the clients have ended, ``stub.drain()`` returns when every request they sent is
 in ``stub.requests`` (or ``stub.gets``), so that "no further request came" is a fact, not a
 guess after a sleep. ``stub.start(port)`` serves on a given port (a server back after a
-restart).
+restart), as does ``OpenAIStub(..., port=P)`` on entry: the same server again for the
+cache, which takes answers only from the server (address) that gave them.
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ class OpenAIStub:
     """Context manager: starts the server on an ephemeral port, stops it on exit."""
 
     def __init__(self, script: list | Callable[[StubRequest], Any], *, models: list[str] | Reply | None = None,
-                 serial: bool = False, service_time: float = 0.0):
+                 serial: bool = False, service_time: float = 0.0, port: int = 0):
         self._queue = list(script) if not callable(script) else None
         self._responder = script if callable(script) else None
         self._lock = threading.Lock()
@@ -192,11 +193,12 @@ class OpenAIStub:
         self.peak = 0  # the most requests computing or queued for it at once
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self.port = port  # where __enter__ serves (0: a free one): a server back on its address
 
     # -- lifecycle --------------------------------------------------------------------
 
     def __enter__(self) -> Self:
-        self.start()
+        self.start(self.port)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -216,6 +218,11 @@ class OpenAIStub:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+    @property
+    def port_in_use(self) -> int:
+        assert self._server is not None, "stub not started"
+        return self._server.server_address[1]
 
     @property
     def url(self) -> str:

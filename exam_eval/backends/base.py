@@ -93,6 +93,10 @@ class Backend(ABC):
         """Input tokens the model accepts (None: no limit the engine must respect)."""
         return None
 
+    #: the server the cache takes grades from for this back end ("" for a local model:
+    #: its files are part of cache_identity); see grading.cache.ServerCache
+    cache_server: str = ""
+
     def count_tokens(self, text: str) -> int:
         """Token count used for truncation and length-sorted batching.
 

@@ -44,8 +44,6 @@ MAX_BYTES = 200 * 1000 * 1000
 ID_PREFIX = "exam_eval:1:"
 #: the answer a request gets while its batch file is written: nothing to record
 #: (NOT_SENT, and NOT_ASKED_AGAIN below, live in grading.types, for the Asker to know them)
-#: where a back end that must name a server points in batch mode: nothing is ever sent
-NO_SERVER = "http://batch-file.invalid/v1"
 #: errors and missing answers named one by one before the count says the rest
 NAMED = 10
 

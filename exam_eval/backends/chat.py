@@ -93,10 +93,13 @@ class EndpointChat:
 
     def __init__(self, *, model: str | None = None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5, timeout: float = DEFAULT_TIMEOUT,
-                 max_tokens: int = NUGGETIZER_MAX_TOKENS, backend_options: dict | None = None, **_ignored: Any):
+                 max_tokens: int = NUGGETIZER_MAX_TOKENS, backend_options: dict | None = None,
+                 cache_any_server: bool | None = None, **_ignored: Any):
         from .endpoint import chat_extras, extras_identity
+        from .http_client import server_identity
 
         base_url = checked_endpoint(base_url, model)
+        self._server = server_identity(base_url, cache_any_server)
         self.model_id = model
         self.max_tokens = max_tokens
         options = dict(backend_options or {})
@@ -108,7 +111,7 @@ class EndpointChat:
 
     @property
     def cache_identity(self) -> str:
-        return f"chat:endpoint:{self.model_id}:max_tokens={self.max_tokens}" + self._identity
+        return f"chat:endpoint:{self.model_id}{self._server}:max_tokens={self.max_tokens}" + self._identity
 
     @property
     def usage(self):

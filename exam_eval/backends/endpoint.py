@@ -143,8 +143,12 @@ class EndpointBackend(PromptBackend):
                  timeout: float | str | None = None, max_retries: int | str | None = None,
                  api: str | None = None, logprobs: bool | str | None = None, top_logprobs: int | str | None = None,
                  backoff: float | str | None = None, down_after: float | str | None = None,
-                 reasoning_effort: str | None = None, chat_template_kwargs: str | dict | None = None):
+                 reasoning_effort: str | None = None, chat_template_kwargs: str | dict | None = None,
+                 cache_any_server: bool | None = None):
+        from .http_client import server_identity
+
         self.base_url = checked_endpoint(base_url, model)
+        self._server = server_identity(self.base_url, cache_any_server)
         self.model_id = model
         self.api_key_env = api_key_env or "OPENAI_API_KEY"
         # a vLLM-class server batches what is in flight: 64 keeps one GPU busy (man
@@ -173,13 +177,20 @@ class EndpointBackend(PromptBackend):
     @property
     def cache_identity(self) -> str:
         # the API, and what changes an answer: the window the prompt is cut to, the tokens
-        # it may take, whether scoring reads logprobs (and among how many alternatives);
-        # not the server's address (a server moved to another port keeps its grades)
+        # it may take, whether scoring reads logprobs (and among how many alternatives).
+        # Not the server: the output's settings are the grader's, and --shard's split must
+        # not move with the host; the cache keys the server apart (cache_server)
         opts = (f":max_in={self._window}" if self._window is not None else "") + \
                (f":max_new={self.max_new_tokens}" if self.max_new_tokens != 64 else "") + \
                ("" if self.logprobs else ":logprobs=false") + \
                (f":top_logprobs={self.top_logprobs}" if self.top_logprobs != 20 else "")
         return super().cache_identity + f":{self.api}" + opts + extras_identity(self.extras)
+
+    @property
+    def cache_server(self) -> str:
+        """The server whose grades the cache may give this back end (another may serve other
+        weights under the model's name); "" with --cache-any-server and for batch files."""
+        return self._server
 
     @property
     def context_window(self) -> int | None:

@@ -71,6 +71,7 @@ import statistics
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -100,6 +101,8 @@ _UNREACHABLE = (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno
 _REFUSALS = {401: "check the API key in ${env}", 403: "check the API key in ${env} and its access to the model",
              404: "check --base-url (it usually ends in /v1) and --model"}
 MAX_TIMEOUT = 86400.0
+#: where a back end that must name a server points in batch mode: nothing is ever sent
+NO_SERVER = "http://batch-file.invalid/v1"
 #: the OpenAI SDK's: a long generation on a busy server takes minutes, and a timeout
 #: throws away work the server goes on doing
 DEFAULT_TIMEOUT = 600.0
@@ -156,6 +159,19 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 
 
 _OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def server_identity(base_url: str | None, any_server: bool | None = False) -> str:
+    """The server's part of a cache identity (``@http://host:8000/v1``): a grade or answer
+    is reused only from the server that gave it, since two servers may serve different
+    weights under one model name ("m", "default"), unless the user shares them across
+    hosts of one model (``any_server``: --cache-any-server). A batch file has no server."""
+    if any_server or not base_url or base_url == NO_SERVER:
+        return ""
+    parts = urllib.parse.urlsplit(base_url.strip())
+    scheme = parts.scheme.lower()
+    port = parts.port or {"http": 80, "https": 443}.get(scheme)
+    return f"@{scheme}://{(parts.hostname or '').lower()}:{port}{parts.path.rstrip('/')}"
 
 
 @dataclass

@@ -39,7 +39,7 @@ def check_batch(backend: str, batch_out: str | None, batch_in: tuple, base_url: 
     if backend != "endpoint":
         raise UsageError(f"{flag} takes the requests of the endpoint back end: give --backend endpoint and --model "
                          "(the name the batch service serves)")
-    from ..backends.batch_files import NO_SERVER
+    from ..backends.http_client import NO_SERVER
 
     return base_url or NO_SERVER
 

@@ -35,6 +35,10 @@ def chat_options(f):
                           "answer does not parse; the nuggetizer's own bound is 500."),
         click.option("--max-tokens", type=click.IntRange(1), default=2048, show_default=True,
                      help="Tokens the model may write per answer (the nuggetizer's 2048)."),
+        click.option("--cache-any-server", "cache_any_server", is_flag=True, default=None,
+                     help="endpoint: reuse cached grades and answers of this model from any server (base URL), as for several "
+                          "hosts serving the same weights; by default only the server that gave them (another may serve other "
+                          "weights under the same model name)."),
         click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE",
                      help="hf-causal: further back-end option (repeatable), as in exam-grade; endpoint: "
                           "reasoning_effort=low, chat_template_kwargs='{\"enable_thinking\": false}' (sent as they are)."),
@@ -52,11 +56,11 @@ def cache_options(f):
 
 
 #: the chat flags a chat model's class may take (by its keyword of the same name)
-CHAT_KEYWORDS = ("base_url", "api_key_env", "concurrency", "max_retries", "timeout", "max_tokens")
+CHAT_KEYWORDS = ("base_url", "api_key_env", "concurrency", "max_retries", "timeout", "max_tokens", "cache_any_server")
 
 
 def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens, backend_options,
-              script=None):
+              script=None, cache_any_server=None):
     """The chat model of the flags; checks them, loads nothing."""
     from ..backends.chat import get_chat_model
     from ..backends.factory import split_backend_options
@@ -71,7 +75,8 @@ def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, t
         refuse_untaken(click.get_current_context(silent=True), backend, CHAT_MODELS[backend], CHAT_KEYWORDS)
     return get_chat_model(backend, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                           max_retries=max_retries, timeout=timeout, max_tokens=max_tokens,
-                          backend_options=split_backend_options(backend_options), script=script)
+                          backend_options=split_backend_options(backend_options), script=script,
+                          **({"cache_any_server": True} if cache_any_server else {}))
 
 
 def usage_note(model) -> str | None:

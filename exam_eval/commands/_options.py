@@ -33,6 +33,10 @@ BACKEND_OPTIONS = [
     click.option("--base-url", default=None, metavar="URL", help="endpoint: OpenAI-compatible base URL (…/v1)."),
     click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY]."),
     click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight at most; the window adapts to the server [64; see man exam-nuggets, THROUGHPUT]."),
+    click.option("--cache-any-server", "cache_any_server", is_flag=True, default=None,
+                 help="endpoint: reuse cached grades and answers of this model from any server (base URL), as for several "
+                      "hosts serving the same weights; by default only the server that gave them (another may serve other "
+                      "weights under the same model name)."),
     click.option("--min-label-mass", type=click.FloatRange(min=0, max=1), default=None, metavar="M",
                  help="Scored prompts: a grade is read from the labels' probabilities only where the judge put at least "
                       "M of its first token's probability on them and its most probable token is a label; elsewhere "
@@ -76,6 +80,7 @@ class JudgeFlags:
     base_url: str | None
     api_key_env: str | None
     concurrency: int | None
+    cache_any_server: bool | None
     min_label_mass: float | None
 
     def settings(self) -> dict:

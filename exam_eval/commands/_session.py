@@ -173,7 +173,7 @@ def check_batch_flags(backend: str, batch_out: str | None, batch_in: tuple, dry_
     if verify == "llm":
         raise click.UsageError(f"{flag}: --verify llm asks a second call after each answer; grade its extraction "
                                "with --verify lexical, or through a server")
-    from ..backends.batch_files import NO_SERVER
+    from ..backends.http_client import NO_SERVER
 
     options["base_url"] = options.get("base_url") or NO_SERVER
 

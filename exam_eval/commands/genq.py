@@ -28,7 +28,7 @@ def _log(msg: str) -> None:
 
 #: generate's flags that only some generators take (each the keyword of the same name)
 GENERATOR_KEYWORDS = ("base_url", "api_key_env", "concurrency", "max_retries", "timeout", "max_tokens", "temperature",
-                      "device", "dtype", "batch_size", "script", "backend_options")
+                      "device", "dtype", "batch_size", "script", "backend_options", "cache_any_server")
 
 
 def _check_output(output: str | None, force: bool) -> None:
@@ -98,6 +98,9 @@ def cli():
               help="HTTP retries per call on 429, 5xx, timeouts, connection errors, malformed bodies.")
 @click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=600.0, show_default=True,
               help="Seconds per HTTP request.")
+@click.option("--cache-any-server", "cache_any_server", is_flag=True, default=None,
+              help="endpoint: reuse cached answers of this model from any server (base URL), as for several hosts "
+                   "serving the same weights; by default only the server that gave them.")
 @click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
               help="Ask again this many times when an answer holds no parseable list (at temperature 0.2, "
                    "as the nuggetizer re-asks, or --temperature where higher).")
@@ -119,8 +122,8 @@ def cli():
 @click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
 @click.option("--dry-run", is_flag=True, help="Print the prompts, the number of calls and input tokens; call nothing.")
 def generate(topics, kind, style, family, n, max_items, backend, model, base_url, api_key_env, concurrency,
-             max_retries, timeout, retries, max_tokens, temperature, device, dtype, batch_size, backend_options, script,
-             merge_with, cache_path, no_cache, batch_out, batch_in, output, force, dry_run):
+             max_retries, timeout, cache_any_server, retries, max_tokens, temperature, device, dtype, batch_size,
+             backend_options, script, merge_with, cache_path, no_cache, batch_out, batch_in, output, force, dry_run):
     """Generate a question or nugget bank for TOPICS (file or ir_datasets ID).
 
     TOPICS: qid<TAB>text TSV, JSONL {"query_id","text","subtopics"?}, a TREC topic file,
@@ -179,7 +182,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     gen = get_generator(backend, model=model, base_url=base_url, api_key_env=api_key_env,
                         concurrency=concurrency, max_retries=max_retries, timeout=timeout,
                         max_tokens=max_tokens, temperature=temperature, script=script, device=device,
-                        dtype=dtype, batch_size=batch_size, backend_options=extra)
+                        dtype=dtype, batch_size=batch_size, backend_options=extra, cache_any_server=cache_any_server)
     replay = attach(gen, "exam-genq generate", batch_out, batch_in, identity=f"{gen.cache_identity}:{prompt.identity}",
                     reask_temperature=max(temperature, RETRY_TEMPERATURE))
     what = "facets" if style == "car" else "queries"
@@ -306,7 +309,7 @@ Exit status: 0 ok, 1 usage error, 2 bad input, 3 some topics failed (the bank ho
 @click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
 def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, max_nuggets, backend, model,
               base_url, api_key_env, script, concurrency, max_retries, timeout, retries, max_tokens,
-              backend_options, cache_path, no_cache, batch_out, batch_in, output, force):
+              cache_any_server, backend_options, cache_path, no_cache, batch_out, batch_in, output, force):
     """Create a nugget bank from documents, with vital/okay importance (AutoNuggetizer).
 
     The nuggetizer's creator reads each topic's documents in windows and updates a
@@ -331,7 +334,7 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     _check_output(output, force)
     base_url = check_batch(backend, batch_out, batch_in, base_url)
     chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
-                     backend_options, script)  # its flags are checked before any input is read
+                     backend_options, script, cache_any_server)  # its flags: checked before any input is read
     replay = attach(chat, "exam-genq nuggetize", batch_out, batch_in,
                     identity=f"{chat.cache_identity}:{CREATOR_HASH}:{SCORER_HASH}")
     queries = read_requests(topics)

@@ -378,8 +378,8 @@ Interrupted? Run the same command again: answers already given come from the cac
 @batch_options
 @output_option
 def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assignments, backend, model, base_url,
-               api_key_env, script, concurrency, max_retries, timeout, retries, max_tokens, backend_options,
-               cache_path, no_cache, batch_out, batch_in, output):
+               api_key_env, script, concurrency, max_retries, timeout, retries, max_tokens, cache_any_server,
+               backend_options, cache_path, no_cache, batch_out, batch_in, output):
     """Assign the bank's nuggets to each whole report, as the AutoNuggetizer does.
 
     One call per report and window of --window nuggets, with the nuggetizer's prompt,
@@ -396,7 +396,7 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
 
     base_url = check_batch(backend, batch_out, batch_in, base_url)
     chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
-                     backend_options, script)  # its flags are checked before any input is read
+                     backend_options, script, cache_any_server)  # its flags: checked before any input is read
     replay = attach(chat, "exam-nuggets assign", batch_out, batch_in,
                     identity=f"{chat.cache_identity}:{prompt_hash(int(n_grades))}")
     rs = _reports(reports, track_spec)

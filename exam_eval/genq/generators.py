@@ -45,12 +45,15 @@ class EndpointGenerator:
     def __init__(self, *, name: str = "endpoint", model: str | None = None, base_url: str = "",
                  api_key_env: str = "OPENAI_API_KEY", concurrency: int = 8, max_retries: int = 5,
                  timeout: float | None = None, max_tokens: int = 1024, temperature: float = 0.0,
-                 progress: bool = True, backend_options: dict | None = None, **_ignored: Any):
+                 progress: bool = True, backend_options: dict | None = None, cache_any_server: bool | None = None,
+                 **_ignored: Any):
         if not model:
             raise UsageError("--model is required for the endpoint back end")
         from ..backends.endpoint import DEFAULT_TIMEOUT, chat_extras, checked_endpoint, extras_identity
+        from ..backends.http_client import server_identity
 
         base_url = checked_endpoint(base_url, model)
+        self._server = server_identity(base_url, cache_any_server)
         options = dict(backend_options or {})
         self.extras = chat_extras(options)
         self.client = OpenAIClient(base_url, model, api_key_env=api_key_env, concurrency=concurrency,
@@ -64,10 +67,10 @@ class EndpointGenerator:
 
     @property
     def cache_identity(self) -> str:
-        """What an answer depends on besides its prompt (the base URL is not part of it, as
-        with exam-grade's endpoint: a server moved to another port keeps its answers)."""
-        return f"genq-endpoint:{self.model}:max_tokens={self.max_tokens}:temperature={self.temperature!r}" + \
-            self._identity
+        """What an answer depends on besides its prompt: the server too, as with exam-grade's
+        endpoint (another may serve other weights under the model's name)."""
+        return f"genq-endpoint:{self.model}{self._server}:max_tokens={self.max_tokens}:" \
+            f"temperature={self.temperature!r}" + self._identity
 
     @property
     def usage(self):

@@ -178,6 +178,46 @@ class NullCache:
         self.close()
 
 
+class ServerCache:
+    """A cache seen from one server: grades are taken from it and put into it under keys
+    that name the server too, so that two servers serving other weights under one model
+    name never share (an OpenAI-compatible server's name says nothing of its weights). The
+    unit keys themselves stay the grader's (--shard splits by them, on any host)."""
+
+    def __init__(self, inner, server: str):
+        self.inner, self.server = inner, server
+
+    def _key(self, key: str) -> str:
+        return hashlib.sha256(f"{key}\x00{self.server}".encode("utf-8")).hexdigest()
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, GradeResult]:
+        mine = {self._key(k): k for k in keys}
+        return {mine[k]: v for k, v in self.inner.get_many(mine).items()}
+
+    def put_many(self, rows, backend: str, prompt_hash: str, *, stop=None) -> None:
+        self.inner.put_many(((self._key(k), r) for k, r in rows), backend + self.server, prompt_hash, stop=stop)
+
+    def record_throughput(self, backend: str, pairs: int, seconds: float) -> None:
+        self.inner.record_throughput(backend + self.server, pairs, seconds)
+
+    def throughput(self, backend: str) -> float | None:
+        return self.inner.throughput(backend + self.server)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def server_scoped(cache, server: str):
+    """``cache`` as ``server`` sees it (itself where there is no server to name)."""
+    return ServerCache(cache, server) if server and type(cache) is not NullCache else cache
+
+
 class GradeCache(NullCache):
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)

@@ -26,7 +26,7 @@ from typing import Callable
 
 from ..errors import InputError
 from . import engine
-from .cache import CacheError, GradeCache, NullCache, known_identities
+from .cache import CacheError, GradeCache, NullCache, known_identities, server_scoped
 from .fitting import DeviceMemoryError
 from .output import GradesAppender, OutputLock, existing_keys, repair
 
@@ -158,7 +158,7 @@ class GradingSession:
     def _open_cache(self):
         if self.cache_path is None or (self.dry_run and not os.path.exists(self.cache_path)):
             return NullCache()
-        return GradeCache(self.cache_path)
+        return server_scoped(GradeCache(self.cache_path), getattr(self.grader, "cache_server", ""))
 
     def plan(self, units: dict[str, engine.Unit], npairs: int) -> engine.Plan:
         """What the output and the cache already hold, and what is left to grade.

@@ -118,13 +118,14 @@ def test_exam_nuggets_assign_names_its_window(tmp_path, run_cli):
         res = run_cli(*cmd, "--base-url", stub.url, env={"EXAM_EVAL_PROGRESS": "0"})
         stub.drain()
         assert len(stub.requests) == 2
+        port = stub.port_in_use
     assert res.returncode == 3
     line = _one_line(res.stderr)
     assert line.startswith("exam-nuggets: 2 windows have no answer; their nuggets are not written: " + SIZES), line
     assert "run again with a smaller --window (nuggets per call; now 10)" in line
     assert "the answers received are cached" in line
-    # the answered window is in the cache: the rerun asks the two others only
-    with OpenAIStub(Answers(labels, fit=100)) as stub:
+    # the answered window is in the cache: the rerun (the server restarted with a longer context) asks the others
+    with OpenAIStub(Answers(labels, fit=100), port=port) as stub:
         res = run_cli(*cmd, "--base-url", stub.url, env={"EXAM_EVAL_PROGRESS": "0"})
         stub.drain()
         assert len(stub.requests) == 2

@@ -324,11 +324,12 @@ def test_an_interrupt_keeps_the_answers_that_came(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), **ENV)
     with OpenAIStub(answer) as stub:
         code, err = interrupt_when_asked(argv(stub.url), env, stub, 4)  # the three answers read, q3 hanging
+        port = stub.port_in_use
     assert code == 130, err
     assert err.splitlines()[-1] == ("exam-genq: interrupted; the answers that came are cached: run the same "
                                     "command again to go on") and "Traceback" not in err, err
     assert not out.exists()
-    with OpenAIStub(lambda req: answer(req, hang=False)) as stub:
+    with OpenAIStub(lambda req: answer(req, hang=False), port=port) as stub:  # the same server, restarted
         done = subprocess.run(argv(stub.url), capture_output=True, text=True, env=env, timeout=120)
         asked = [re.search(r"query about (q\d)", req.prompt_text).group(1) for req in stub.requests]
     assert done.returncode == 0, done.stderr

@@ -89,14 +89,14 @@ def test_rerun_comes_from_the_cache_and_more_documents_cost_only_the_new_windows
     with CountingModel() as model:
         first = _ours(model.url, docs, tmp_path / "c.sqlite")
         assert model.calls == 2 + 2
-    with CountingModel() as model:
+    with CountingModel(port=model.port) as model:  # the same server again: the cache answers for it
         again = _ours(model.url, docs, tmp_path / "c.sqlite")
         assert model.calls == 0
     assert [i.to_json() for i in again.bank()] == [i.to_json() for i in first.bank()]
     # 3 more documents: the second creation window changes (docs 10-14), and of the two
     # scoring windows only the second (nuggets 10-14); the first ten nuggets are unchanged
     docs["q1"] += _docs("q1x", 3)
-    with CountingModel() as model:
+    with CountingModel(port=model.port) as model:
         _ours(model.url, docs, tmp_path / "c.sqlite")
         assert model.calls == 1 + 1
 

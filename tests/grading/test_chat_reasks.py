@@ -122,11 +122,12 @@ def test_a_list_of_non_labels_is_not_cached_and_a_rerun_asks_again(tmp_path, run
         # each of ECHO's two windows: the first ask at 0, one re-ask at 0.2
         assert len(stub.requests) == 2 + 4 and len(echo) == 4
         assert sorted(r.json["temperature"] for r in echo) == [0, 0, 0.2, 0.2]
+        port = stub.port_in_use
     grades = [json.loads(x) for x in (tmp_path / "g.jsonl").read_text().splitlines()]
     echoed = [g for g in grades if g["doc_id"].startswith("run1/")]
     assert len(echoed) == 12 and not any(g["parse_ok"] for g in echoed)
     assert "12 (report, nugget) pairs have no label after the re-asks" in res.stderr
-    with OpenAIStub(responder) as stub:  # the rerun asks ECHO's windows again, run0's come from the cache
+    with OpenAIStub(responder, port=port) as stub:  # the rerun asks ECHO's windows again, run0's from the cache
         res = _assign(run_cli, tmp_path, stub.url, "--cache", cache, "-o", tmp_path / "g2.jsonl")
         assert res.returncode == 0, res.stderr
         assert len(stub.requests) == 4 and all("ECHO" in _messages(r)[1] for r in stub.requests)

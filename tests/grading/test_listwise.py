@@ -135,7 +135,7 @@ def test_unparsed_after_retries_is_recorded_not_cached(tmp_path):
     assert stats.unparsed == 2
 
     # rerun: the parsed windows come from the cache, the unparsed ones are asked again
-    with CountingModel() as model:
+    with CountingModel(port=model.port) as model:
         lines2, _, stats2 = _exam_eval(model.url, reports, bank, 3, tmp_path, retries=2)
         assert model.calls == 2 * 3
     assert stats2.from_cache == 2 and [g.to_json() for g in lines2] == [g.to_json() for g in lines]
@@ -149,7 +149,7 @@ def test_bank_edit_regrades_only_changed_windows(tmp_path):
         assert model.calls == 4 * 3
     edited = list(nuggets)
     edited[13] = ("booster doses strengthen protection", "vital")  # window 2 of 3
-    with CountingModel() as model:
+    with CountingModel(port=model.port) as model:
         lines, _, stats = _exam_eval(model.url, reports, _bank(edited), 3, tmp_path)
         assert model.calls == 4  # one window per report
     assert stats.from_cache == 8
