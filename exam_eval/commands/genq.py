@@ -222,9 +222,8 @@ def _say_failures(failures, what: str, output: str | None, gen, max_tokens: int,
     if too_long:  # one cause for all: one line
         _log(f"{len(failures)} {what} failed and have no items: {too_long}")
         return
-    _log(f"{len(failures)} {what} failed and have no items:")
-    for f in failures:
-        _log(f"  {f.unit.label}: {f.reason} (after {f.attempts} {'call' if f.attempts == 1 else 'calls'})")
+    _say_grouped(f"{len(failures)} {what} failed and have no items", what, [
+        (f.unit.label, f.reason, f" (after {f.attempts} {'call' if f.attempts == 1 else 'calls'})") for f in failures])
     if output not in (None, "-") and os.path.exists(output):
         _log(f"to ask again for these only: exam-genq ... --merge-with {output} -o {output} --force")
 
@@ -393,10 +392,37 @@ def _say_failed_topics(failed, bank, chat, window: int, max_tokens: int, no_cach
 
     too_long = too_long_line(chat, f"a smaller --window (documents per call; now {window})", "--max-tokens",
                              max_tokens, kept_after_too_long(no_cache))
-    _log(f"{len(failed)} topics failed and have no nuggets" + ("" if bank else " (nothing written)")
-         + (f": {too_long}" if too_long else ":"))
-    for t in ([] if too_long else failed):  # one cause for all: one line
-        _log(f"  {t.query_id}: {t.failed}")
+    head = f"{len(failed)} topics failed and have no nuggets" + ("" if bank else " (nothing written)")
+    if too_long:  # one cause for all: one line
+        _log(f"{head}: {too_long}")
+    else:
+        _say_grouped(head, "topics", [(t.query_id, t.failed, "") for t in failed])
+
+
+#: the ids a grouped failure line names before "and N more"
+NAMED_IDS = 10
+
+
+def _say_grouped(head: str, what: str, failed: list[tuple[str, str, str]]) -> None:
+    """Failures grouped by their reason: one line where one cause failed them all (a server
+    that is down, a refusal), else a line per reason, naming its ids (a line for each unit
+    where its reason is its own, with ``note``)."""
+    by: dict[str, list[tuple[str, str]]] = {}
+    for label, reason, note in failed:
+        by.setdefault(reason, []).append((label, note))
+
+    def ids(units):
+        shown = ", ".join(label for label, _ in units[:NAMED_IDS])
+        return shown + (f" and {len(units) - NAMED_IDS} more" if len(units) > NAMED_IDS else "")
+
+    if len(by) == 1 and len(failed) > 1:
+        ((reason, units),) = by.items()
+        _log(f"{head}: {reason} ({what}: {ids(units)})")
+        return
+    _log(f"{head}:")
+    for reason, units in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        _log(f"  {units[0][0]}: {reason}{units[0][1]}" if len(units) == 1 else
+             f"  {len(units)} {what} ({ids(units)}): {reason}")
 
 
 # --merge-with BANK -o BANK --force: the bank is read whole, then the new one is written

@@ -109,3 +109,22 @@ def test_generate_rounds_end_in_the_bank_without_force(tmp_path, run_cli):
     assert [exists for _, exists in seen] == [False] * (len(seen) - 1) + [True]
     items = [json.loads(x) for x in bank.read_text().splitlines()]
     assert {i["query_id"] for i in items} == {"q1", "q2", "q3", "q5", "q6"}
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_an_unreachable_server_is_one_line_with_a_count(tmp_path, run_cli, name):
+    """One cause, one line, in every command that talks to a server (exam-genq named it
+    once per topic); the line says how many it failed."""
+    import re
+
+    cmd = _command(name, tmp_path)
+    if name.startswith("exam-genq"):  # three topics, so that one line stands for several
+        topics = cmd[2]
+        topics.write_text("101\thow do honey bees make honey\n102\tcauses of the french revolution\n"
+                          "103\twhat is photosynthesis\n")
+    res = run_cli(*cmd, "--base-url", "http://127.0.0.1:9/v1", "-o", tmp_path / "out.jsonl", env=ENV)
+    assert res.returncode == 3, res.stderr
+    said = [line for line in res.stderr.splitlines() if "cannot connect to http://127.0.0.1:9/v1" in line]
+    assert len(said) == 1, res.stderr
+    count = re.search(r"\((\d+)x\): |: (\d+) (?:queries|topics) failed", said[0].split("cannot connect")[0] + ": ")
+    assert count and int(count.group(1) or count.group(2)) >= (3 if name.startswith("exam-genq") else 2), said
