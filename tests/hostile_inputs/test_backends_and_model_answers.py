@@ -446,11 +446,12 @@ def test_sigterm_stops_assign_as_ctrl_c_does_and_keeps_the_answers_that_came(tmp
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]), EXAM_EVAL_PROGRESS="0")
     with OpenAIStub(five_then_hang) as stub:
         code, err = interrupt_when_asked(argv(stub.url), env, stub, 8)
+        port = stub.port_in_use
     assert code == 130, err
     assert err.splitlines()[-1] == ("exam-nuggets: interrupted; the answers that came are cached: run the same "
                                     "command again to go on") and "Traceback" not in err, err
     assert not out.exists()
-    with OpenAIStub(lambda r: five) as stub:
+    with OpenAIStub(lambda r: five, port=port) as stub:  # the same server, restarted: the cache answers for it
         done = subprocess.run(argv(stub.url), capture_output=True, text=True, env=env, timeout=120)
         asked = len(stub.requests)
     assert done.returncode == 0, done.stderr
