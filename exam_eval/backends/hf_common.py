@@ -175,15 +175,36 @@ def kv_bytes_per_token(model) -> int:
     return 2 * layers * heads * head_dim * model.dtype.itemsize
 
 
+#: below this log-normaliser the unshifted sum of exponentials has lost precision in
+#: float32 (its largest terms are subnormal, from e^-87): such a row is summed shifted
+_LOW_LOG_Z = -80.0
+
+
 def label_columns(torch, logits, index):
     """One scoring step's [batch, labels + 2] answer: the labels' probabilities normalised
     over the labels (computed from their logits directly, which cannot underflow to all
     zeros when the model puts its mass elsewhere), then the labels' share of the whole
-    distribution (the label mass) and 1.0 where the most probable token is a label."""
+    distribution (the label mass) and 1.0 where the most probable token is a label.
+
+    The vocabulary is read twice, not five times, on the logits' own device: its peak
+    (``amax``, not ``max``, which also finds where: nine times slower on a CPU) and, for the
+    mass, its log-normaliser. On a GPU that is ``logsumexp``, which waits for nothing, so
+    the engine queues the next batch meanwhile. On a CPU (no device to wait for) the
+    exponentials are summed unshifted, a pass less, and the rare row where that overflows
+    (a logit past e^88) or loses precision (every logit below about -80) is summed again
+    shifted by its peak (``logsumexp``)."""
     label_logits = logits[:, index]
     shares = torch.softmax(label_logits, dim=-1)
-    mass = torch.exp(torch.logsumexp(label_logits, dim=-1) - torch.logsumexp(logits, dim=-1))
-    top = (label_logits.max(dim=-1).values >= logits.max(dim=-1).values).to(shares.dtype)
+    peak = logits.amax(dim=-1)
+    if logits.device.type == "cpu":
+        log_z = torch.log(torch.exp(logits).sum(dim=-1))
+        off = ~(log_z > _LOW_LOG_Z) | torch.isinf(log_z)
+        if bool(off.any()):
+            log_z[off] = torch.logsumexp(logits[off], dim=-1)
+    else:
+        log_z = torch.logsumexp(logits, dim=-1)
+    mass = torch.exp(torch.logsumexp(label_logits, dim=-1) - log_z)
+    top = (label_logits.amax(dim=-1) >= peak).to(shares.dtype)
     return torch.cat([shares, mass[:, None], top[:, None]], dim=1)
 
 
