@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import os
 from typing import Sequence
 
@@ -194,18 +195,18 @@ def label_columns(torch, logits, index):
     (a logit past e^88) or loses precision (every logit below about -80) is summed again
     shifted by its peak (``logsumexp``)."""
     label_logits = logits[:, index]
-    shares = torch.softmax(label_logits, dim=-1)
-    peak = logits.amax(dim=-1)
+    label_lse = torch.logsumexp(label_logits, dim=-1, keepdim=True)
+    peak = logits.amax(dim=-1, keepdim=True)
     if logits.device.type == "cpu":
-        log_z = torch.log(torch.exp(logits).sum(dim=-1))
-        off = ~(log_z > _LOW_LOG_Z) | torch.isinf(log_z)
-        if bool(off.any()):
-            log_z[off] = torch.logsumexp(logits[off], dim=-1)
+        log_z = torch.exp(logits).sum(dim=-1, keepdim=True).log_()
+        # a handful of numbers (the batch's), read as Python floats: cheaper than tensor ops
+        off = [i for i, v in enumerate(log_z.view(-1).tolist()) if not _LOW_LOG_Z < v < math.inf]
+        if off:
+            log_z[off] = torch.logsumexp(logits[off], dim=-1, keepdim=True)
     else:
-        log_z = torch.logsumexp(logits, dim=-1)
-    mass = torch.exp(torch.logsumexp(label_logits, dim=-1) - log_z)
-    top = (label_logits.amax(dim=-1) >= peak).to(shares.dtype)
-    return torch.cat([shares, mass[:, None], top[:, None]], dim=1)
+        log_z = torch.logsumexp(logits, dim=-1, keepdim=True)
+    return torch.cat([(label_logits - label_lse).exp_(), (label_lse - log_z).exp_(),
+                      (label_logits.amax(dim=-1, keepdim=True) >= peak).to(logits.dtype)], dim=1)
 
 
 def weights_row(labels: Sequence[str], row: Sequence[float]):
