@@ -34,14 +34,13 @@ from typing import Sequence
 from ..errors import UsageError
 from ..grading.types import InterruptedBatch
 from .base import flag_option, label_mass_fallback, scored_result, PromptBackend
+# seconds a request may take: defined once, beside the client that waits (re-exported here
+# for the commands' flag blocks)
+from .http_client import DEFAULT_TIMEOUT  # noqa: F401
 from ..grading.types import FAILED, GradeRequest, GradeResult
 
 
 DEFAULT_CONCURRENCY = 64
-#: seconds a request may take (the openai client's default): a server that serves one
-#: request at a time answers the last of a full window late, and a timed-out request may
-#: still be computed there
-DEFAULT_TIMEOUT = 600.0
 
 
 def json_object_option(name: str, value) -> dict | None:

@@ -103,8 +103,9 @@ _REFUSALS = {401: "check the API key in ${env}", 403: "check the API key in ${en
 MAX_TIMEOUT = 86400.0
 #: where a back end that must name a server points in batch mode: nothing is ever sent
 NO_SERVER = "http://batch-file.invalid/v1"
-#: the OpenAI SDK's: a long generation on a busy server takes minutes, and a timeout
-#: throws away work the server goes on doing
+#: seconds a request may take, the OpenAI SDK's: a long generation on a busy server takes
+#: minutes, a server that serves one request at a time answers the last of a full window
+#: late, and a timeout throws away work the server goes on doing
 DEFAULT_TIMEOUT = 600.0
 #: a retry after a timeout gets twice the time of the try before, up to this many times
 #: ``timeout``: once its abandoned copy is out of the way it needs no more than the first

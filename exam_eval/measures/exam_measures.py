@@ -2,7 +2,7 @@
 computed and how a run's topics are aggregated. ``exam-nuggets score``, ``exam-cover``
 and :mod:`exam_eval.api` read their names and help from here; adding a measure is a row
 here and its per-topic function (trec_eval's measures have their own registry,
-:mod:`exam_eval.measures.registry`)."""
+:mod:`exam_eval.trec_eval.registry`)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,6 @@ TABLE: tuple[ExamMeasure, ...] = (
     ExamMeasure("support_recall", "support", "mean over the sentences of their best citation's support",
                 _SUPPORT, _MEAN),
 )
-BY_NAME = {m.name: m for m in TABLE}
 
 
 def names(*families: str) -> tuple[str, ...]:
