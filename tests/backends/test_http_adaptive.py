@@ -19,7 +19,8 @@ import pytest
 from openai_stub import OpenAIStub, Reply
 
 from exam_eval.backends import http_client as hc
-from exam_eval.backends.http_client import ChatResult, OpenAIClient, TokenUsage, _Window
+from exam_eval.backends.adaptive_window import START_WINDOW, Window
+from exam_eval.backends.http_client import ChatResult, OpenAIClient, TokenUsage
 from exam_eval.backends.http_replies import model_ids, model_name, reasoning_text, usage_counts
 
 pytestmark = pytest.mark.timeout(60)
@@ -49,7 +50,7 @@ def test_a_serial_server_computes_each_prompt_once_with_the_defaults():
         results = OpenAIClient(stub.url, "m", concurrency=64).chat(conversations(40))
     assert [r.text for r in results] == [f"echo prompt {i}" for i in range(40)]
     assert len(stub.requests) == 40 and sorted(Counter(stub.computed).values()) == [1] * 40
-    assert stub.peak <= hc.START_WINDOW  # the queue never grew past the first window
+    assert stub.peak <= START_WINDOW  # the queue never grew past the first window
 
 
 def test_a_timeout_shorter_than_a_full_queue_sends_nothing_twice():
@@ -72,7 +73,7 @@ def test_timeouts_of_a_first_window_too_wide_are_retried_once_the_queue_drained(
         results = OpenAIClient(stub.url, "m", concurrency=64, timeout=1.0, backoff=0.01).chat(conversations(20))
     assert [r.text for r in results] == [f"echo prompt {i}" for i in range(20)]
     assert max(Counter(stub.computed).values()) <= 2
-    assert 1 <= duplicates(stub) <= hc.START_WINDOW
+    assert 1 <= duplicates(stub) <= START_WINDOW
     assert max(r.attempts for r in results) == 2
 
 
@@ -112,7 +113,7 @@ def test_a_429_halves_the_window():
     with OpenAIStub(lambda r: Reply(429, retry_after=0) if r.prompt_text == "prompt 0" else "x") as stub:
         client = OpenAIClient(stub.url, "m", concurrency=8, max_retries=1, backoff=0.01)
         client.chat(conversations(4))
-    assert client._window.limit < hc.START_WINDOW
+    assert client._window.limit < START_WINDOW
 
 
 # -- the window, on a fake clock ------------------------------------------------------
@@ -129,7 +130,7 @@ class Clock:
         return self.now
 
 
-def fill(window: _Window) -> list:
+def fill(window: Window) -> list:
     slots = []
     while (slot := window.try_enter()) is not None:
         slots.append(slot)
@@ -138,7 +139,7 @@ def fill(window: _Window) -> list:
 
 def test_window_doubles_each_round_while_latency_stays_flat():
     clock = Clock()
-    w = _Window(64, clock)
+    w = Window(64, clock)
     seen = []
     for _ in range(6):
         seen.append(w.allowed)
@@ -151,7 +152,7 @@ def test_window_doubles_each_round_while_latency_stays_flat():
 
 def test_window_halves_when_latency_quadruples_and_holds_at_twice():
     clock = Clock()
-    w = _Window(64, clock)
+    w = Window(64, clock)
     for latency, expect in [(0.125, 8), (0.125, 16), (0.125, 32), (0.5, 16), (0.25, 16), (1.0, 8)]:
         slots = fill(w)
         clock.now += latency
@@ -160,7 +161,7 @@ def test_window_halves_when_latency_quadruples_and_holds_at_twice():
         assert w.allowed == expect, (latency, w.allowed)
 
 
-def serial_server(window: _Window, clock: Clock, n: int, service: float, timeout: float = 1e9):
+def serial_server(window: Window, clock: Clock, n: int, service: float, timeout: float = 1e9):
     """``n`` requests, sent as the window lets them, to a server computing one at a time;
     (the window's history, the longest latency, the timeouts)."""
     events: list = []
@@ -193,7 +194,7 @@ def serial_server(window: _Window, clock: Clock, n: int, service: float, timeout
 
 def test_window_settles_at_two_on_a_server_that_serves_one_at_a_time():
     clock = Clock()
-    w = _Window(64, clock)
+    w = Window(64, clock)
     history, longest, timeouts = serial_server(w, clock, 200, 2.0)
     assert history[-100:] == [2] * 100
     assert longest <= 4 * 2.0 + 1e-9 and timeouts == 0
@@ -202,7 +203,7 @@ def test_window_settles_at_two_on_a_server_that_serves_one_at_a_time():
 
 def test_a_timeout_halves_the_window_once_per_round():
     clock = Clock()
-    w = _Window(64, clock)
+    w = Window(64, clock)
     for _ in range(4):
         slots = fill(w)
         clock.now += 0.125
@@ -235,7 +236,7 @@ def test_a_timeout_halves_the_window_once_per_round():
 
 def test_a_timed_out_request_counts_in_flight_until_one_sent_after_it_is_answered():
     clock = Clock()
-    w = _Window(4, clock)
+    w = Window(4, clock)
     a, b = w.try_enter(), w.try_enter()
     clock.now = 0.5
     c = w.try_enter()
@@ -254,7 +255,7 @@ def test_a_timed_out_request_counts_in_flight_until_one_sent_after_it_is_answere
 
 def test_above_the_window_a_cut_left_it_grows_carefully():
     clock = Clock()
-    w = _Window(64, clock)
+    w = Window(64, clock)
     w.congested(w.try_enter())
     seen = []
     for _ in range(8):
@@ -268,7 +269,7 @@ def test_above_the_window_a_cut_left_it_grows_carefully():
 
 def test_window_grows_only_where_it_was_used_up():
     clock = Clock()
-    w = _Window(64, clock)
+    w = Window(64, clock)
     for _ in range(3):
         slots = [w.try_enter() for _ in range(2)]  # the run's tail: 2 requests, room for 4
         clock.now += 0.125
@@ -281,7 +282,7 @@ def test_long_answers_are_no_sign_of_load():
     """Answers of 1 to 500 tokens, at 10 ms a token whatever the load: per generated token,
     within their size class, the latency is flat, and the window doubles."""
     clock = Clock()
-    w = _Window(64, clock)
+    w = Window(64, clock)
     rng = random.Random(1)
     for _ in range(8):
         slots = fill(w)
@@ -297,7 +298,7 @@ def test_a_spread_the_server_has_alone_is_not_taken_for_a_queue():
     median is 5 times the fastest, which looks like a queue, and the window falls to 1;
     there, nothing of ours queues, so the spread is the server's own, and it grows again."""
     clock = Clock()
-    w = _Window(64, clock)
+    w = Window(64, clock)
     rng = random.Random(2)
     events: list = []
     for k in range(3000):
@@ -309,7 +310,7 @@ def test_a_spread_the_server_has_alone_is_not_taken_for_a_queue():
 
 
 def test_enter_waits_for_room_and_gives_up_when_stopped():
-    w = _Window(1)
+    w = Window(1)
     stop = threading.Event()
     first = w.enter(stop)
     got = []
