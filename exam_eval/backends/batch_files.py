@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import InputError, UsageError
-from ..grading.types import NOT_ASKED_AGAIN, NOT_SENT
+from ..grading.types import NO_ANSWER, NOT_ASKED_AGAIN, NOT_SENT
 from .http_client import CHAT_ROUTE, COMPLETIONS_ROUTE, ChatResult, chat_body, completion_body, reply_of
 from .token_usage import TokenUsage
 
@@ -66,6 +66,8 @@ class _FileClient:
     with a file in place of the server: bodies built as the live client builds them."""
 
     base_url = "(a batch file)"
+    #: what a progress bar counts: answers read from a file, not calls to a server
+    from_files = True
 
     def __init__(self, model: str):
         self.model = model
@@ -161,7 +163,7 @@ class Replay(_FileClient):
                     out.append(ChatResult(None, NOT_ASKED_AGAIN, None, 0))
                 else:
                     self.missing.append(cid)
-                    out.append(ChatResult(None, "no answer in the results files", None, 0))
+                    out.append(ChatResult(None, NO_ANSWER, None, 0))
                 continue
             self.used.add(key)
             reply = None if got.body is None else reply_of(route, got.body)

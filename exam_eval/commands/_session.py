@@ -94,11 +94,13 @@ def hms(seconds: float) -> str:
 def run_session(session, *, log: Callable[[str], None], batch_size: int | None, progress: str,
                 notes: Iterable[str] = (), on_ready: Callable[[], None] | None = None,
                 failures: Callable[[], list[str]] | None = None,
-                retry: str = "run the same command again to retry them") -> int:
+                retry: str = "run the same command again to retry them", replayed: bool = False) -> int:
     """Run a planned session as a command does: SIGTERM stops like Ctrl-C (exit 130 with
     the resume hint; a second signal ends the process at once, see ``stop_on_signals``),
     then the summary, ``notes`` and failed model calls (exit 3): named by ``failures``
-    where given (else the back end's most frequent error), ``retry`` said of them."""
+    where given (else the back end's most frequent error), ``retry`` said of them.
+    ``replayed``: the answers came from batch results files, where nothing is called: a pair
+    without a grade has no answer there, it did not fail."""
     from ..grading.session import Interrupted
     from ._base import exit_on_next_signal, stop_on_signals
 
@@ -112,7 +114,7 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
             "use -o FILE to make grading resumable"
         log(f"interrupted; {exc.written} grades written; {hint}")
         sys.exit(EXIT_INTERRUPTED)
-    log(stats.summary())
+    log(stats.summary("without an answer" if replayed else "failed"))
     for note in (*notes, *stats.judge_notes(), stats.device_memory, session.grader.run_note(),
                  getattr(session.grader, "usage_line", lambda: None)()):
         if note:
@@ -129,7 +131,8 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
             detail = getattr(session.grader, "failure_summary", lambda: None)()
             if detail:
                 log(detail)
-        log(f"{stats.failed} model calls failed and were not recorded; {retry}")
+        log(f"{stats.failed} " + ("pairs have no answer in the results files (none, or an error)" if replayed
+                                  else "model calls failed") + f" and were not recorded; {retry}")
         return EXIT_CALLS_FAILED
     return 0
 
@@ -243,5 +246,5 @@ def grade_or_batch(session, batch_out: str | None, batch_in: tuple, *, command: 
         return write_batch(session, batch_out, command=command, log=log)
     if batch_in:
         replay = read_batch(session, batch_in, command=command, log=log)
-        run.update(failures=replay.report, retry="a new --batch-out asks for them")
+        run.update(failures=replay.report, retry="a new --batch-out asks for them", replayed=True)
     return run_session(session, log=log, **run)

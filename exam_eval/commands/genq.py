@@ -196,7 +196,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     elif not outcome.pending:  # an empty bank is one no reader takes: none is written (and none replaced)
         _log("no items: nothing is written" + (f" to {output}" if output not in (None, "-") else ""))
     _log(f"{len(outcome.items)} {kind}s for {outcome.units_done} of {len(units)} {what} "
-         f"({outcome.calls} calls, {outcome.from_cache} from cache)"
+         f"({outcome.calls} {'answers read' if batch_in else 'calls'}, {outcome.from_cache} from cache)"
          + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else "")
          + (f"; {outcome.pending} {what} wait for their answers (in the batch file): the bank is written by "
             "the round that has them all" if outcome.pending else ""))
@@ -222,8 +222,13 @@ def _say_failures(failures, what: str, output: str | None, gen, max_tokens: int,
     if too_long:  # one cause for all: one line
         _log(f"{len(failures)} {what} failed and have no items: {too_long}")
         return
-    _say_grouped(f"{len(failures)} {what} failed and have no items", what, [
-        (f.unit.label, f.reason, f" (after {f.attempts} {'call' if f.attempts == 1 else 'calls'})") for f in failures])
+    from ..grading.types import NO_ANSWER
+
+    # a request the results files do not answer was not called, so it did not fail
+    called = [f for f in failures if f.reason != NO_ANSWER]
+    _say_grouped(f"{len(failures)} {what} " + ("failed and " if called else "") + "have no items", what, [
+        (f.unit.label, f.reason, "" if f.reason == NO_ANSWER else
+         f" (after {f.attempts} {'call' if f.attempts == 1 else 'calls'})") for f in failures])
     if output not in (None, "-") and os.path.exists(output):
         _log(f"to ask again for these only: exam-genq ... --merge-with {output} -o {output} --force")
 

@@ -152,10 +152,11 @@ def generate_bank(generator, units: list[Unit], *, kind: str, field_name: str, r
             if res.error == NOT_ASKED_AGAIN:  # no results file has the re-ask: the last answer stands
                 out.failures.append(Failure(unit, last_reason[unit.key], attempts[unit.key]))
                 continue
-            out.calls += 1
-            attempts[unit.key] = attempts.get(unit.key, 0) + 1
+            if getattr(res, "attempts", 1):  # not one never sent (server down, no answer in the files)
+                out.calls += 1
+                attempts[unit.key] = attempts.get(unit.key, 0) + 1
             if res.error is not None:
-                out.failures.append(Failure(unit, res.error, attempts[unit.key]))
+                out.failures.append(Failure(unit, res.error, attempts.get(unit.key, 0)))
                 continue
             items = parse_items(res.text, field_name)
             if items:

@@ -92,7 +92,9 @@ class EndpointGenerator:
         if not self.progress:
             return after_reasoning(self.client.chat(convs, max_tokens=self.max_tokens, temperature=temperature,
                                                     **self.extras))
-        with progress_bar(len(convs), "generating", "calls") as bar:
+        # from a batch file nothing is called: the bar counts the answers read, not calls/s
+        unit = "answers" if getattr(self.client, "from_files", False) else "calls"
+        with progress_bar(len(convs), "generating", unit) as bar:
             # a failed call is not done: the bar passes only the answered ones
             return after_reasoning(self.client.chat(convs, max_tokens=self.max_tokens, temperature=temperature,
                                                     progress=lambda res: bar.advance() if _answered(res) else None,

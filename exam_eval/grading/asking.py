@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from ..io.jsonl import LONE_SURROGATE
-from .types import NOT_ASKED_AGAIN, NOT_SENT, GradeResult, InterruptedBatch
+from .types import NO_ANSWER, NOT_ASKED_AGAIN, NOT_SENT, GradeResult, InterruptedBatch
 from .cache import NullCache
 
 RETRY_TEMPERATURE = 0.2
@@ -60,6 +60,7 @@ class AskStats:
     unparsed: int = 0  # questions whose answers never parsed
     failed: int = 0  # questions whose calls failed
     not_sent: int = 0  # questions whose (re-)ask went to a batch file: answered in a later round
+    no_answer: int = 0  # questions the batch results files do not answer (nothing called: not "failed")
 
     def add(self, other: AskStats) -> None:
         for name in self.__dataclass_fields__:
@@ -68,6 +69,7 @@ class AskStats:
     def summary(self) -> str:
         return (f"{self.asked} prompts: {self.calls} calls, {self.from_cache} from cache, "
                 f"{self.unparsed} unparsed after the re-asks, {self.failed} failed"
+                + (f", {self.no_answer} without an answer in the results files" if self.no_answer else "")
                 + (f", {self.not_sent} written to the batch file" if self.not_sent else ""))
 
 
@@ -168,7 +170,8 @@ class Asker:
             pending = again
             temperature = RETRY_TEMPERATURE
         self.stats.unparsed += sum(1 for a in answers.values() if a.error is None and not a.parsed and not a.pending)
-        self.stats.failed += sum(1 for a in answers.values() if a.error is not None)
+        self.stats.no_answer += sum(1 for a in answers.values() if a.error == NO_ANSWER)
+        self.stats.failed += sum(1 for a in answers.values() if a.error is not None and a.error != NO_ANSWER)
         self.stats.not_sent += sum(1 for a in answers.values() if a.pending)
         return answers
 

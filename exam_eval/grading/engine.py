@@ -83,10 +83,12 @@ class Stats:
     fallbacks: dict = field(default_factory=dict)
     scored: int = 0  # pairs of a scored prompt graded in this run (label mass measured or read from text)
 
-    def summary(self) -> str:
+    def summary(self, failed: str = "failed") -> str:
+        """``failed``: what a pair without a grade is called (from results files: "without
+        an answer", where nothing was called that could fail)."""
         return (f"{self.pairs} pairs: {self.graded} graded, {self.from_cache} from cache, "
                 f"{self.deduplicated} deduplicated, {self.in_output} already in output, "
-                f"{self.failed} failed, {self.unparsed} unparsed")
+                f"{self.failed} {failed}, {self.unparsed} unparsed")
 
     def count(self, unit_pairs: int, result) -> None:
         """Note what a graded unit's result says about the judge."""

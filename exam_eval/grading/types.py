@@ -152,3 +152,5 @@ NOT_SENT = "written to a batch file, not sent"
 #: the error of a re-ask that no results file answers where no new requests are written:
 #: the last answer stands (unparsed), as after the last of the live re-asks
 NOT_ASKED_AGAIN = "not asked again: no --batch-out"
+#: the error of a request that the batch results files do not answer: nothing was called
+NO_ANSWER = "no answer in the results files"

@@ -132,7 +132,9 @@ def test_answers_read_from_a_results_file_are_the_endpoint_back_ends_grades(tmp_
         assert f"results.jsonl line {where[ids[i]]}: {ids[i]}:" in second.stderr
     for i in dropped:
         assert f"no answer for {ids[i]}" in second.stderr
-    assert "5 model calls failed and were not recorded; a new --batch-out asks for them" in second.stderr
+    assert ("5 pairs have no answer in the results files (none, or an error) and were not recorded; a new "
+            "--batch-out asks for them") in second.stderr
+    assert ", 5 without an answer, " in second.stderr and "failed" not in second.stderr  # nothing was called
     got = by_pair(lines(out))
     left = {k for k in expected if k not in got}
     assert got == {k: v for k, v in expected.items() if k in got}

@@ -128,3 +128,33 @@ def test_an_unreachable_server_is_one_line_with_a_count(tmp_path, run_cli, name)
     assert len(said) == 1, res.stderr
     count = re.search(r"\((\d+)x\): |: (\d+) (?:queries|topics) failed", said[0].split("cannot connect")[0] + ": ")
     assert count and int(count.group(1) or count.group(2)) >= (3 if name.startswith("exam-genq") else 2), said
+
+
+def test_a_batch_in_run_counts_answers_not_calls_and_a_missing_one_is_no_failure(tmp_path, run_cli):
+    """From results files nothing is called: the bar's rate is answers a second, and a query
+    the files do not answer "has no items" (no answer in the results files), not "failed
+    after 1 call"."""
+    from tests.backends.test_batch_chat import _gen_respond, _service
+
+    cmd = _command("exam-genq generate", tmp_path)
+    cmd[2].write_text("q1\tquery about q1\nq3\tquery about q3\n")
+    res = run_cli(*cmd, "--batch-out", tmp_path / "r.jsonl", env=ENV)
+    assert res.returncode == 0, res.stderr
+    _service(tmp_path / "r.jsonl", tmp_path / "x.jsonl", _gen_respond, lose={1})
+    import exam_eval.progress as progress
+
+    units = []
+    real = progress.progress_bar
+
+    def seen(total, description, unit="items"):
+        units.append(unit)
+        return real(total, description, unit)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(progress, "progress_bar", seen)
+        res = run_cli(*cmd, "--batch-in", tmp_path / "x.jsonl", "-o", tmp_path / "bank.jsonl", env=ENV)
+    assert res.returncode == 3, res.stderr
+    assert units == ["answers"], units  # the bar's rate: answers/s, not calls/s
+    assert "(1 answers read, 0 from cache)" in res.stderr
+    assert "1 queries have no items:" in res.stderr and "failed" not in res.stderr, res.stderr
+    assert "q3: no answer in the results files\n" in res.stderr
