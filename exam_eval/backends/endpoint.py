@@ -267,7 +267,7 @@ class EndpointBackend(PromptBackend):
         # a cut answer is still parsed (a rating usually comes first), but the user should know
         if not self.cut_off:
             return None
-        return (f"{self.cut_off} generated answers were cut off at --max-new-tokens {self.max_new_tokens} "
+        return (f"{self.cut_off} generated answers were cut off at --max-tokens {self.max_new_tokens} "
                 "(finish_reason length): raise it if the prompt's answers are longer")
 
     def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:

@@ -7,6 +7,10 @@ from __future__ import annotations
 from ..errors import UsageError
 
 
+#: settings that are flags in every command that talks to a model (not -O pairs)
+FLAGS = {"timeout": "--timeout", "max_retries": "--max-retries", "max_new_tokens": "--max-tokens"}
+
+
 def split_backend_options(values: tuple[str, ...]) -> dict[str, str]:
     out = {}
     for v in values:
@@ -65,6 +69,10 @@ def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], p
     from .base import get_backend
 
     extra = split_backend_options(backend_options)
+    flagged = sorted(set(extra) & set(FLAGS))
+    if flagged:  # -O carries a server's own extras; the settings every command shares are flags
+        raise UsageError(f"-O {flagged[0]}= is the flag {FLAGS[flagged[0]]} (as in exam-genq and exam-nuggets): "
+                         "give that")
     clash = sorted(set(extra) & {k for k, v in options.items() if v is not None})
     if clash:
         raise UsageError(f"option given twice (flag and --backend-option): {', '.join(clash)}")

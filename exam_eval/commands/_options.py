@@ -8,6 +8,7 @@ from dataclasses import dataclass, fields
 
 import click
 
+from ..errors import UsageError
 from ._base import check_appended_output, check_no_cache, claim_cache
 
 # what builds the back end (backends.factory.make_grader takes them as a dict)
@@ -28,11 +29,21 @@ BACKEND_OPTIONS = [
                       "[0.2 for the int8 compute types, else 0]"),
     click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise)."),
     click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit."),
-    click.option("--max-new-tokens", type=click.IntRange(min=1), default=None, help="Generation length limit."),
+    click.option("--max-tokens", "max_new_tokens", type=click.IntRange(min=1), default=None,
+                 help="Tokens the model may write per answer, as in exam-genq and exam-nuggets [the back end's: 64 "
+                      "for a rating or a label]."),
+    # the name exam-grade had: taken, with one notice, so that scripts go on working
+    click.option("--max-new-tokens", "max_new_tokens_alias", type=click.IntRange(min=1), default=None, hidden=True,
+                 callback=lambda ctx, param, value: _renamed(ctx, value, "--max-new-tokens", "--max-tokens")),
     click.option("--num-beams", type=click.IntRange(min=1), default=None, help="Beam search width for generation (default greedy)."),
-    click.option("--base-url", default=None, metavar="URL", help="endpoint: OpenAI-compatible base URL (…/v1)."),
+    click.option("--base-url", envvar="OPENAI_BASE_URL", default=None, metavar="URL",
+                 help="endpoint: OpenAI-compatible base URL (…/v1) [$OPENAI_BASE_URL]."),
     click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY]."),
     click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight at most; the window adapts to the server [64; see man exam-nuggets, THROUGHPUT]."),
+    click.option("--timeout", type=click.FloatRange(min=0.1, max=86400), default=None, metavar="SECONDS",
+                 help="endpoint: seconds per HTTP request [600, the OpenAI SDK's]."),
+    click.option("--max-retries", type=click.IntRange(min=0), default=None,
+                 help="endpoint: HTTP retries per call on 429, 5xx, timeouts, connection errors [5]."),
     click.option("--cache-any-server", "cache_any_server", is_flag=True, default=None,
                  help="endpoint: reuse cached grades and answers of this model from any server (base URL), as for several "
                       "hosts serving the same weights; by default only the server that gave them (another may serve other "
@@ -58,6 +69,13 @@ RUN_OPTIONS = [
                  help="Append grades to FILE (resumable; .gz ok; checked before any work). Default: stdout."),
 ]
 
+def _renamed(ctx: click.Context, value, old: str, new: str):
+    """An old flag name, still taken: one notice on stderr."""
+    if value is not None and not ctx.resilient_parsing:
+        click.echo(f"{ctx.command_path}: {old} is now {new} (the same limit in all four commands); taken", err=True)
+    return value
+
+
 # the keyword names BACKEND_OPTIONS give a command, as make_grader wants them
 _SETTINGS = {"engine_name": "engine"}
 
@@ -76,16 +94,25 @@ class JudgeFlags:
     batch_size: int | None
     max_input_tokens: int | None
     max_new_tokens: int | None
+    max_new_tokens_alias: int | None
     num_beams: int | None
     base_url: str | None
     api_key_env: str | None
     concurrency: int | None
+    timeout: float | None
+    max_retries: int | None
     cache_any_server: bool | None
     min_label_mass: float | None
 
     def settings(self) -> dict:
         """Everything but the back end's name, keyed as backends.factory.make_grader takes it."""
-        return {_SETTINGS.get(f.name, f.name): getattr(self, f.name) for f in fields(self) if f.name != "backend"}
+        out = {_SETTINGS.get(f.name, f.name): getattr(self, f.name) for f in fields(self)
+               if f.name not in ("backend", "max_new_tokens_alias")}
+        if self.max_new_tokens_alias is not None:
+            if self.max_new_tokens is not None:
+                raise UsageError("--max-tokens and --max-new-tokens name one limit: give --max-tokens")
+            out["max_new_tokens"] = self.max_new_tokens_alias
+        return out
 
 
 @dataclass(frozen=True)

@@ -148,7 +148,7 @@ def _too_long(grader, output: str | None) -> str | None:
             else "the grades printed are all there is (-o FILE makes a run resumable)")
     cut = (f"a smaller --max-input-tokens (the passage is cut to fit; now {window})" if window
            else "--max-input-tokens N (the passage is cut to fit N tokens, prompt included)")
-    return too_long_line(grader, cut, "--max-new-tokens", getattr(grader, "max_new_tokens", 0), kept)
+    return too_long_line(grader, cut, "--max-tokens", getattr(grader, "max_new_tokens", 0), kept)
 
 
 # ---- batch files (--batch-out, --batch-in): backends.batch_files -------------------------

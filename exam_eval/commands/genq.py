@@ -60,7 +60,7 @@ def cli():
     \b
     Examples:
       export OPENAI_API_KEY=...   # the key is read from the environment only
-      exam-genq --model gpt-4o-mini topics.tsv -o bank.jsonl
+      exam-genq --model gpt-4o-mini --base-url https://api.openai.com/v1 topics.tsv -o bank.jsonl
       exam-genq --kind nugget --style car --model m --base-url http://localhost:8000/v1 car-topics.jsonl
       exam-genq --dry-run topics.tsv                    # prompts, calls, tokens; no model
       exam-genq --model m topics.tsv --merge-with bank.jsonl -o bank.jsonl --force
@@ -88,8 +88,9 @@ def cli():
               help="endpoint (OpenAI-compatible HTTP), hf-causal / hf-seq2seq (local Hugging Face "
                    "model through the grading back ends), scripted (canned answers, --script).")
 @click.option("--model", default=None, help="Model name (endpoint) or Hugging Face id / path (hf-*).")
-@click.option("--base-url", envvar="OPENAI_BASE_URL", default="https://api.openai.com/v1", show_default=True,
-              help="Endpoint base URL including /v1 (env OPENAI_BASE_URL).")
+@click.option("--base-url", envvar="OPENAI_BASE_URL", default=None,
+              help="Endpoint base URL including /v1 [$OPENAI_BASE_URL; none: as in every command, a request goes "
+                   "only where it is told, e.g. https://api.openai.com/v1].")
 @click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="VAR",
               help="Environment variable holding the API key (keys are never taken on the command line).")
 @click.option("--concurrency", type=click.IntRange(1), default=64, show_default=True,
@@ -132,7 +133,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
 
     \b
     Examples:
-      exam-genq generate --model gpt-4o-mini topics.tsv -o bank.jsonl
+      exam-genq generate --model gpt-4o-mini --base-url https://api.openai.com/v1 topics.tsv -o bank.jsonl
       exam-genq generate --backend scripted --script answers.jsonl topics.tsv
       exam-genq generate --dry-run --style car --kind nugget car-topics.jsonl
     """

@@ -108,7 +108,7 @@ class Stats:
             notes.append(f"{sum(read.values())} of {self.scored} scored pairs were read from the answer's text, "
                          f"as generate mode reads it ({why})")
         if cut:
-            notes.append(f"{cut} answers were cut off while reasoning (unparsed): raise --max-new-tokens (a reasoning "
+            notes.append(f"{cut} answers were cut off while reasoning (unparsed): raise --max-tokens (a reasoning "
                          "judge may think for thousands of tokens) or ask for less thinking (-O reasoning_effort=low, "
                          "-O chat_template_kwargs='{\"enable_thinking\": false}')")
         return notes

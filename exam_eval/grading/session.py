@@ -72,7 +72,7 @@ def refuse_other_engine(output: str, recorded: set, engine_name: str | None, gra
         elif len(known) == 1:
             what, how = settings_difference(known[0], identity), "options"
         else:
-            what, how = ("--dtype, --num-beams, --max-input-tokens, --max-new-tokens, --verify, -O options, or the "
+            what, how = ("--dtype, --num-beams, --max-input-tokens, --max-tokens, --verify, -O options, or the "
                          "model's files changed since"), "options"
         raise InputError(f"holds grades of this model and prompt made with other settings ({what}): resume with the "
                          f"same {how}, or write to another -o", output)

@@ -136,7 +136,7 @@ def test_exam_grade_through_the_endpoint_failures_are_retried_by_a_rerun(tmp_pat
     bank, run, out = _query_101(tmp_path)
     args = ["--backend", "endpoint", "--model", "m", "--prompt", "question-selfrating", "--bank", bank,
             "--passages", DEMO / "passages.jsonl", run, "--cache", tmp_path / "c.sqlite", "-o", out,
-            "-O", "max_retries=0", "-O", "backoff=0.01", "--concurrency", "4"]
+            "--max-retries", "0", "-O", "backoff=0.01", "--concurrency", "4"]
     flaky = "Where do bees carry nectar back to the hive?"  # every request about this question fails
     with OpenAIStub(lambda r: Reply(500) if flaky in r.prompt_text else chat_body(
             "3", logprobs=[{"3": math.log(0.7), "2": math.log(0.3)}])) as stub:

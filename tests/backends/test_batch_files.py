@@ -156,7 +156,7 @@ def test_a_results_file_of_another_grader_is_refused_in_one_line(tmp_path):
     write_jsonl(tmp_path / "results.jsonl", service(lines(tmp_path / "req.jsonl")))
     out = tmp_path / "g.jsonl"
     # another token limit: other requests, another grader
-    res = grade(*args, "--max-new-tokens", "32", "-o", out, "--batch-in", tmp_path / "results.jsonl")
+    res = grade(*args, "--max-tokens", "32", "-o", out, "--batch-in", tmp_path / "results.jsonl")
     line = one_line_refusal(res)
     assert "results.jsonl:1:" in line and "another grader" in line
     assert not out.exists() or out.read_text() == ""

@@ -145,7 +145,7 @@ def test_exam_grade_says_to_raise_the_limit_when_reasoning_is_cut_off(tmp_path):
     with OpenAIStub(lambda r: cut) as stub:
         r = _grade("--base-url", stub.url, *args)
     assert r.returncode == 0, r.stderr
-    assert "60 answers were cut off while reasoning (unparsed): raise --max-new-tokens" in r.stderr
+    assert "60 answers were cut off while reasoning (unparsed): raise --max-tokens" in r.stderr
     assert "(64 reasoning)" not in r.stderr and "3,840 completion (3,840 reasoning)" in r.stderr
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     assert all(g["parse_ok"] is False and g["reasoning"] == "Hmm, the passage" for g in rows)

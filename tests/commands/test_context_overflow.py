@@ -60,7 +60,7 @@ def test_exam_grade_stops_at_the_first_prompt_too_long_and_resumes_with_the_flag
     line = _one_line(res.stderr)
     assert line.startswith("exam-grade: 7 model calls failed and were not recorded: " + SIZES), line
     assert "run again with --max-input-tokens N (the passage is cut to fit N tokens" in line
-    assert "a smaller --max-new-tokens" not in line  # the prompt alone was too long: the answer's share is no fix
+    assert "a smaller --max-tokens" not in line  # the prompt alone was too long: the answer's share is no fix
     assert "the grades written to -o are kept (a rerun with the same flags resumes there" in line
     assert sent == 6  # 5 answered, 1 refused, 6 never sent
     written = out.read_bytes()

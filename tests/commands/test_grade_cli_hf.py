@@ -46,7 +46,7 @@ def test_scoring_and_generation_end_to_end(backend, fixture, request, small_inpu
     # random weights put a few per cent of the first token's probability on the labels: by
     # default no grade is read from them, every answer is generated and read from its text
     judged = tmp_path / "judged.jsonl"
-    r = grade(*common, "--prompt", "question-selfrating", "--max-new-tokens", "4", "-o", judged)
+    r = grade(*common, "--prompt", "question-selfrating", "--max-tokens", "4", "-o", judged)
     assert r.returncode == 0, r.stderr
     rows = [json.loads(x) for x in judged.read_text().splitlines()]
     assert len(rows) == 3 * 4
@@ -70,7 +70,7 @@ def test_scoring_and_generation_end_to_end(backend, fixture, request, small_inpu
         assert row["grade"] == int(max(row["probs"], key=row["probs"].get))
         assert row["model"] == str(model)
     out2 = tmp_path / "gen.jsonl"
-    r = grade(*common, "--prompt", "question-extraction", "--max-new-tokens", "4", "-o", out2)
+    r = grade(*common, "--prompt", "question-extraction", "--max-tokens", "4", "-o", out2)
     assert r.returncode == 0, r.stderr
     gen = read_grades(str(out2))
     assert len(gen) == 12 and all(g.probs is None and g.answer is not None for g in gen)

@@ -56,7 +56,7 @@ def _endpoint_args(url: str, out: Path, *extra) -> list[str]:
     bank, run = _topic_101(out.parent)
     return ["--backend", "endpoint", "--base-url", url, "--model", "m", "--prompt", "question-selfrating",
             "--bank", str(bank), "--passages", str(DEMO / "passages.jsonl"), str(run), "--no-cache",
-            "-o", str(out), "-O", "timeout=5", *extra]
+            "-o", str(out), "--timeout", "5", *extra]
 
 
 def _start(args) -> subprocess.Popen:

@@ -61,7 +61,7 @@ def test_backend_option_numbers_still_work():
 @pytest.mark.parametrize("backend, option, why", [
     ("endpoint", "concurrency=0", "-O concurrency= must be an integer at least 1"),
     ("endpoint", "batch_size=0", "-O batch_size= must be an integer at least 1"),
-    ("endpoint", "max_new_tokens=0", "-O max_new_tokens= must be an integer at least 1"),
+    ("endpoint", "max_new_tokens=0", "-O max_new_tokens= is the flag --max-tokens"),
     ("endpoint", "logprobs=maybe", "-O logprobs= must be true or false"),
     ("endpoint", "logprobs=ture", "-O logprobs= must be true or false"),
     ("scripted", "score=maybe", "-O score= must be true or false"),

@@ -272,7 +272,7 @@ def test_answers_cut_at_max_new_tokens_are_counted_and_said(tmp_path):
                 "question-extraction", "--bank", bank, "--passages", demo / "passages.jsonl", "--no-cache",
                 "-o", tmp_path / "g.jsonl", run_file)
     assert r.escaped is None and r.code in (0, None), r.stderr
-    assert "1 generated answers were cut off at --max-new-tokens 64" in r.stderr, r.stderr
+    assert "1 generated answers were cut off at --max-tokens 64" in r.stderr, r.stderr
 
 
 def test_a_long_base_url_is_not_taken_for_control_characters():

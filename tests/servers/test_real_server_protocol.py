@@ -157,7 +157,7 @@ def test_exam_grade_endpoint_against_transformers_serve(transformers_server, tmp
     out = tmp_path / "grades.jsonl"
     res = run_cli("exam-grade", "--backend", "endpoint", "--base-url", transformers_server.base_url,
                   "--model", transformers_server.model, "--prompt", "question-selfrating",
-                  "--max-new-tokens", "4", "--no-cache", "-o", out, *_grade_inputs(tmp_path), timeout=120)
+                  "--max-tokens", "4", "--no-cache", "-o", out, *_grade_inputs(tmp_path), timeout=120)
     assert res.returncode == 0, res.stderr[-3000:]
     lines = _grade_lines(out)
     assert len(lines) == 4, lines
@@ -235,7 +235,7 @@ def test_exam_grade_score_and_generate_prompts_give_the_judges_own_answer(transf
                                                                           prompt_id):
     out = tmp_path / "grades.jsonl"
     res = run_cli("exam-grade", "--backend", "endpoint", "--base-url", transformers_server.base_url,
-                  "--model", transformers_server.model, "--prompt", prompt_id, "--max-new-tokens", "6",
+                  "--model", transformers_server.model, "--prompt", prompt_id, "--max-tokens", "6",
                   "--no-cache", "-o", out, *_grade_inputs(tmp_path), timeout=180, env={"EXAM_EVAL_PROGRESS": "0"})
     assert res.returncode == 0, res.stderr[-3000:]
     lines = _grade_lines(out)
@@ -327,7 +327,7 @@ def test_batch_file_bodies_are_taken_by_a_real_server_and_read_back_as_live(tran
     unknown fields), and its answers, written as run_batch writes them, read back with
     --batch-in give the grades of the live run against the same server."""
     grade = ["exam-grade", "--backend", "endpoint", "--model", transformers_server.model, "--prompt", prompt_id,
-             "--max-new-tokens", "6", "--no-cache", *_grade_inputs(tmp_path)]
+             "--max-tokens", "6", "--no-cache", *_grade_inputs(tmp_path)]
     env = {"EXAM_EVAL_PROGRESS": "0"}
     live = run_cli(*grade, "--base-url", transformers_server.base_url, "-o", tmp_path / "live.jsonl",
                    timeout=180, env=env)
