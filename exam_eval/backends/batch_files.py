@@ -270,7 +270,7 @@ def check_batch_out(path: str, tag: str, command: str) -> None:
     grader: its lines' custom_id carries ``tag``), and nothing else: a bank, a grades file,
     anything a user made stays as it is (a usage error, before any work). Checked for the
     parts a split wrote too (FILE-2.jsonl ...); an empty file holds nothing to lose."""
-    for part in part_paths(path, 2) + _more_parts(path):
+    for part in _written_parts(path):
         try:
             with open(part, "rb") as fh:
                 first = fh.readline(1 << 20)
@@ -295,14 +295,12 @@ def check_batch_out(path: str, tag: str, command: str) -> None:
                          "file name")
 
 
-def _more_parts(path: str) -> list[str]:
-    """FILE-3.jsonl and on, as far as they exist (an earlier, larger split)."""
-    found, k = [], 3
-    while True:
-        part = part_paths(path, k)[-1]
-        if part == path or not os.path.exists(part):
-            return found
-        found.append(part)
+def _written_parts(path: str):
+    """FILE, then FILE-2.jsonl, FILE-3.jsonl ... as far as they exist (an earlier split)."""
+    yield path
+    k = 2
+    while os.path.exists(part := part_paths(path, k)[-1]):
+        yield part
         k += 1
 
 

@@ -31,6 +31,7 @@ model length``, ``context_length_exceeded``) count too, with the sizes unknown.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass
@@ -68,9 +69,7 @@ class ContextOverflow:
     answer_tokens: int | None = None  # the answer's share the server counted (max_tokens)
 
     def with_limit(self, limit: int | None) -> ContextOverflow:
-        if limit is None or self.limit is not None:
-            return self
-        return ContextOverflow(self.said, self.prompt_tokens, limit, self.answer_tokens)
+        return self if limit is None or self.limit is not None else dataclasses.replace(self, limit=limit)
 
     def sizes(self) -> str:
         """``a prompt of 634 tokens where the model takes at most 512, prompt and answer``."""
@@ -86,13 +85,14 @@ def _int(text: str) -> int:
     return int(text.replace(",", ""))
 
 
-def _llamacpp(body: object) -> ContextOverflow | None:
+def _llamacpp_sizes(body: object) -> tuple[int | None, int | None] | None:
+    """(prompt tokens, context) of llama.cpp's refusal, whose sizes are fields, not words."""
     err = body.get("error") if isinstance(body, dict) else None
     if not isinstance(err, dict) or err.get("type") != "exceed_context_size_error":
         return None
-    sizes = [err.get(k) if isinstance(err.get(k), int) and not isinstance(err.get(k), bool) else None
-             for k in ("n_prompt_tokens", "n_ctx")]
-    return ContextOverflow(str(err.get("message") or "exceed_context_size_error"), sizes[0], sizes[1])
+    prompt, limit = (err.get(k) if isinstance(err.get(k), int) and not isinstance(err.get(k), bool) else None
+                     for k in ("n_prompt_tokens", "n_ctx"))
+    return prompt, limit
 
 
 def read_overflow(status: int, raw: bytes, said: str) -> ContextOverflow | None:
@@ -101,11 +101,11 @@ def read_overflow(status: int, raw: bytes, said: str) -> ContextOverflow | None:
     if status not in STATUSES:
         return None
     try:
-        found = _llamacpp(json.loads(raw))
+        found = _llamacpp_sizes(json.loads(raw))
     except (ValueError, UnicodeDecodeError, RecursionError):
         found = None
     if found is not None:
-        return ContextOverflow(said, found.prompt_tokens, found.limit)
+        return ContextOverflow(said, *found)
     sizes: dict[str, int] = {}
     for pattern, groups in _PATTERNS:
         m = pattern.search(said)

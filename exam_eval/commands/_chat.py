@@ -10,6 +10,14 @@ from ..errors import UsageError
 from ._base import FiniteRange, check_no_cache, claim_cache, refuse_untaken
 
 
+#: --cache-any-server, one flag in every command that talks to a model
+cache_any_server_option = click.option(
+    "--cache-any-server", "cache_any_server", is_flag=True, default=None,
+    help="endpoint: reuse cached grades and answers of this model from any server (base URL), as for several hosts "
+         "serving the same weights; by default only the server that gave them (another may serve other weights under "
+         "the same model name).")
+
+
 def chat_options(f):
     opts = [
         click.option("--backend", default="endpoint", show_default=True, metavar="NAME",
@@ -35,10 +43,7 @@ def chat_options(f):
                           "answer does not parse; the nuggetizer's own bound is 500."),
         click.option("--max-tokens", type=click.IntRange(1), default=2048, show_default=True,
                      help="Tokens the model may write per answer (the nuggetizer's 2048)."),
-        click.option("--cache-any-server", "cache_any_server", is_flag=True, default=None,
-                     help="endpoint: reuse cached grades and answers of this model from any server (base URL), as for several "
-                          "hosts serving the same weights; by default only the server that gave them (another may serve other "
-                          "weights under the same model name)."),
+        cache_any_server_option,
         click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE",
                      help="hf-causal: further back-end option (repeatable), as in exam-grade; endpoint: "
                           "reasoning_effort=low, chat_template_kwargs='{\"enable_thinking\": false}' (sent as they are)."),
@@ -100,8 +105,11 @@ def open_cache(cache_path, no_cache):
     return NullCache() if path is None else GradeCache(path)
 
 
-def kept_after_too_long(no_cache: bool) -> str:
-    """What a chat command kept when the server refused a prompt too long for the model."""
-    if no_cache:
-        return "nothing was kept (--no-cache)"
-    return "the answers received are cached (a rerun with the same flags takes them from there)"
+def chat_too_long(model, prompt_fix: str | None, max_tokens: int, no_cache: bool) -> str | None:
+    """A chat command's one line for a run the server stopped at a prompt too long for the
+    model (backends.context_limit.too_long_line), with what the cache kept."""
+    from ..backends.context_limit import too_long_line
+
+    kept = ("nothing was kept (--no-cache)" if no_cache
+            else "the answers received are cached (a rerun with the same flags takes them from there)")
+    return too_long_line(model, prompt_fix, "--max-tokens", max_tokens, kept)

@@ -10,6 +10,7 @@ import click
 
 from ..errors import UsageError
 from ._base import check_appended_output, check_no_cache, claim_cache
+from ._chat import cache_any_server_option
 
 # what builds the back end (backends.factory.make_grader takes them as a dict)
 BACKEND_OPTIONS = [
@@ -44,10 +45,7 @@ BACKEND_OPTIONS = [
                  help="endpoint: seconds per HTTP request [600, the OpenAI SDK's]."),
     click.option("--max-retries", type=click.IntRange(min=0), default=None,
                  help="endpoint: HTTP retries per call on 429, 5xx, timeouts, connection errors [5]."),
-    click.option("--cache-any-server", "cache_any_server", is_flag=True, default=None,
-                 help="endpoint: reuse cached grades and answers of this model from any server (base URL), as for several "
-                      "hosts serving the same weights; by default only the server that gave them (another may serve other "
-                      "weights under the same model name)."),
+    cache_any_server_option,
     click.option("--min-label-mass", type=click.FloatRange(min=0, max=1), default=None, metavar="M",
                  help="Scored prompts: a grade is read from the labels' probabilities only where the judge put at least "
                       "M of its first token's probability on them and its most probable token is a label; elsewhere "

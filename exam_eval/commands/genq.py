@@ -16,7 +16,7 @@ from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, IN_PLACE, FiniteRange, interrupted_says, make_main, output_option, refuse_given,
                     refuse_untaken)
 from ._batch import attach, batch_options, check_batch, finish
-from ._chat import cache_options, chat_options, kept_after_too_long, kept_hint, open_cache, usage_note
+from ._chat import cache_any_server_option, cache_options, chat_options, chat_too_long, kept_hint, open_cache, usage_note
 
 EXIT_PARTIAL = 3
 PROG = "exam-genq"
@@ -99,9 +99,7 @@ def cli():
               help="HTTP retries per call on 429, 5xx, timeouts, connection errors, malformed bodies.")
 @click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=600.0, show_default=True,
               help="Seconds per HTTP request.")
-@click.option("--cache-any-server", "cache_any_server", is_flag=True, default=None,
-              help="endpoint: reuse cached answers of this model from any server (base URL), as for several hosts "
-                   "serving the same weights; by default only the server that gave them.")
+@cache_any_server_option
 @click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
               help="Ask again this many times when an answer holds no parseable list (at temperature 0.2, "
                    "as the nuggetizer re-asks, or --temperature where higher).")
@@ -217,9 +215,7 @@ def _notes(model) -> None:
 
 
 def _say_failures(failures, what: str, output: str | None, gen, max_tokens: int, no_cache: bool) -> None:
-    from ..backends.context_limit import too_long_line
-
-    too_long = too_long_line(gen, None, "--max-tokens", max_tokens, kept_after_too_long(no_cache))
+    too_long = chat_too_long(gen, None, max_tokens, no_cache)
     if too_long:  # one cause for all: one line
         _log(f"{len(failures)} {what} failed and have no items: {too_long}")
         return
@@ -394,10 +390,7 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
 
 
 def _say_failed_topics(failed, bank, chat, window: int, max_tokens: int, no_cache: bool) -> None:
-    from ..backends.context_limit import too_long_line
-
-    too_long = too_long_line(chat, f"a smaller --window (documents per call; now {window})", "--max-tokens",
-                             max_tokens, kept_after_too_long(no_cache))
+    too_long = chat_too_long(chat, f"a smaller --window (documents per call; now {window})", max_tokens, no_cache)
     head = f"{len(failed)} topics failed and have no nuggets" + ("" if bank else " (nothing written)")
     if too_long:  # one cause for all: one line
         _log(f"{head}: {too_long}")

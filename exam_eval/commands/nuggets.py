@@ -20,7 +20,7 @@ import click
 from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, claim_output, interrupted_says, make_main, output_option, refuse_given)
 from ._batch import attach, batch_options, check_batch, finish
-from ._chat import chat_options, kept_hint, make_chat, open_cache, usage_note
+from ._chat import chat_options, chat_too_long, kept_hint, make_chat, open_cache, usage_note
 from ._nugget_options import check_shape_options, check_file_or_dir, reports_option, threshold_options
 from ..measures.exam_measures import TABLE as EXAM_MEASURES
 from ._options import JudgeFlags, RunFlags, backend_flags, run_flags
@@ -406,7 +406,8 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
         result = run_assign(rs, items, queries, chat, cache=open_cache(cache_path, no_cache), grades=int(n_grades),
                             window=window, retries=retries, output=output, log=_log, bank_name=bank,
                             topics_name=topics,
-                            failure_line=lambda: assign_too_long(chat, window, max_tokens, no_cache))
+                            failure_line=lambda: chat_too_long(chat, f"a smaller --window (nuggets per call; now "
+                                                                     f"{window})", max_tokens, no_cache))
     for note in (getattr(chat, "memory_note", None), usage_note(chat)):
         if note:
             _log(note)
@@ -417,14 +418,6 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
         _log(f"{n} of {len(result.reports)} reports written to {assignments}"
              + (" (only what was answered)" if n < len(result.reports) else ""))
     return 3 if finish(replay, batch_out, _log) or result.failed else 0
-
-
-def assign_too_long(chat, window: int, max_tokens: int, no_cache: bool) -> str | None:
-    from ..backends.context_limit import too_long_line
-    from ._chat import kept_after_too_long
-
-    return too_long_line(chat, f"a smaller --window (nuggets per call; now {window})", "--max-tokens", max_tokens,
-                         kept_after_too_long(no_cache))
 
 
 main = make_main(cli, PROG)
