@@ -108,11 +108,14 @@ def check_grade_options(labels: str, rel_format: str, given: dict[str, object]) 
 @click.option("--bank", default=None, metavar="FILE",
               help="From grades: use only grades of this bank's items as they read now (drops grades "
                    "of deleted items and of edited items' old text).")
+@click.option("--human", default=None, metavar="QRELS",
+              help="Human labels (qrels, e.g. exam-verify label-qrels' NAME.qrels): each replaces the label of "
+                   "LABELS on its pair; the count is said on stderr.")
 @grader_options
 @output_option
 def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_only, rel_format, zscores_file,
         max_docs,
-        label_mode, min_grade, bank, model, prompt, kind, output):
+        label_mode, min_grade, bank, human, model, prompt, kind, output):
     """Write EXAM-Qrels from LABELS, or score RUNs with them exactly as trec_eval would.
 
     LABELS is a qrels file, an ir_datasets ID, or a grades file (exam-grade output or the
@@ -132,7 +135,7 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     if per_query and len(runs) > 1:
         raise click.UsageError("-q prints per-query values for one run; give a single RUN")
     qrels = _read_labels(labels, rel_format, runs, dict(label=label_mode, min_grade=min_grade, model=model,
-                                                        prompt=prompt, kind=kind), bank, notes)
+                                                        prompt=prompt, kind=kind), bank, notes, human)
     options = dict(level=level, judged_only=judged_only, max_docs=max_docs, complete=complete)
     if zscores_file is not None:
         options["zscores"] = read_zscores(zscores_file)
@@ -192,14 +195,27 @@ def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_o
     return 0
 
 
-def _read_labels(labels: str, rel_format: str, runs, grade_options: dict, bank: str | None, notes: list):
-    """LABELS as -R reads them; the notices of grades and bank go to ``notes``."""
+def _read_labels(labels: str, rel_format: str, runs, grade_options: dict, bank: str | None, notes: list,
+                 human: str | None = None):
+    """LABELS as -R reads them (with --human's labels over them); the notices of grades,
+    bank and human labels go to ``notes``."""
     if rel_format != "qrels":
         if not runs:
             raise click.UsageError(f"-R {rel_format}: give a RUN to score (only qrels are written out)")
+        if human is not None:
+            raise click.UsageError(f"--human replaces labels of qrels or grades, not of -R {rel_format} judgments")
         return read_judgments(rel_format, labels)
     bank_items = None if bank is None else read_current_bank(bank, notes.append)
-    return load_labels(labels, **grade_options, bank_items=bank_items, log=notes.append)
+    qrels = load_labels(labels, **grade_options, bank_items=bank_items, log=notes.append)
+    if human is None:
+        return qrels
+    from ..io.label_sources import read_human_qrels
+    from ..io.openers import display_name
+    from ..measures.human_labels import merge_human
+
+    qrels, merged = merge_human(qrels, read_human_qrels(human))
+    notes.append(merged.note(display_name(human)))
+    return qrels
 
 
 def _size(path: str) -> int:

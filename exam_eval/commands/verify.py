@@ -13,6 +13,7 @@ from ..io.outputs import atomic_output
 from ..verify.table import DEFAULT_MIN_GRADE, DEFAULT_RELEVANT_MIN, extraction_answers, load_grade_table, passage_texts
 from ..io.label_sources import read_human_qrels
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given
+from .verify_label import label_cmd, label_qrels_cmd
 
 PROG = "exam-verify"
 
@@ -69,7 +70,8 @@ def _check_threshold(min_grade: int, relevant_min: int | None = None) -> None:
 @click.group(context_settings=CONTEXT_SETTINGS)
 def cli():
     """Human oversight of LLM grading: check the grader, find spurious bank items and
-    relevant passages the bank misses, browse the grades, build an HTML report.
+    relevant passages the bank misses, browse the grades, build an HTML report, and collect
+    human labels on a drawn sample (label, label-qrels) for the confidence intervals.
 
     \b
     Examples (TREC DL 2019, reference grades; relevant = NIST label >= 2):
@@ -78,6 +80,7 @@ def cli():
       exam-verify uncovered graded.jsonl.gz qrels.txt --relevant-min 2 -o uncovered.tsv
       exam-verify grid graded.jsonl.gz --qrels qrels.txt --format html -o grid.html
       exam-verify report graded.jsonl.gz --qrels qrels.txt --official official.tsv runs/*.run -o report.html
+      exam-verify label sample/ runs/*.run -n 30 -k 10 --topics topics.tsv --passages passages.jsonl.gz
 
     Exit status: 0 success, 1 usage error, 2 bad input (the message names file and
     line). See man exam-verify.
@@ -330,6 +333,9 @@ def report(grades, runs, qrels, official, measure, official_column, depth, min_g
     with atomic_output(output) as out:
         out.write(html)
 
+
+cli.add_command(label_cmd)
+cli.add_command(label_qrels_cmd)
 
 main = make_main(cli, PROG)
 

@@ -1,0 +1,217 @@
+"""exam-verify label and label-qrels: human labels on a drawn sample, through a local page."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ..errors import InputError, UsageError
+from ..io.openers import display_name
+from ..verify.label_design import SCALES, Design, check_unchanged, extend, new_design, read_design, write_design
+from ._base import CONTEXT_SETTINGS, exit_on_next_signal
+
+PROG = "exam-verify"
+DEFAULT_DEPTH = 10   # exam-correlate interval's default metric is dcg@10: the pairs it reads
+
+
+def _say(msg: str) -> None:
+    click.echo(f"{PROG}: {msg}", err=True)
+
+
+@click.command("label", context_settings=CONTEXT_SETTINGS)
+@click.argument("folder", metavar="FOLDER", type=click.Path(file_okay=False))
+@click.argument("runs", metavar="[RUN...]", nargs=-1)
+@click.option("-n", "--queries", "n_queries", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Queries to draw (first time), or to extend the sample to (the next ones of the same draw).")
+@click.option("-k", "--depth", type=click.IntRange(min=1), default=None, metavar="K",
+              help=f"Pool the top K of every run, as exam-grade -k (the metric's depth).  [default: {DEFAULT_DEPTH}]")
+@click.option("--seed", type=click.IntRange(min=0), default=None, metavar="S", help="Seed of the draw.  [default: 0]")
+@click.option("--topics", default=None, metavar="FILE|ID", help="Query texts (TSV, JSONL, TREC topics, ir_datasets ID).")
+@click.option("--passages", default=None, metavar="FILE|ID", help="Passage texts (JSONL, TSV, ir_datasets ID).")
+@click.option("--llm", default=None, metavar="FILE",
+              help="The LLM labels the intervals will use (qrels or grades): recorded in the design, "
+                   "shown on the page only with --show-llm.")
+@click.option("--scale", type=click.Choice(list(SCALES)), default=None,
+              help="The label scale, keys 0 to its top.  [default: 0-3, as TREC DL]")
+@click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True,
+              help="Pooled passages without text: left out of the sample (and counted), or refused.")
+@click.option("--show-llm", is_flag=True, help="Show the LLM's label beside each pair (default: blind labelling).")
+@click.option("--assessor", default=None, metavar="NAME", help="Print the URL of NAME's page (else the page asks).")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Port on 127.0.0.1 (0: a free one).")
+@click.option("--no-serve", is_flag=True, help="Write (or extend) the design and stop; serve no page.")
+def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, llm, scale, on_missing, show_llm, assessor,
+              port, no_serve):
+    """Label a random sample of queries' pooled passages by hand, on a page on 127.0.0.1.
+
+    The first call draws N queries uniformly at random (seeded) from those every RUN has,
+    pools each one's top K passages of every RUN as exam-grade does, and writes the design
+    (FOLDER/design.json: queries in draw order, seed, depth, the runs' and LLM labels'
+    SHA-256); later calls take FOLDER alone and resume; -n with more queries extends the
+    sample by the next queries of the same draw. The server prints the page's URL (a
+    random token in it) and serves until Ctrl-C. Keys 0 to the scale's top label, u
+    undoes, s skips, n writes a note. Each label is appended to FOLDER/labels/NAME.jsonl
+    and fsync'd before the page shows the next pair: a kill loses no label given, and a
+    restart resumes at the first unlabelled pair. One server per FOLDER. On stop (and with
+    exam-verify label-qrels) each assessor's labels are written as FOLDER/qrels/NAME.qrels
+    and the labelled queries as NAME.labelled.txt, for exam-correlate interval --labelled.
+
+    \b
+    Examples:
+      exam-verify label sample/ runs/*.run -n 30 -k 10 --topics topics.tsv --passages passages.jsonl.gz \\
+          --llm llm.qrels
+      exam-verify label sample/                     # resume: the URL again
+      exam-verify label sample/ -n 40 --no-serve     # ten more queries of the same draw
+    """
+    from ..verify.label_session import LabelSession
+    from ..verify.label_store import OneWriter, check_assessor
+
+    if assessor is not None:
+        check_assessor(assessor)
+    design = _design(folder, list(runs), n_queries, depth, seed, topics, passages, llm, scale, on_missing)
+    if no_serve:
+        return 0
+    with OneWriter(folder) as lock:
+        texts = _texts(design, show_llm)
+        session = LabelSession(design, folder, texts, show_llm=show_llm, log=_say)
+        return _serve(session, lock, port, assessor)
+
+
+def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing) -> Design:
+    design = read_design(folder)
+    if design is None:
+        if not runs or n is None or topics is None or passages is None:
+            raise UsageError("a new sample needs RUN..., -n, --topics and --passages (FOLDER has no design.json)")
+        design = new_design(runs, n, depth or DEFAULT_DEPTH, seed or 0, scale=scale or "0-3", llm=llm,
+                            passages=_spec(passages), topics=_spec(topics))
+        _check_texts(design, design.pair_list(), on_missing)
+        os.makedirs(folder, exist_ok=True)
+        write_design(design, folder)
+        _say(f"drew {len(design.queries)} of the {design.shared_queries} queries the runs share (seed "
+             f"{design.seed}): {len(design.pair_list())} pairs to label; the design is {display_name(folder)}/design.json")
+        return design
+    _check_same(design, folder, runs, depth, seed, topics, passages, llm, scale)
+    check_unchanged(design, folder)
+    if n is not None and n != len(design.queries):
+        added = extend(design, n)
+        _check_texts(design, [(q, d) for q in added for d in design.pairs[q]], on_missing)
+        write_design(design, folder)
+        _say(f"added {len(added)} queries of the same draw ({', '.join(added)}): {len(design.queries)} queries, "
+             f"{len(design.pair_list())} pairs")
+    return design
+
+
+def _spec(spec: str) -> str:
+    return os.path.abspath(spec) if os.path.exists(spec) else spec   # an ir_datasets ID stays as it is
+
+
+def _check_same(design: Design, folder, runs, depth, seed, topics, passages, llm, scale) -> None:
+    """What a later call gives again must be what the design says: another value would be
+    another sample, where a label of this one means nothing."""
+    given = {"RUN": [os.path.abspath(r) for r in runs] or None, "-k": depth, "--seed": seed, "--scale": scale,
+             "--topics": topics and _spec(topics), "--passages": passages and _spec(passages),
+             "--llm": llm and os.path.abspath(llm)}
+    have = {"RUN": [r["path"] for r in design.runs], "-k": design.depth, "--seed": design.seed,
+            "--scale": design.scale, "--topics": design.topics, "--passages": design.passages,
+            "--llm": design.llm and design.llm["path"]}
+    for flag, value in given.items():
+        if value is not None and value != have[flag]:
+            raise UsageError(f"{flag} differs from the design in {display_name(folder)}/design.json ({have[flag]}); "
+                             "a sample of other inputs needs a new FOLDER")
+
+
+def _check_texts(design: Design, pairs, on_missing: str) -> None:
+    from ..io.passages import read_passages
+    from ..io.topics import read_topics
+
+    topics = read_topics(design.topics)
+    no_topic = sorted({q for q, _ in pairs} - set(topics))
+    if no_topic:
+        raise InputError(f"no text for the drawn queries {', '.join(no_topic[:5])}", display_name(design.topics))
+    have = read_passages(design.passages, {d for _, d in pairs})
+    missing = [(q, d) for q, d in pairs if d not in have]
+    if missing and on_missing == "error":
+        raise InputError(f"{len(missing)} pooled passages have no text (first: {missing[0][1]} of query "
+                         f"{missing[0][0]}); --on-missing skip leaves them out", display_name(design.passages))
+    for q, d in missing:
+        design.pairs[q].remove(d)
+        design.missing.setdefault(q, []).append(d)
+    if missing:
+        _say(f"{len(missing)} pooled passages have no text in {display_name(design.passages)}: left out of the "
+             "sample (design.json lists them)")
+
+
+def _texts(design: Design, show_llm: bool):
+    from ..io.passages import read_passages
+    from ..io.topics import read_topics
+    from ..verify.label_session import Texts
+
+    topics = read_topics(design.topics)
+    passages = read_passages(design.passages, {d for _, d in design.pair_list()})
+    llm = None
+    if show_llm:
+        if design.llm is None:
+            raise UsageError("--show-llm: the design names no LLM labels (give --llm when drawing the sample)")
+        from ..measures.grade_labels import load_labels
+
+        llm = load_labels(design.llm["path"], log=_say)
+    return Texts({q: t.text for q, t in topics.items()}, passages, llm)
+
+
+def _serve(session, lock, port: int, assessor: str | None) -> int:
+    from ..verify.label_server import LabelServer
+
+    server = LabelServer(session, "127.0.0.1", port)
+    lock.say_holder(f"pid {os.getpid()}, port {server.port}")
+    click.echo(server.url(assessor))
+    sys.stdout.flush()
+    _say(f"labelling {len(session.pairs)} pairs of {len(session.design.queries)} queries at the URL above; "
+         "Ctrl-C stops the server (every label given is on disk already)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        exit_on_next_signal()
+    finally:
+        server.server_close()
+    _export(session.design, session.folder, None)
+    return 0
+
+
+def _export(design: Design, folder: str, only: str | None) -> None:
+    from ..verify.label_export import write_export
+    from ..verify.label_store import assessors, labels_path, read_labels
+
+    names = [only] if only else assessors(folder)
+    out_dir = os.path.join(folder, "qrels")   # the command's own folder: it replaces only what it wrote
+    for name in names:
+        ex = write_export(design, name, read_labels(labels_path(folder, name), _say), out_dir)
+        _say(ex.summary())
+    if names:
+        _say(f"qrels and labelled queries in {display_name(out_dir)}/ (NAME.qrels, NAME.labelled.txt)")
+
+
+@click.command("label-qrels", context_settings=CONTEXT_SETTINGS)
+@click.argument("folder", metavar="FOLDER", type=click.Path(exists=True, file_okay=False))
+@click.option("--assessor", default=None, metavar="NAME", help="Only this assessor's labels.")
+def label_qrels_cmd(folder, assessor):
+    """Write each assessor's labels of FOLDER as qrels (FOLDER/qrels/NAME.qrels) and the labelled
+    queries (NAME.labelled.txt: the draw's first queries with every pair labelled), for
+    exam-correlate interval HUMAN LLM RUN... --labelled, exam-correlate agreement and
+    exam-qrels --human.
+
+    \b
+    Examples:
+      exam-verify label-qrels sample/
+      exam-correlate interval sample/qrels/ann.qrels llm.qrels runs/*.run --labelled sample/qrels/ann.labelled.txt
+    """
+    from ..verify.label_store import assessors, check_assessor
+
+    design = read_design(folder)
+    if design is None:
+        raise InputError("no design.json: not a label folder of exam-verify label", display_name(folder))
+    if assessor is not None and check_assessor(assessor) not in assessors(folder):
+        raise UsageError(f"--assessor {assessor}: no labels of that name in {display_name(folder)}")
+    _export(design, folder, assessor)
+    return 0

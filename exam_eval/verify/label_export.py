@@ -1,0 +1,70 @@
+"""Human labels out of the label folder: TREC qrels per assessor, and the labelled queries.
+
+``NAME.qrels`` holds every label the assessor gave (``qid 0 docno label``), as
+``exam-correlate interval HUMAN``, ``exam-correlate agreement`` and ``exam-qrels
+--human`` read qrels. ``NAME.labelled.txt`` lists the queries the intervals may treat as
+labelled: the longest run of the draw, from its first query on, whose every pair has a
+label. A query finished out of that order is left out (and said): queries an assessor
+chose to finish first are not a uniform draw, and the intervals' coverage holds only
+for one.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ..io.outputs import atomic_output
+from ..trec_eval.trec_files import write_qrels
+from .label_design import Design
+from .label_store import Labels
+
+
+@dataclass
+class Export:
+    assessor: str
+    labels: int
+    labelled: list[str]                          # the complete prefix of the draw
+    out_of_order: list[str] = field(default_factory=list)   # complete, after an incomplete query
+    partial: list[str] = field(default_factory=list)        # some pairs labelled, not all
+
+    def summary(self) -> str:
+        line = (f"{self.assessor}: {self.labels} labels; {len(self.labelled)} labelled queries "
+                f"(the first {len(self.labelled)} of the draw)")
+        if self.partial:
+            line += f"; {len(self.partial)} queries in part ({', '.join(self.partial)})"
+        if self.out_of_order:
+            line += (f"; {len(self.out_of_order)} complete after an unfinished query, left out of the labelled "
+                     f"list to keep it a uniform draw ({', '.join(self.out_of_order)})")
+        return line
+
+
+def export_of(design: Design, assessor: str, labels: Labels) -> Export:
+    ex = Export(assessor, len(labels.given), [])
+    prefix = True
+    for qid in design.queries:
+        pairs = design.pairs.get(qid, [])
+        done = sum((qid, d) in labels.given for d in pairs)
+        complete = done == len(pairs) and pairs
+        if complete and prefix:
+            ex.labelled.append(qid)
+            continue
+        prefix = False
+        if complete:
+            ex.out_of_order.append(qid)
+        elif done:
+            ex.partial.append(qid)
+    return ex
+
+
+def write_export(design: Design, assessor: str, labels: Labels, out_dir: str) -> Export:
+    ex = export_of(design, assessor, labels)
+    qrels: dict[str, dict[str, int]] = {}
+    for (qid, docno), (label, _note) in labels.given.items():
+        qrels.setdefault(qid, {})[docno] = label
+    os.makedirs(out_dir, exist_ok=True)
+    with atomic_output(os.path.join(out_dir, f"{assessor}.qrels")) as out:
+        write_qrels(qrels, out)
+    with atomic_output(os.path.join(out_dir, f"{assessor}.labelled.txt")) as out:
+        out.write("".join(q + "\n" for q in ex.labelled))
+    return ex
