@@ -13,7 +13,7 @@ from ..io.outputs import atomic_output
 from ..verify.table import DEFAULT_MIN_GRADE, DEFAULT_RELEVANT_MIN, extraction_answers, load_grade_table, passage_texts
 from ..io.label_sources import read_human_qrels
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given
-from .verify_label import label_cmd, label_qrels_cmd
+from ._label import label_cmd, label_qrels_cmd
 
 PROG = "exam-verify"
 
