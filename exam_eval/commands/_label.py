@@ -9,7 +9,8 @@ import click
 
 from ..errors import InputError, UsageError
 from ..io.openers import display_name
-from ..verify.label_design import SCALES, Design, check_unchanged, extend, new_design, read_design, write_design
+from ..verify.label_design import (SCALES, Design, check_unchanged, extend, new_design, passage_population, read_design,
+                                   write_design)
 from ._base import CONTEXT_SETTINGS, exit_on_next_signal
 
 PROG = "exam-verify"
@@ -30,6 +31,10 @@ def _say(msg: str) -> None:
 @click.option("--seed", type=click.IntRange(min=0), default=None, metavar="S", help="Seed of the draw.  [default: 0]")
 @click.option("--topics", default=None, metavar="FILE|ID", help="Query texts (TSV, JSONL, TREC topics, ir_datasets ID).")
 @click.option("--passages", default=None, metavar="FILE|ID", help="Passage texts (JSONL, TSV, ir_datasets ID).")
+@click.option("--reports", multiple=True, metavar="FILE|DIR",
+              help="Nugget mode: RAG reports (repeatable) whose support of each --bank nugget is labelled "
+                   "(keys 0 not_support, 1 partial_support, 2 support), in place of RUNs and passages.")
+@click.option("--bank", default=None, metavar="FILE", help="Nugget mode: the nugget bank.")
 @click.option("--llm", default=None, metavar="FILE",
               help="The LLM labels the intervals will use (qrels or grades): recorded in the design, "
                    "shown on the page only with --show-llm.")
@@ -42,8 +47,8 @@ def _say(msg: str) -> None:
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port on 127.0.0.1 (0: a free one).")
 @click.option("--no-serve", is_flag=True, help="Write (or extend) the design and stop; serve no page.")
-def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, llm, scale, on_missing, show_llm, assessor,
-              port, no_serve):
+def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, reports, bank, llm, scale, on_missing, show_llm,
+              assessor, port, no_serve):
     """Label a random sample of queries' pooled passages by hand, on a page on 127.0.0.1.
 
     The first call draws N queries uniformly at random (seeded) from those every RUN has,
@@ -58,6 +63,12 @@ def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, llm, scale
     exam-verify label-qrels) each assessor's labels are written as FOLDER/qrels/NAME.qrels
     and the labelled queries as NAME.labelled.txt, for exam-correlate interval --labelled.
 
+    Nugget mode (--reports and --bank in place of RUNs and --passages): the queries are the
+    topics every run reports on and the bank has nuggets for, a query's pairs every
+    (report, nugget); the page shows the report's sentences and the nugget, and the labels
+    go out as NAME.assignments.jsonl (the nuggetizer's assignment format) for
+    exam-nuggets score.
+
     \b
     Examples:
       exam-verify label sample/ runs/*.run -n 30 -k 10 --topics topics.tsv --passages passages.jsonl.gz \\
@@ -70,7 +81,10 @@ def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, llm, scale
 
     if assessor is not None:
         check_assessor(assessor)
-    design = _design(folder, list(runs), n_queries, depth, seed, topics, passages, llm, scale, on_missing)
+    if reports or bank:
+        _check_nugget_flags(runs, reports, bank, passages, llm, scale, depth)
+    design = _design(folder, list(runs), n_queries, depth, seed, topics, passages, llm, scale, on_missing,
+                     list(reports), bank)
     if no_serve:
         return 0
     with OneWriter(folder) as lock:
@@ -79,24 +93,55 @@ def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, llm, scale
         return _serve(session, lock, port, assessor)
 
 
-def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing) -> Design:
+def _check_nugget_flags(runs, reports, bank, passages, llm, scale, depth) -> None:
+    if not (reports and bank):
+        raise UsageError("nugget mode needs both --reports and --bank")
+    given = [name for name, v in (("RUN", runs), ("--passages", passages), ("--llm", llm), ("-k", depth)) if v]
+    if scale not in (None, "0-2"):
+        given.append(f"--scale {scale}")
+    if given:
+        raise UsageError(f"{', '.join(given)}: not in nugget mode (--reports, --bank: each report's support of each "
+                         "nugget, on the scale 0-2)")
+
+
+def _new_design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank) -> Design:
+    if reports:
+        from ..verify.label_nuggets import new_nugget_design
+
+        if n is None:
+            raise UsageError("a new sample needs -n (FOLDER has no design.json)")
+        return new_nugget_design(reports, bank, n, seed or 0, topics=topics and _spec(topics))
+    if not runs or n is None or topics is None or passages is None:
+        raise UsageError("a new sample needs RUN..., -n, --topics and --passages (FOLDER has no design.json)")
+    design = new_design(runs, n, depth or DEFAULT_DEPTH, seed or 0, scale=scale or "0-3", llm=llm,
+                        passages=_spec(passages), topics=_spec(topics))
+    _check_texts(design, design.pair_list(), on_missing)
+    return design
+
+
+def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank) -> Design:
     design = read_design(folder)
     if design is None:
-        if not runs or n is None or topics is None or passages is None:
-            raise UsageError("a new sample needs RUN..., -n, --topics and --passages (FOLDER has no design.json)")
-        design = new_design(runs, n, depth or DEFAULT_DEPTH, seed or 0, scale=scale or "0-3", llm=llm,
-                            passages=_spec(passages), topics=_spec(topics))
-        _check_texts(design, design.pair_list(), on_missing)
+        design = _new_design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank)
         os.makedirs(folder, exist_ok=True)
         write_design(design, folder)
         _say(f"drew {len(design.queries)} of the {design.shared_queries} queries the runs share (seed "
              f"{design.seed}): {len(design.pair_list())} pairs to label; the design is {display_name(folder)}/design.json")
         return design
-    _check_same(design, folder, runs, depth, seed, topics, passages, llm, scale)
+    if (design.mode == "nugget") != bool(reports or bank) and (runs or reports or bank):
+        raise UsageError(f"this folder's sample is in {design.mode} mode; a sample of the other mode needs a new "
+                         "FOLDER")
+    _check_same(design, folder, runs if design.mode == "passage" else reports, depth, seed, topics, passages, llm,
+                scale, bank)
     check_unchanged(design, folder)
     if n is not None and n != len(design.queries):
-        added = extend(design, n)
-        _check_texts(design, [(q, d) for q in added for d in design.pairs[q]], on_missing)
+        if design.mode == "nugget":
+            from ..verify.label_nuggets import nugget_population_of as population
+        else:
+            population = passage_population
+        added = extend(design, n, *population(design))
+        if design.mode == "passage":
+            _check_texts(design, [(q, d) for q in added for d in design.pairs[q]], on_missing)
         write_design(design, folder)
         _say(f"added {len(added)} queries of the same draw ({', '.join(added)}): {len(design.queries)} queries, "
              f"{len(design.pair_list())} pairs")
@@ -107,15 +152,19 @@ def _spec(spec: str) -> str:
     return os.path.abspath(spec) if os.path.exists(spec) else spec   # an ir_datasets ID stays as it is
 
 
-def _check_same(design: Design, folder, runs, depth, seed, topics, passages, llm, scale) -> None:
+def _check_same(design: Design, folder, runs, depth, seed, topics, passages, llm, scale, bank) -> None:
     """What a later call gives again must be what the design says: another value would be
     another sample, where a label of this one means nothing."""
+    if design.mode == "nugget" and runs:
+        from ..verify.label_nuggets import report_files
+
+        runs = report_files(runs)
     given = {"RUN": [os.path.abspath(r) for r in runs] or None, "-k": depth, "--seed": seed, "--scale": scale,
              "--topics": topics and _spec(topics), "--passages": passages and _spec(passages),
-             "--llm": llm and os.path.abspath(llm)}
+             "--llm": llm and os.path.abspath(llm), "--bank": bank and os.path.abspath(bank)}
     have = {"RUN": [r["path"] for r in design.runs], "-k": design.depth, "--seed": design.seed,
             "--scale": design.scale, "--topics": design.topics, "--passages": design.passages,
-            "--llm": design.llm and design.llm["path"]}
+            "--llm": design.llm and design.llm["path"], "--bank": design.bank and design.bank["path"]}
     for flag, value in given.items():
         if value is not None and value != have[flag]:
             raise UsageError(f"{flag} differs from the design in {display_name(folder)}/design.json ({have[flag]}); "
@@ -148,7 +197,14 @@ def _texts(design: Design, show_llm: bool):
     from ..io.topics import read_topics
     from ..verify.label_session import Texts
 
-    topics = read_topics(design.topics)
+    topics = {} if design.topics is None else read_topics(design.topics)
+    if design.mode == "nugget":
+        from ..verify.label_nuggets import nugget_texts
+
+        if show_llm:
+            raise UsageError("--show-llm: nugget mode has no LLM labels to show")
+        shown = nugget_texts(design, {q: t.text for q, t in topics.items()})
+        return Texts(shown["queries"], {}, None, shown["pairs"])
     passages = read_passages(design.passages, {d for _, d in design.pair_list()})
     llm = None
     if show_llm:
@@ -185,11 +241,14 @@ def _export(design: Design, folder: str, only: str | None) -> None:
 
     names = [only] if only else assessors(folder)
     out_dir = os.path.join(folder, "qrels")   # the command's own folder: it replaces only what it wrote
+    if design.mode == "nugget":
+        from ..verify.label_nuggets import write_nugget_export as write_export
     for name in names:
         ex = write_export(design, name, read_labels(labels_path(folder, name), _say), out_dir)
         _say(ex.summary())
     if names:
-        _say(f"qrels and labelled queries in {display_name(out_dir)}/ (NAME.qrels, NAME.labelled.txt)")
+        what = "NAME.assignments.jsonl" if design.mode == "nugget" else "NAME.qrels"
+        _say(f"labels and labelled queries in {display_name(out_dir)}/ ({what}, NAME.labelled.txt)")
 
 
 @click.command("label-qrels", context_settings=CONTEXT_SETTINGS)

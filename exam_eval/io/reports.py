@@ -432,7 +432,7 @@ def parse_report(obj, *, spec=None, source: str | None = None, line: int | None 
                   citation_format=shape, documents=docs, warnings=tuple(warnings))
 
 
-def _report_files(path: str) -> list[str]:
+def report_files(path: str) -> list[str]:
     if os.path.isdir(path):
         found = []
         for d, dirs, files in os.walk(path):
@@ -481,7 +481,7 @@ def read_reports(paths: Sequence[str], *, track_spec: str | None = None,
     out: list[Report] = []
     seen: dict[tuple[str, str], str] = {}
     for p in paths:
-        for f in _report_files(str(p)):
+        for f in report_files(str(p)):
             name = display_name(f)
             for lineno, obj in iter_jsonl(f):
                 limit = None

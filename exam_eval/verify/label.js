@@ -4,6 +4,7 @@
 (function () {
   const body = document.body;
   const api = "/" + body.dataset.token + "/api/" + encodeURIComponent(body.dataset.assessor) + "/";
+  const NUGGET_NAMES = ["not support", "partial support", "support"];
   const NAMES = {
     1: ["not relevant", "relevant"],
     2: ["not relevant", "partly relevant", "relevant"],
@@ -13,9 +14,10 @@
   let state = null;
   let busy = false;
 
-  function scaleButtons(top) {
+  function scaleButtons(top, mode) {
     const box = $("scale");
     if (box.childElementCount === top + 1) return;
+    const names = mode === "nugget" ? NUGGET_NAMES : NAMES[top] || [];
     box.textContent = "";
     for (let g = 0; g <= top; g++) {
       const b = document.createElement("button");
@@ -23,7 +25,7 @@
       b.id = "label-" + g;
       const k = document.createElement("kbd");
       k.textContent = String(g);
-      b.append(k, (NAMES[top] || [])[g] || "");
+      b.append(k, names[g] || "");
       b.addEventListener("click", () => label(g));
       box.append(b);
     }
@@ -60,12 +62,23 @@
     $("pair").dataset.at = String(s.pair.at);
     $("qid").textContent = s.pair.qid;
     $("query").textContent = s.pair.query;
-    $("docno").textContent = s.pair.docno;
-    $("passage").textContent = s.pair.passage;
+    const nugget = s.mode === "nugget";
+    $("passage-view").hidden = nugget;
+    $("nugget-view").hidden = !nugget;
+    if (nugget) {
+      $("run").textContent = s.pair.run_id;
+      $("report").textContent = "";
+      for (const sentence of s.pair.report) $("report").appendChild(document.createElement("li")).textContent = sentence;
+      $("importance").textContent = "(" + s.pair.importance + ")";
+      $("nugget").textContent = s.pair.nugget;
+    } else {
+      $("docno").textContent = s.pair.docno;
+      $("passage").textContent = s.pair.passage;
+    }
     const llm = $("llm");
     llm.hidden = !("llm" in s.pair);
     llm.textContent = "LLM label: " + (s.pair.llm === null || s.pair.llm === undefined ? "none" : s.pair.llm);
-    scaleButtons(s.scale);
+    scaleButtons(s.scale, s.mode);
     $("note").value = "";
   }
 

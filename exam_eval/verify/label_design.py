@@ -7,7 +7,10 @@ the order they were drawn. The draw is a seeded permutation of the queries every
 has, and the sample is its first N: asking for more queries later takes the next ones
 of the same permutation, so the extended sample is still a uniform draw and keeps every
 label given. The pairs are each sampled query's pool, as exam-grade pools (the top
-``depth`` of every run in trec_eval order, first appearance first).
+``depth`` of every run in trec_eval order, first appearance first); in nugget mode
+(:mod:`exam_eval.verify.label_nuggets`) every (report, nugget) of the query, the runs
+being the reports' run ids and the queries the topics every run reports on and the bank
+has nuggets for.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import os
 import random
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..errors import InputError, UsageError
 from ..grading.pool import Pool
@@ -54,6 +58,8 @@ class Design:
     shared_queries: int = 0            # how many queries the runs share (the population)
     pairs: dict[str, list[str]] = field(default_factory=dict)   # qid -> docnos, pool order
     missing: dict[str, list[str]] = field(default_factory=dict)  # pooled docnos without text
+    mode: str = "passage"              # or "nugget": pairs are "RUN_ID<TAB>ITEM_ID"
+    bank: dict | None = None           # {"path", "sha256"} of the nugget bank (nugget mode)
 
     @property
     def top_label(self) -> int:
@@ -63,9 +69,9 @@ class Design:
         return [(q, d) for q in self.queries for d in self.pairs.get(q, [])]
 
     def to_json(self) -> dict:
-        return {"format": FORMAT, "seed": self.seed, "depth": self.depth, "scale": self.scale,
+        return {"format": FORMAT, "mode": self.mode, "seed": self.seed, "depth": self.depth, "scale": self.scale,
                 "shared_queries": self.shared_queries, "n_queries": len(self.queries), "queries": self.queries,
-                "runs": self.runs, "llm": self.llm, "passages": self.passages, "topics": self.topics,
+                "runs": self.runs, "llm": self.llm, "bank": self.bank, "passages": self.passages, "topics": self.topics,
                 "n_pairs": sum(len(v) for v in self.pairs.values()), "pairs": self.pairs,
                 "missing_text": self.missing}
 
@@ -100,36 +106,41 @@ def new_design(runs: list[str], n: int, depth: int, seed: int, *, scale: str, ll
     if not 1 <= n <= len(shared):
         raise UsageError(f"-n must be between 1 and {len(shared)} (the queries the runs share)")
     queries = draw_order(shared, seed)[:n]
-    return Design(queries=queries, seed=seed, depth=depth, runs=[_file_entry(p) for p in runs], scale=scale,
-                  llm=None if llm is None else _file_entry(llm), passages=passages, topics=topics,
+    return Design(queries=queries, seed=seed, depth=depth, runs=[file_entry(p) for p in runs], scale=scale,
+                  llm=None if llm is None else file_entry(llm), passages=passages, topics=topics,
                   shared_queries=len(shared), pairs=pool_pairs(runs, queries, depth))
 
 
-def extend(design: Design, n: int) -> list[str]:
-    """The next queries of the same draw, up to N in all; the queries added."""
+def passage_population(design: Design) -> tuple[set[str], Callable[[list[str]], dict[str, list[str]]]]:
+    """The queries a passage sample is drawn from, and the pairs of some of them."""
+    runs = [r["path"] for r in design.runs]
+    return shared_queries(runs), lambda queries: pool_pairs(runs, queries, design.depth)
+
+
+def extend(design: Design, n: int, shared: set[str], pairs_of: Callable[[list[str]], dict[str, list[str]]]) -> list[str]:
+    """The next queries of the same draw of ``shared``, up to N in all; the queries added."""
     if n < len(design.queries):
         raise UsageError(f"-n {n}: the design already has {len(design.queries)} queries, and a label given is "
                          "never dropped; give -n of at least that many to extend it")
-    runs = [r["path"] for r in design.runs]
-    order = draw_order(shared_queries(runs), design.seed)
+    order = draw_order(shared, design.seed)
     if n > len(order):
         raise UsageError(f"-n must be at most {len(order)} (the queries the runs share)")
     if order[:len(design.queries)] != design.queries:   # checked hashes make this a broken file
         raise InputError("the design's queries are not the draw of its seed", DESIGN_FILE)
     added = order[len(design.queries):n]
     design.queries = order[:n]
-    design.pairs.update(pool_pairs(runs, added, design.depth))
+    design.pairs.update(pairs_of(added))
     return added
 
 
-def _file_entry(path: str) -> dict:
+def file_entry(path: str) -> dict:
     return {"path": os.path.abspath(path), "sha256": sha256_of(path)}
 
 
 def check_unchanged(design: Design, folder: str) -> None:
     """The runs and LLM labels are the ones the design drew from, byte for byte: a sample
     of other runs is another design."""
-    for entry in design.runs + ([design.llm] if design.llm else []):
+    for entry in design.runs + [e for e in (design.llm, design.bank) if e]:
         if not os.path.exists(entry["path"]):
             raise InputError(f"{entry['path']} is gone; the design of this sample names it (a new sample needs "
                              "a new label folder)", os.path.join(folder, DESIGN_FILE))
@@ -155,7 +166,8 @@ def read_design(folder: str) -> Design | None:
                       runs=list(obj["runs"]), scale=obj["scale"], llm=obj.get("llm"), passages=obj.get("passages"),
                       topics=obj.get("topics"), shared_queries=int(obj["shared_queries"]),
                       pairs={str(k): list(v) for k, v in obj["pairs"].items()},
-                      missing={str(k): list(v) for k, v in obj.get("missing_text", {}).items()})
+                      missing={str(k): list(v) for k, v in obj.get("missing_text", {}).items()},
+                      mode=obj.get("mode", "passage"), bank=obj.get("bank"))
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"not a label design (field {exc})", name) from None
 

@@ -26,6 +26,7 @@ class Texts:
     queries: dict[str, str]
     passages: dict[str, str]
     llm: dict[str, dict[str, int]] | None = None   # shown only with --show-llm
+    nuggets: dict | None = None   # nugget mode: (qid, pair key) -> run_id, report sentences, nugget
 
 
 class Assessor:
@@ -116,13 +117,16 @@ class LabelSession:
             cell[1] += 1
             cell[0] += (qid, docno) in a.labels.given
         done = len(a.labels.given)
-        out = {"assessor": a.name, "scale": self.design.top_label, "done": done, "total": len(self.pairs),
+        out = {"assessor": a.name, "mode": self.design.mode, "scale": self.design.top_label, "done": done, "total": len(self.pairs),
                "per_query": [{"qid": q, "done": d, "total": t} for q, (d, t) in per_query.items()],
                "can_undo": bool(a.labels.stack), "pair": None}
         if a.cursor is not None:
             qid, docno = self.pairs[a.cursor]
-            pair = {"at": a.cursor, "qid": qid, "query": self.texts.queries.get(qid, ""), "docno": docno,
-                    "passage": self.texts.passages.get(docno, "")}
+            pair = {"at": a.cursor, "qid": qid, "query": self.texts.queries.get(qid, ""), "docno": docno}
+            if self.texts.nuggets is not None:
+                pair.update(self.texts.nuggets[(qid, docno)])
+            else:
+                pair["passage"] = self.texts.passages.get(docno, "")
             if self.show_llm and self.texts.llm is not None:
                 pair["llm"] = self.texts.llm.get(qid, {}).get(docno)
             out["pair"] = pair
