@@ -19,7 +19,7 @@ from importlib import resources
 from string import Template
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from .label_session import LabelSession
 from .label_store import ASSESSOR, assessors
 
@@ -136,6 +136,8 @@ class Handler(BaseHTTPRequestHandler):
             state = self.server.session.act(parts[1], parts[2], body)
         except (ValueError, KeyError, TypeError) as exc:
             return self._send(HTTPStatus.BAD_REQUEST, f"bad request: {exc}\n")
+        except InputError as exc:   # a log broken while the server ran (edited by hand)
+            return self._send(HTTPStatus.INTERNAL_SERVER_ERROR, f"{exc}\n")
         except OSError as exc:   # the label could not be kept: the page says so, and shows the same pair
             return self._send(HTTPStatus.INSUFFICIENT_STORAGE, f"the label was not kept: {exc.strerror or exc}\n")
         self._json(state)

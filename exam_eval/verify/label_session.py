@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 
 from .label_design import Design
-from .label_store import Labels, labels_path, read_labels
+from .label_store import Labels, assessors, labels_path, read_labels
 
 
 class StalePair(Exception):
@@ -81,6 +81,8 @@ class LabelSession:
         self.pairs = design.pair_list()
         self._assessors: dict[str, Assessor] = {}
         self._lock = threading.Lock()
+        for name in assessors(folder):   # a broken log is refused before the page is served
+            self.assessor(name)
 
     def assessor(self, name: str) -> Assessor:
         with self._lock:

@@ -132,3 +132,18 @@ def test_human_labels_replace_the_llms_and_two_assessors_agree_as_sklearn_says(t
     want = cohen_kappa_score([x >= 2 for x in a], [x >= 2 for x in b])
     line = next(ln for ln in res.stdout.splitlines() if ln.startswith("kappa\t"))
     assert float(line.split("\t")[1]) == pytest.approx(want, abs=5e-5)
+
+
+def test_a_broken_label_log_is_refused_before_serving(tmp_path, run_cli):
+    folder, args = _start(tmp_path)
+    assert run_cli("exam-verify", "label", *args, "--no-serve").returncode == 0
+    (folder / "labels").mkdir()
+    (folder / "labels" / "ann.jsonl").write_text('{"event": "label", "qid": "q1", "docno": "d", "label": 1}\n'
+                                                '{"event": "relabel"}\n')
+    res = subprocess.run([sys.executable, "-m", "exam_eval.commands.verify", "label", str(folder)],
+                         capture_output=True, text=True, env=ChildEnv(), timeout=120)
+    line = one_line_refusal(res, "exam-verify", 2)
+    assert "ann.jsonl:2:" in line and "not a label event" in line and not res.stdout
+    (folder / "design.json").write_text("{")
+    line = one_line_refusal(run_cli("exam-verify", "label", str(folder), "--no-serve"), "exam-verify", 2)
+    assert "design.json" in line and "not a label design" in line
