@@ -188,6 +188,32 @@ def test_dump_dom_shows_the_first_pair_and_names_no_other_host(tmp_path):
     _no_other_host(dom, urlsplit(server.url).port)
 
 
+def test_dl19_printed_url_renders_the_first_pair_in_dump_dom(shared_data, tmp_path):
+    exe = _chromium()
+    dl = shared_data / "dl19"
+    runs = sorted(str(p) for p in (dl / "first-stage-runs").glob("*.run"))
+    folder = tmp_path / "dl19"
+    with serving(str(folder), *runs, "-n", "10", "-k", "10", "--topics", str(dl / "topics.tsv"),
+                 "--passages", str(dl / "passages.jsonl.gz"), "--assessor", "ann") as server:
+        design = json.loads((folder / "design.json").read_text())
+        assert design["n_queries"] == 10 and design["depth"] == 10 and len(design["runs"]) == 6
+        assert all(len(r["sha256"]) == 64 for r in design["runs"]) and design["seed"] == 0
+        qid, docno = design["queries"][0], design["pairs"][design["queries"][0]][0]
+        r = subprocess.run([exe, "--headless", *CHROMIUM_ARGS, f"--user-data-dir={tmp_path / 'profile'}",
+                            "--virtual-time-budget=10000", "--dump-dom", server.url],
+                           capture_output=True, text=True, timeout=120, env=ChildEnv())
+    assert r.returncode == 0, r.stderr[-2000:]
+    query = next(ln.split("\t")[1] for ln in (dl / "topics.tsv").read_text().splitlines() if ln.split("\t")[0] == qid)
+    import gzip
+    from html import escape
+
+    with gzip.open(dl / "passages.jsonl.gz", "rt") as f:
+        text = next(o["text"] for o in map(json.loads, f) if o["doc_id"] == docno)
+    assert f'<p id="query" class="query">{escape(query, quote=False)}</p>' in r.stdout
+    assert f'<div id="passage" class="passage">{escape(text, quote=False)}</div>' in r.stdout
+    _no_other_host(r.stdout, urlsplit(server.url).port)
+
+
 def _no_other_host(dom: str, port: int) -> None:
     import re
 
