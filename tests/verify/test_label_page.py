@@ -6,13 +6,13 @@ must be those of NIST's qrels cut to the same pairs."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 from urllib.parse import urlsplit
 
 import pytest
 
+import chromium
 from child_env import ChildEnv
 from label_serving import serving
 from test_label_sample import _corpus
@@ -20,15 +20,8 @@ from test_label_sample import _corpus
 from exam_eval.verify.label_design import read_design
 from exam_eval.verify.label_store import read_labels
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-
-
-def _chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        pytest.skip("chromium is not installed (make system-deps installs it, as root with apt-get)")
-    return exe
+CHROMIUM_ARGS = chromium.FLAGS
+_chromium = chromium.chromium
 
 
 @pytest.fixture

@@ -7,13 +7,14 @@ import gzip
 import json
 import math
 import random
-import shutil
 import statistics
 import subprocess
 
 import pytest
 import pytrec_eval
 from scipy import stats
+
+import chromium
 
 from exam_eval.io.bank_items import make_item_id
 from exam_eval.verify.report import ReportOptions, compute, render
@@ -208,16 +209,8 @@ def test_dl19_report_against_raw_data(shared_data, run_cli, tmp_path):
 
 # ------------------------------------------------------------ headless Chromium
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                  "--enable-logging=stderr", "--v=0"]
-
-
-def _chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        pytest.skip("chromium is not installed (make system-deps installs it, as root with apt-get)")
-    return exe
+CHROMIUM_FLAGS = ["--headless", *chromium.FLAGS, "--enable-logging=stderr", "--v=0"]
+_chromium = chromium.chromium
 
 
 def test_report_renders_in_chromium(synthetic, tmp_path):
