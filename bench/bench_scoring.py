@@ -49,7 +49,7 @@ def main() -> int:
 
     machine = common.machine()
 
-    from exam_eval.io.grades import read_grades
+    from exam_eval.grading.grade_files import read_grades
     from exam_eval.trec_eval.trec_files import read_qrels, read_run
     from exam_eval.measures.exam_cover import build_index, exam_cover
     from exam_eval.trec_eval.registry import parse_measures

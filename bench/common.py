@@ -453,14 +453,14 @@ def engine_run(backend, work: Path, out: Path):
 # -- grades ---------------------------------------------------------------------------------------
 def grade_engines(path: Path) -> str:
     """The engines named in a grades file."""
-    from exam_eval.io.grades import read_grades
+    from exam_eval.grading.grade_files import read_grades
 
     return ",".join(sorted({g.engine or "" for g in read_grades(str(path))}))
 
 
 def agreement(a: Path, b: Path) -> dict:
     """Same argmax grade on how many of the same pairs; every disagreement counted."""
-    from exam_eval.io.grades import read_grades
+    from exam_eval.grading.grade_files import read_grades
 
     def by_pair(path):
         return {(g.query_id, g.doc_id, g.item_id): g for g in read_grades(str(path))}

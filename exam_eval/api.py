@@ -66,7 +66,7 @@ def read_grades(path: str, *, model: str | None = None, prompt: str | None = Non
     refused unless ``model``/``prompt`` choose one."""
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"read_grades takes a path, not {type(path).__name__}")
-    from .io.grades import read_grades as _read_grades
+    from .grading.grade_files import read_grades as _read_grades
 
     return _read_grades(str(path), model=model, prompt=prompt, kind=kind)
 
@@ -203,7 +203,7 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     from .grading.prompts import get_prompt
     from .grading.report_units import default_unit
     from .grading.session import GradingSession
-    from .io.grades import read_grades
+    from .grading.grade_files import read_grades
 
     if not progress:  # no bars of ours, and none of the libraries' ("Loading weights")
         from .progress import silence_library_progress

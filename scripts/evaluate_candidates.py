@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from exam_eval.io.banks import items_by_query, read_bank  # noqa: E402
-from exam_eval.io.grades import read_grades  # noqa: E402
+from exam_eval.grading.grade_files import read_grades  # noqa: E402
 from exam_eval.trec_eval.trec_files import read_qrels  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "dl19"

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..errors import UsageError
 from ..grading.types import CUT_OFF_REASONING, FAILED, GradeRequest, GradeResult
+from ..io.judge_detail import JudgeDetail
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..grading.prompts.base import Prompt
@@ -282,7 +283,7 @@ class PromptBackend(Backend):
                         unsure.append((i, why, mass))
                         continue
                     res = scored_result(prompt, labels, w, table)
-                    results[i] = res._replace(label_mass=mass) if mass is not None and not res.failed else res
+                    results[i] = res.with_detail(label_mass=mass) if mass is not None and not res.failed else res
             if unsure:
                 self.read_from_text(requests, results, unsure)
             return results  # type: ignore[return-value]
@@ -296,7 +297,7 @@ class PromptBackend(Backend):
         texts = self._generate([requests[i] for i, _, _ in unsure], self.max_new_tokens)
         for (i, why, mass), text in zip(unsure, texts):
             res = self.interpret(requests[i], text)
-            results[i] = res if res.failed else res._replace(label_mass=mass, fallback=res.fallback or why)
+            results[i] = res if res.failed else res.with_detail(label_mass=mass, fallback=res.detail.fallback or why)
 
     def verify(self, requests: Sequence[GradeRequest], texts: Sequence[str]) -> list[GradeResult]:
         """EXAM++'s LLM answer verification, by this model or by ``verifier_backend``."""
@@ -314,13 +315,13 @@ class PromptBackend(Backend):
         said = join_reasoning(getattr(text, "reasoning", None), str(text), bool(getattr(text, "cut_off", False)))
         served = getattr(text, "served_model", None)
         if said.unfinished:
-            return GradeResult(said.answer or "", None, None, False, fallback=CUT_OFF_REASONING,
-                               reasoning=said.reasoning, served_model=served)
+            return GradeResult(said.answer or "", None, None, False, detail=JudgeDetail(
+                fallback=CUT_OFF_REASONING, reasoning=said.reasoning, served_model=served))
         # without reasoning the answer is the text as it came, byte for byte
         answer = str(text) if said.reasoning is None else (said.answer or "")
         parsed = req.prompt.parse(answer)
         grade, ok = finish_parsed(req, parsed)
-        return GradeResult(answer, grade, None, ok, reasoning=said.reasoning, served_model=served)
+        return GradeResult(answer, grade, None, ok, detail=JudgeDetail(reasoning=said.reasoning, served_model=served))
 
 
 def answer_of(text: str) -> str | None:

@@ -38,6 +38,7 @@ from .base import flag_option, label_mass_fallback, scored_result, PromptBackend
 # for the commands' flag blocks)
 from .http_client import DEFAULT_TIMEOUT  # noqa: F401
 from ..grading.types import FAILED, GradeRequest, GradeResult
+from ..io.judge_detail import JudgeDetail
 
 
 DEFAULT_CONCURRENCY = 64
@@ -305,7 +306,7 @@ class EndpointBackend(PromptBackend):
         mass = None if weights is None else weights.mass
         if weights is None:
             why = "no logprobs"
-        elif read.reasoning is not None and self.min_label_mass > 0:
+        elif read.detail.reasoning is not None and self.min_label_mass > 0:
             why = "reasoning judge"  # the first token is the reasoning's, not the answer's
         else:
             why = label_mass_fallback(weights, self.min_label_mass)
@@ -316,9 +317,9 @@ class EndpointBackend(PromptBackend):
             elif self.min_label_mass > 0 and read.parse_ok and read.grade is not None and read.grade != scored.grade:
                 why = "the answer states another grade"
             else:
-                return GradeResult(reply.text, scored.grade, scored.probs, True, label_mass=mass,
-                                   served_model=read.served_model)
-        return read._replace(label_mass=mass, fallback=read.fallback or why)
+                return GradeResult(reply.text, scored.grade, scored.probs, True,
+                                   detail=JudgeDetail(label_mass=mass, served_model=read.detail.served_model))
+        return read.with_detail(label_mass=mass, fallback=read.detail.fallback or why)
 
 
 def label_weights(labels: Sequence[str], top_logprobs: list[dict[str, float]] | None) -> dict[str, float] | None:

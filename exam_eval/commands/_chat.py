@@ -1,25 +1,19 @@
 """The flags of the commands that run the AutoNuggetizer's prompts through a chat model
-(``exam-nuggets assign``, ``exam-genq nuggetize``), so both take the same ones."""
+(``exam-nuggets assign``, ``exam-genq nuggetize``), so both take the same ones: their
+back ends and script, and the shared model flags of :mod:`._model_flags`."""
 
 from __future__ import annotations
 
 import click
 
-from ..backends.endpoint import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT
 from ..errors import UsageError
-from ._base import FiniteRange, check_no_cache, claim_cache, refuse_untaken
-
-
-#: --cache-any-server, one flag in every command that talks to a model
-cache_any_server_option = click.option(
-    "--cache-any-server", "cache_any_server", is_flag=True, default=None,
-    help="endpoint: reuse cached grades and answers of this model from any server (base URL), as for several hosts "
-         "serving the same weights; by default only the server that gave them (another may serve other weights under "
-         "the same model name).")
+from ._base import refuse_untaken
+from ._model_flags import (NUGGETIZER_REFUSES_TEMPERATURE, SERVER_OPTIONS, cache_option, flag_block, max_tokens_option,
+                           no_cache_option, retries_option, temperature_option)
 
 
 def chat_options(f):
-    opts = [
+    return cache_options(flag_block(
         click.option("--backend", default="endpoint", show_default=True, metavar="NAME",
                      help="endpoint (OpenAI-compatible HTTP: OpenAI, vLLM, TGI), hf-causal (local chat model) "
                           "or scripted (canned answers from --script)."),
@@ -27,37 +21,19 @@ def chat_options(f):
                      help="Model name (endpoint) or Hugging Face id / path / .gguf file (hf-causal)."),
         click.option("--script", default=None, metavar="FILE",
                      help="--backend scripted: JSONL rules {\"match\": [strings], \"output\": text}."),
-        click.option("--base-url", envvar="OPENAI_BASE_URL", default=None,
-                     help="Endpoint base URL including /v1 [$OPENAI_BASE_URL]."),
-        click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="VAR",
-                     help="Environment variable holding the API key (never taken on the command line)."),
-        click.option("--concurrency", type=click.IntRange(1), default=DEFAULT_CONCURRENCY, show_default=True,
-                     help="endpoint: requests in flight (see man exam-nuggets, THROUGHPUT)."),
-        click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
-                     help="HTTP retries per call on 429, 5xx, timeouts, connection errors."),
-        click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=DEFAULT_TIMEOUT, show_default=True,
-                     help="Seconds per HTTP request (a server that serves one request at a time answers the "
-                          "last of a window late)."),
-        click.option("--retries", type=click.IntRange(0), default=5, show_default=True,
-                     help="Ask again (at temperature 0.2, as the nuggetizer does) this many times when an "
-                          "answer does not parse; the nuggetizer's own bound is 500."),
-        click.option("--max-tokens", type=click.IntRange(1), default=2048, show_default=True,
-                     help="Tokens the model may write per answer (the nuggetizer's 2048)."),
-        cache_any_server_option,
+        *SERVER_OPTIONS,
+        retries_option(),
+        max_tokens_option(),
+        temperature_option(refused=NUGGETIZER_REFUSES_TEMPERATURE),
         click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE",
                      help="hf-causal: further back-end option (repeatable), as in exam-grade; endpoint: "
                           "reasoning_effort=low, chat_template_kwargs='{\"enable_thinking\": false}' (sent as they are)."),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return cache_options(f)
+    )(f))
 
 
 def cache_options(f):
     """--cache / --no-cache of the commands that keep model answers in the grade cache."""
-    f = click.option("--no-cache", is_flag=True, callback=check_no_cache, help="Neither read nor write the cache.")(f)
-    return click.option("--cache", "cache_path", default=None, metavar="FILE", callback=claim_cache,
-                        help="Answer cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite].")(f)
+    return flag_block(cache_option, no_cache_option)(f)
 
 
 #: the chat flags a chat model's class may take (by its keyword of the same name)

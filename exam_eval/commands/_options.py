@@ -7,10 +7,12 @@ import functools
 from dataclasses import dataclass, fields
 
 import click
+from click.core import ParameterSource
 
 from ..errors import UsageError
-from ._base import check_appended_output, check_no_cache, claim_cache
-from ._chat import cache_any_server_option
+from ._base import check_appended_output
+from ._model_flags import (GRADE_REFUSES, SERVER_OPTIONS, cache_option, max_tokens_option, no_cache_option,
+                           retries_option, temperature_option)
 
 # what builds the back end (backends.factory.make_grader takes them as a dict)
 BACKEND_OPTIONS = [
@@ -30,22 +32,14 @@ BACKEND_OPTIONS = [
                       "[0.2 for the int8 compute types, else 0]"),
     click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise)."),
     click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit."),
-    click.option("--max-tokens", "max_new_tokens", type=click.IntRange(min=1), default=None,
-                 help="Tokens the model may write per answer, as in exam-genq and exam-nuggets [the back end's: 64 "
-                      "for a rating or a label]."),
+    max_tokens_option(None, why="the back end's: 64 for a rating or a label", dest="max_new_tokens"),
     # the name exam-grade had: taken, with one notice, so that scripts go on working
     click.option("--max-new-tokens", "max_new_tokens_alias", type=click.IntRange(min=1), default=None, hidden=True,
                  callback=lambda ctx, param, value: _renamed(ctx, value, "--max-new-tokens", "--max-tokens")),
+    retries_option(refused=GRADE_REFUSES["retries"]),
+    temperature_option(refused=GRADE_REFUSES["temperature"]),
     click.option("--num-beams", type=click.IntRange(min=1), default=None, help="Beam search width for generation (default greedy)."),
-    click.option("--base-url", envvar="OPENAI_BASE_URL", default=None, metavar="URL",
-                 help="endpoint: OpenAI-compatible base URL (…/v1) [$OPENAI_BASE_URL]."),
-    click.option("--api-key-env", default=None, metavar="VAR", help="endpoint: environment variable holding the API key [OPENAI_API_KEY]."),
-    click.option("--concurrency", type=click.IntRange(min=1), default=None, help="endpoint: requests in flight at most; the window adapts to the server [64; see man exam-nuggets, THROUGHPUT]."),
-    click.option("--timeout", type=click.FloatRange(min=0.1, max=86400), default=None, metavar="SECONDS",
-                 help="endpoint: seconds per HTTP request [600, the OpenAI SDK's]."),
-    click.option("--max-retries", type=click.IntRange(min=0), default=None,
-                 help="endpoint: HTTP retries per call on 429, 5xx, timeouts, connection errors [5]."),
-    cache_any_server_option,
+    *SERVER_OPTIONS,
     click.option("--min-label-mass", type=click.FloatRange(min=0, max=1), default=None, metavar="M",
                  help="Scored prompts: a grade is read from the labels' probabilities only where the judge put at least "
                       "M of its first token's probability on them and its most probable token is a label; elsewhere "
@@ -56,8 +50,8 @@ BACKEND_OPTIONS = [
 # how a grading run reads and writes: -O pairs, the cache, one shard, a dry run, the output
 RUN_OPTIONS = [
     click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE", help="Further back-end option (repeatable), e.g. -O delay=0.1 for scripted."),
-    click.option("--cache", "cache_path", default=None, metavar="FILE", callback=claim_cache, help="Grade cache (sqlite) [$EXAM_EVAL_CACHE or ~/.cache/exam_eval/grades.sqlite]."),
-    click.option("--no-cache", is_flag=True, callback=check_no_cache, help="Neither read nor write the grade cache."),
+    cache_option,
+    no_cache_option,
     click.option("--shard", default=None, metavar="I/N", help="Grade only shard I of N (1-based; stable split by work key)."),
     click.option("--dry-run", is_flag=True, help="Report pool size, pairs, cache hits and estimated time; grade nothing."),
     click.option("--retry-unparsed", is_flag=True,
@@ -80,7 +74,9 @@ _SETTINGS = {"engine_name": "engine"}
 
 @dataclass(frozen=True)
 class JudgeFlags:
-    """The back-end flags (BACKEND_OPTIONS) as the command receives them: one typed value."""
+    """The back-end flags (BACKEND_OPTIONS) as the command receives them: one typed value.
+    The server flags not given are None: their defaults are the endpoint back end's own,
+    and a local back end refuses them only where they are given."""
 
     backend: str
     model: str | None
@@ -126,15 +122,21 @@ class RunFlags:
     output: str | None
 
 
-def _grouped(options, group: type, keyword: str):
+def _grouped(options, group: type, keyword: str, unset_at_default: tuple[str, ...] = ()):
     """The options, and their values handed to the command as one ``group`` under
-    ``keyword``, so that a command takes the block as one typed parameter."""
+    ``keyword``, so that a command takes the block as one typed parameter; those of
+    ``unset_at_default`` as None where the command line did not give them."""
     names = [f.name for f in fields(group)]
 
     def decorate(f):
         @functools.wraps(f)  # keeps the options declared below this block (click's __click_params__)
         def command(*args, **params):
-            return f(*args, **{keyword: group(**{name: params.pop(name) for name in names})}, **params)
+            values = {name: params.pop(name) for name in names}
+            ctx = click.get_current_context()
+            for name in unset_at_default:
+                if ctx.get_parameter_source(name) == ParameterSource.DEFAULT:
+                    values[name] = None
+            return f(*args, **{keyword: group(**values)}, **params)
 
         for option in reversed(options):  # click lists options in the order they are written
             command = option(command)
@@ -142,5 +144,6 @@ def _grouped(options, group: type, keyword: str):
     return decorate
 
 
-backend_flags = _grouped(BACKEND_OPTIONS, JudgeFlags, "judge")
+backend_flags = _grouped(BACKEND_OPTIONS, JudgeFlags, "judge",
+                         unset_at_default=("api_key_env", "concurrency", "timeout", "max_retries"))
 run_flags = _grouped(RUN_OPTIONS, RunFlags, "run")

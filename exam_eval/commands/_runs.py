@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterator
 
 from ..errors import UsageError
-from ..trec_eval.trec_files import Run, read_run_table, read_run_tagged, run_name
+from ..io.leaderboard import run_name
+from ..trec_eval.trec_files import Run, read_run_table, read_run_tagged
 
 if TYPE_CHECKING:
     from ..trec_eval.bulk import RunTable

@@ -14,7 +14,7 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError, UsageError
-from ..io.label_sources import read_human_qrels
+from ..measures.grade_labels import read_human_qrels
 from ..io.leaderboard import FORMATS as LEADERBOARD_FORMATS
 from ..io.openers import display_name
 from ..io.outputs import atomic_output

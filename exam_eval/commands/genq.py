@@ -13,10 +13,11 @@ import sys
 import click
 
 from ..errors import InputError, UsageError
-from ._base import (CONTEXT_SETTINGS, IN_PLACE, FiniteRange, interrupted_says, make_main, output_option, refuse_given,
+from ._base import (CONTEXT_SETTINGS, IN_PLACE, interrupted_says, make_main, output_option, refuse_given,
                     refuse_untaken)
 from ._batch import attach, batch_options, check_batch, finish
-from ._chat import cache_any_server_option, cache_options, chat_options, chat_too_long, kept_hint, open_cache, usage_note
+from ._chat import cache_options, chat_options, chat_too_long, kept_hint, open_cache, usage_note
+from ._model_flags import SERVER_OPTIONS, flag_block, max_tokens_option, retries_option, temperature_option
 
 EXIT_PARTIAL = 3
 PROG = "exam-genq"
@@ -88,25 +89,7 @@ def cli():
               help="endpoint (OpenAI-compatible HTTP), hf-causal / hf-seq2seq (local Hugging Face "
                    "model through the grading back ends), scripted (canned answers, --script).")
 @click.option("--model", default=None, help="Model name (endpoint) or Hugging Face id / path (hf-*).")
-@click.option("--base-url", envvar="OPENAI_BASE_URL", default=None,
-              help="Endpoint base URL including /v1 [$OPENAI_BASE_URL; none: as in every command, a request goes "
-                   "only where it is told, e.g. https://api.openai.com/v1].")
-@click.option("--api-key-env", default="OPENAI_API_KEY", show_default=True, metavar="VAR",
-              help="Environment variable holding the API key (keys are never taken on the command line).")
-@click.option("--concurrency", type=click.IntRange(1), default=64, show_default=True,
-              help="Parallel requests (see man exam-nuggets, THROUGHPUT).")
-@click.option("--max-retries", type=click.IntRange(0), default=5, show_default=True,
-              help="HTTP retries per call on 429, 5xx, timeouts, connection errors, malformed bodies.")
-@click.option("--timeout", type=FiniteRange(min=0.1, max=86400), default=600.0, show_default=True,
-              help="Seconds per HTTP request.")
-@cache_any_server_option
-@click.option("--retries", type=click.IntRange(0), default=2, show_default=True,
-              help="Ask again this many times when an answer holds no parseable list (at temperature 0.2, "
-                   "as the nuggetizer re-asks, or --temperature where higher).")
-@click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True,
-              help="Tokens the model may generate per answer.")
-@click.option("--temperature", type=FiniteRange(min=0, max=2), default=0.0, show_default=True,
-              help="Sampling temperature (0 to 2, as the OpenAI API takes it).")
+@flag_block(*SERVER_OPTIONS, retries_option(), max_tokens_option(), temperature_option())
 @click.option("--device", default=None, metavar="DEV", help="hf-*: torch device (cpu, cuda, cuda:1).")
 @click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="hf-*: weights dtype.")
 @click.option("--batch-size", type=click.IntRange(1), default=None, help="hf-*: prompts per model call.")

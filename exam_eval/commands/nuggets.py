@@ -121,7 +121,7 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     support_precision and support_recall (TREC 2024 RAG support evaluation).
     """
     from ..io.banks import items_by_query, read_bank
-    from ..io.grades import read_grades
+    from ..grading.grade_files import read_grades
     from ..io.track_leaderboards import write_score_outputs
     from ..measures import nugget_scores as ns
 
@@ -204,7 +204,7 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
     bank) are needed for --from nuggets and both, --support-grades for support and
     both. The output is TREC qrels for exam-qrels, trec_eval and pytrec_eval.
     """
-    from ..io.grades import read_grades
+    from ..grading.grade_files import read_grades
     from ..io.outputs import atomic_output
     from ..trec_eval.trec_files import write_qrels
     from ..measures import nugget_scores as ns

@@ -209,7 +209,7 @@ def _read_labels(labels: str, rel_format: str, runs, grade_options: dict, bank: 
     qrels = load_labels(labels, **grade_options, bank_items=bank_items, log=notes.append)
     if human is None:
         return qrels
-    from ..io.label_sources import read_human_qrels
+    from ..measures.grade_labels import read_human_qrels
     from ..io.openers import display_name
     from ..measures.human_labels import merge_human
 

@@ -11,7 +11,7 @@ import click
 from ..errors import InputError, UsageError
 from ..io.outputs import atomic_output
 from ..verify.table import DEFAULT_MIN_GRADE, DEFAULT_RELEVANT_MIN, extraction_answers, load_grade_table, passage_texts
-from ..io.label_sources import read_human_qrels
+from ..measures.grade_labels import read_human_qrels
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given
 from ._label import label_cmd, label_qrels_cmd
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from .types import GradeResult
+from ..io.judge_detail import NO_DETAIL, JudgeDetail
 from ..errors import InputError, OutputError
 
 _SCHEMA = """
@@ -136,21 +137,13 @@ def known_identities(path) -> set[str]:
     return {r[0] for r in rows if isinstance(r[0], str)}
 
 
-_DETAIL_FIELDS = {"label_mass": (int, float), "fallback": str, "reasoning": str, "served_model": str}
-
-
-def _detail(text: str | None) -> dict:
-    """A row's ``detail`` as GradeResult keywords; what cannot be read is left out."""
-    if not text:
-        return {}
+def _detail(text: str | None) -> JudgeDetail:
+    """A row's ``detail``; what cannot be read is left out (the row is still a grade)."""
     try:
-        obj = json.loads(text)
+        obj = json.loads(text) if text else None
     except ValueError:
-        return {}
-    if not isinstance(obj, dict):
-        return {}
-    return {k: v for k, v in obj.items() if k in _DETAIL_FIELDS and isinstance(v, _DETAIL_FIELDS[k])
-            and not isinstance(v, bool)}
+        return NO_DETAIL
+    return JudgeDetail.from_json(obj) if isinstance(obj, dict) else NO_DETAIL
 
 
 class NullCache:
@@ -245,7 +238,7 @@ class GradeCache(NullCache):
 
     def _add_detail_column(self) -> None:
         """``detail``: a grade's label mass, fallback reason, reasoning and served model
-        (GradeResult.detail, JSON), added to a cache an older exam_eval made; its rows
+        (io.judge_detail.JudgeDetail, JSON), added to a cache an older exam_eval made; its rows
         read as having none."""
         columns = {row[1] for row in self.db.execute("PRAGMA table_info(grades)")}
         if "detail" not in columns:
@@ -282,8 +275,8 @@ class GradeCache(NullCache):
                 rows = _patiently(self._fetch, f"SELECT key, answer, grade, probs, parse_ok, detail FROM grades "
                                                 f"WHERE key IN ({marks})", chunk)
                 for key, answer, grade, probs, ok, detail in rows:
-                    extra = _detail(detail)
-                    out[key] = GradeResult(answer, grade, json.loads(probs) if probs else None, bool(ok), **extra)
+                    out[key] = GradeResult(answer, grade, json.loads(probs) if probs else None, bool(ok),
+                                           detail=_detail(detail))
         except sqlite3.Error as exc:
             raise self._error("read", exc) from None
         return out
@@ -294,7 +287,8 @@ class GradeCache(NullCache):
         lock with :class:`WaitStopped`."""
         now = time.time()
         values = [(k, r.answer, r.grade, None if r.probs is None else json.dumps(r.probs), int(r.parse_ok),
-                   backend, prompt_hash, now, json.dumps(r.detail) if r.detail else None) for k, r in rows]
+                   backend, prompt_hash, now, json.dumps(r.detail.to_json()) if r.detail != NO_DETAIL else None)
+                  for k, r in rows]
 
         def commit():
             with self.db:  # one transaction = one commit per batch; a failed one is rolled back

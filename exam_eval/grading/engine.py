@@ -79,7 +79,7 @@ class Stats:
     seconds: float = 0.0
     device_memory: str | None = None  # batches split where the device ran out of memory (fitting)
     # pairs of a scored prompt whose grade was read from the answer's text, by reason, and
-    # answers cut off while reasoning (GradeResult.fallback)
+    # answers cut off while reasoning (JudgeDetail.fallback)
     fallbacks: dict = field(default_factory=dict)
     scored: int = 0  # pairs of a scored prompt graded in this run (label mass measured or read from text)
 
@@ -92,10 +92,11 @@ class Stats:
 
     def count(self, unit_pairs: int, result) -> None:
         """Note what a graded unit's result says about the judge."""
-        if result.label_mass is not None or (result.fallback and result.fallback != CUT_OFF_REASONING):
+        detail = result.detail
+        if detail.label_mass is not None or (detail.fallback and detail.fallback != CUT_OFF_REASONING):
             self.scored += unit_pairs
-        if result.fallback:
-            self.fallbacks[result.fallback] = self.fallbacks.get(result.fallback, 0) + unit_pairs
+        if detail.fallback:
+            self.fallbacks[detail.fallback] = self.fallbacks.get(detail.fallback, 0) + unit_pairs
 
     def judge_notes(self) -> list[str]:
         """What the summary says of the judge: scored grades read from the text and why,
@@ -218,7 +219,7 @@ def is_done(pair: Pair, model: str, prompt, done: set[tuple], inputs: str | None
 def _stale_score(result: GradeResult, prompt, grader) -> bool:
     """A scored grade cached before label masses were recorded (an older exam_eval): it
     may contradict what the judge wrote, so it is graded again."""
-    return (grader is not None and prompt.mode == "score" and result.probs is not None and result.label_mass is None
+    return (grader is not None and prompt.mode == "score" and result.probs is not None and result.detail.label_mass is None
             and getattr(grader, "min_label_mass", 0) > 0 and getattr(grader, "reports_label_mass", False))
 
 
@@ -263,8 +264,7 @@ def _grades_for(unit: Unit, result: GradeResult, model: str, prompt, engine: str
             probs=result.probs, answer=result.answer, parse_ok=bool(result.parse_ok and result.grade is not None),
             model=model, prompt=prompt.id, prompt_hash=prompt.hash, engine=engine,
             item_hash=None if p.item is None else p.item.text_hash, input_hash=inputs, grader_hash=grader,
-            label_mass=None if result.label_mass is None else round(result.label_mass, 4),
-            fallback=result.fallback, reasoning=result.reasoning, served_model=result.served_model,
+            detail=result.detail.rounded(),
         )
         for p in unit.pairs
     ]

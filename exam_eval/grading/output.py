@@ -24,7 +24,8 @@ import zlib
 from typing import Iterable
 
 from ..errors import InputError, OutputError
-from ..io.grades import Grade, grade_line, iter_grades
+from ..io.grades import Grade, grade_line
+from .grade_files import iter_grades
 from ..io import unfinished
 from ..io.outputs import check_output, write_error
 

@@ -5,8 +5,10 @@ the prompts and every back end import these types from here, never from each oth
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple, Protocol, Sequence
+
+from ..io.judge_detail import NO_DETAIL, JudgeDetail
 
 if TYPE_CHECKING:  # pragma: no cover
     from .prompts.base import Prompt
@@ -44,35 +46,17 @@ class GradeResult(NamedTuple):
     # the model call itself failed (an endpoint error after all retries): nothing to
     # record; the engine neither writes nor caches it, so a rerun tries again
     failed: bool = False
-    # scored prompts: the share of the judge's first-token probability that fell on the
-    # labels (the whole distribution locally, the top alternatives over an endpoint)
-    label_mass: float | None = None
-    # why a scored prompt's grade was read from the answer's text instead (a short,
-    # stable reason the summary counts), or why an answer has no grade beyond parsing
-    # ("cut off while reasoning")
-    fallback: str | None = None
-    # what a reasoning judge thought before its answer (kept for exam-verify and audits)
-    reasoning: str | None = None
-    # the model id the server reported, where it differs from the one asked for
-    served_model: str | None = None
+    # what the answer says about its judge besides the grade (label mass, fallback,
+    # reasoning, served model): one record with the grade line and the cache
+    detail: JudgeDetail = NO_DETAIL
 
-    @property
-    def detail(self) -> dict:
-        """The optional fields that are set, as a grade line and the cache keep them."""
-        return detail_of(self)
-
-
-#: what a grade may say about its judge besides the grade (GradeResult and io.grades.Grade)
-DETAIL_FIELDS = ("label_mass", "fallback", "reasoning", "served_model")
-
-
-def detail_of(obj) -> dict:
-    """``obj``'s DETAIL_FIELDS that are set."""
-    return {k: v for k in DETAIL_FIELDS if (v := getattr(obj, k)) is not None}
+    def with_detail(self, **values) -> "GradeResult":
+        """The same answer with these JudgeDetail fields set."""
+        return self._replace(detail=replace(self.detail, **values))
 
 
 FAILED = GradeResult(None, None, None, False, True)
-#: GradeResult.fallback of an answer whose judge never finished reasoning
+#: JudgeDetail.fallback of an answer whose judge never finished reasoning
 CUT_OFF_REASONING = "cut off while reasoning"
 
 

@@ -34,13 +34,13 @@ import contextlib
 import gc
 import os
 from dataclasses import dataclass
-from typing import IO, Iterable, Iterator
+from typing import IO, Callable, Iterable, Iterator, NamedTuple
 
 from ..errors import InputError, UsageError
 from .jsonl import dumps, iter_jsonl, json_id, require_fields
 from .openers import display_name
-from ..grading.types import detail_of
-from ..trec_eval.c_numbers import LABEL_MAX
+from .judge_detail import NO_DETAIL, JudgeDetail
+from .trec_rules import LABEL_MAX
 
 
 @dataclass(slots=True)
@@ -67,16 +67,9 @@ class Grade:
     # the grader's settings (back end, model files, decoding, token limits, verifier, ...):
     # a resume refuses to append grades of other settings under the same model and prompt
     grader_hash: str | None = None
-    # a scored prompt's label mass: the share of the judge's first-token probability on
-    # the labels (exam_eval.backends.base.label_mass_fallback)
-    label_mass: float | None = None
-    # why a scored prompt's grade was read from the answer's text ("label mass below 0.5",
-    # "reasoning judge", ...) or why an answer stayed unparsed ("cut off while reasoning")
-    fallback: str | None = None
-    # a reasoning judge's thinking before its answer
-    reasoning: str | None = None
-    # the model id the server reported, where it differs from ``model``
-    served_model: str | None = None
+    # what the judge said besides the grade (label mass, fallback, reasoning, served
+    # model), as its back end answered it: written after the fields above where set
+    detail: JudgeDetail = NO_DETAIL
 
     @property
     def key(self) -> tuple:
@@ -101,7 +94,7 @@ class Grade:
         } | ({"engine": self.engine} if self.engine is not None else {}) \
           | ({"input_hash": self.input_hash} if self.input_hash is not None else {}) \
           | ({"grader_hash": self.grader_hash} if self.grader_hash is not None else {}) \
-          | detail_of(self)
+          | self.detail.to_json()
 
 
 def grade_line(g: Grade) -> str:
@@ -135,35 +128,23 @@ def _show(v) -> str:
 _NUMBERS = {int, float}
 #: what a grade is of: a bank item, or a sentence's citation (exam-nuggets support); null: a passage (direct prompts)
 GRADE_KINDS = ("question", "nugget", "statement")
-_scales: dict[str, tuple[int, int] | None] = {}
-_labels: dict[str, frozenset[str] | None] = {}
 
 
-def published_prompt(prompt: str):
-    """The registered prompt of a grade line's prompt id (None: a custom prompt file, a
-    workbench prompt class). grading.prompts is a registry of data; imported only when
-    grades are read."""
-    from ..grading.prompts import REGISTRY
-
-    return REGISTRY.get(prompt) if not prompt.startswith("file:") else None
+class PromptScale(NamedTuple):
+    """What a published prompt's grades are held to: its scale and, for a scoring prompt,
+    the labels its ``probs`` are over (None: any)."""
+    scale: tuple[int, int]
+    labels: frozenset[str] | None
 
 
-
-def prompt_scale(prompt: str) -> tuple[int, int] | None:
-    """The grade scale of a published prompt id; None for any other name (a custom prompt
-    file, a workbench prompt class): their scale is not known here."""
-    if prompt not in _scales:
-        p = published_prompt(prompt)
-        _scales[prompt] = tuple(p.scale) if p is not None else None
-    return _scales[prompt]
+#: a grade line's prompt id -> its PromptScale, or None where the prompt is not a published
+#: one (a custom prompt file, a workbench prompt class): its grades are only held to
+#: LABEL_MAX. The prompt registry is above io: exam_eval.grading.grade_files passes it in.
+ScaleOf = Callable[[str], PromptScale | None]
 
 
-def prompt_labels(prompt: str) -> frozenset[str] | None:
-    """The labels a published scoring prompt's ``probs`` are over; None where unknown."""
-    if prompt not in _labels:
-        p = published_prompt(prompt)
-        _labels[prompt] = frozenset(p.labels) if p is not None and p.labels else None
-    return _labels[prompt]
+def no_published_prompts(prompt: str) -> PromptScale | None:
+    return None
 
 
 def _check_grade(grade: int, scale: tuple[int, int] | None, what: str, name: str, lineno: int) -> None:
@@ -173,7 +154,7 @@ def _check_grade(grade: int, scale: tuple[int, int] | None, what: str, name: str
         raise InputError(f"grade {grade} is out of range (at most {LABEL_MAX} either way)", name, lineno)
 
 
-def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
+def _grade_from_ours(obj: dict, name: str, lineno: int, scale_of: ScaleOf) -> Grade:
     require_fields(obj, _REQUIRED, name, lineno)
     grade = obj["grade"]
     parse_ok = obj["parse_ok"]
@@ -189,8 +170,9 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
     for key in ("model", "prompt"):
         if not isinstance(obj[key], str) or not obj[key]:
             raise InputError(f"'{key}' must be a non-empty string, got {_show(obj[key])}", name, lineno)
+    published = scale_of(obj["prompt"])
     if grade is not None:
-        _check_grade(grade, prompt_scale(obj["prompt"]), f"prompt {obj['prompt']}", name, lineno)
+        _check_grade(grade, published and published.scale, f"prompt {obj['prompt']}", name, lineno)
     probs = obj.get("probs")
     if probs is not None:
         values = probs.values() if isinstance(probs, dict) else None
@@ -199,7 +181,7 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
             raise InputError("'probs' must be an object of label -> probability (0 to 1), or null", name, lineno)
         if values and not sum(values) > 0:
             raise InputError("'probs' sum to 0: no distribution (null where there is none)", name, lineno)
-        labels = prompt_labels(obj["prompt"])
+        labels = published and published.labels
         stray = sorted(set(probs) - labels) if labels is not None else []
         if stray:
             raise InputError(f"'probs' holds label {stray[0]!r}, which prompt {obj['prompt']} does not have "
@@ -215,19 +197,12 @@ def _grade_from_ours(obj: dict, name: str, lineno: int) -> Grade:
         item_hash=_text_or_null(obj, "item_hash", name, lineno), engine=_text_or_null(obj, "engine", name, lineno),
         input_hash=_text_or_null(obj, "input_hash", name, lineno),
         grader_hash=_text_or_null(obj, "grader_hash", name, lineno),
-        label_mass=_share_or_null(obj, "label_mass", name, lineno),
-        fallback=_text_or_null(obj, "fallback", name, lineno), reasoning=_text_or_null(obj, "reasoning", name, lineno),
-        served_model=_text_or_null(obj, "served_model", name, lineno),
+        detail=JudgeDetail.from_json(obj, refuse=lambda key, must_be, v: _refuse(key, must_be, v, name, lineno)),
     )
 
 
-def _share_or_null(obj: dict, key: str, name: str, lineno: int) -> float | None:
-    v = obj.get(key)
-    if v is None:
-        return None
-    if type(v) not in _NUMBERS or not -1e-6 <= v <= 1 + 1e-6:
-        raise InputError(f"'{key}' must be a number from 0 to 1 or null, got {_show(v)}", name, lineno)
-    return float(v)
+def _refuse(key: str, must_be: str, v, name: str, lineno: int):
+    raise InputError(f"'{key}' must be {must_be} or null, got {_show(v)}", name, lineno)
 
 
 def _objects(value, what: str, name: str, lineno: int) -> list[dict]:
@@ -306,15 +281,16 @@ def _pairs(value, name: str, lineno: int) -> list:
     return value
 
 
-def iter_grades(path: str | os.PathLike) -> Iterator[tuple[int, Grade]]:
-    """Every grade line, in file order, from either format."""
+def iter_grades(path: str | os.PathLike, scale_of: ScaleOf = no_published_prompts) -> Iterator[tuple[int, Grade]]:
+    """Every grade line, in file order, from either format; ``scale_of``: the published
+    prompts whose scales hold (exam_eval.grading.grade_files reads with them)."""
     name = display_name(path)
     for lineno, obj in iter_jsonl(path):
         if isinstance(obj, list):
             for g in _grades_from_workbench(obj, name, lineno):
                 yield lineno, g
         elif isinstance(obj, dict):
-            yield lineno, _grade_from_ours(obj, name, lineno)
+            yield lineno, _grade_from_ours(obj, name, lineno, scale_of)
         else:
             raise InputError("expected a grade object or a workbench [query_id, paragraphs] line", name, lineno)
 
@@ -339,27 +315,28 @@ def read_grades(
     prompt: str | None = None,
     kind: str | None = None,
     single_grader: bool = True,
+    scale_of: ScaleOf = no_published_prompts,
 ) -> list[Grade]:
     """Grades after "last line wins" per key, filtered by model / prompt / kind.
 
     With ``single_grader`` (the default for qrels and cover) a file that still holds
     several (model, prompt) graders after filtering is a usage error that lists them,
-    rather than silently mixing two scales.
+    rather than silently mixing two scales. ``scale_of``: as in :func:`iter_grades`.
     """
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     latest: dict[tuple, Grade] = {}
     names = []
     with _gc_paused():
-        _collect(paths, latest, names, model, prompt, kind)
+        _collect(paths, latest, names, model, prompt, kind, scale_of)
     return _finish(latest, names, model, prompt, kind, single_grader)
 
 
-def _collect(paths, latest, names, model, prompt, kind) -> None:
+def _collect(paths, latest, names, model, prompt, kind, scale_of) -> None:
     for path in paths:
         names.append(display_name(path))
         filtered = model is not None or prompt is not None or kind is not None
-        for _, g in iter_grades(path):
+        for _, g in iter_grades(path, scale_of):
             if filtered and ((model is not None and g.model != model)
                              or (prompt is not None and g.prompt != prompt)
                              or (kind is not None and g.kind != kind)):

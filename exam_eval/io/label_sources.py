@@ -1,6 +1,7 @@
 """What a labels argument is: a qrels file, an ir_datasets ID, or a grades file (ours or
 the workbench's), sniffed by content, not by name. Reading it into qrels turns grades
-into labels, a measure: exam_eval.measures.grade_labels.load_labels."""
+into labels, a measure: exam_eval.measures.grade_labels (load_labels; read_human_qrels,
+where grades are refused)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ import os
 from ..errors import InputError, UsageError
 from .irds import looks_like_irds_id
 from .openers import display_name, iter_lines
-from ..trec_eval.trec_files import Qrels, read_qrels
 
 
 def sniff_labels(spec: str) -> str:
@@ -43,17 +43,3 @@ def looks_like_grades(path: str) -> bool:
             return line.lstrip()[:1] in "{["
     return False
 
-
-def read_human_qrels(spec: str) -> Qrels:
-    """Human judgments: a qrels file or an ir_datasets ID, resolved as exam-qrels does
-    (an existing path first, then an ID)."""
-    if spec == "-":
-        return read_qrels(spec)
-    from .irds import irds_qrels
-
-    what = sniff_labels(spec)
-    if what == "irds":
-        return irds_qrels(spec)
-    if what == "grades":
-        raise InputError("human judgments must be a qrels file or an ir_datasets ID, not grades", display_name(spec))
-    return read_qrels(spec)

@@ -276,10 +276,17 @@ def _read_long(files: list[str], fmt: str, source: str) -> Leaderboard:
     return _assemble(col, fmt, source)
 
 
+def run_name(path: str | os.PathLike) -> str:
+    """Leaderboard name of a run file: the file name without its extensions."""
+    base = os.path.basename(str(path))
+    for ext in (".gz", ".run", ".txt", ".trec", ".tsv", ".res"):
+        if base.endswith(ext) and len(base) > len(ext):
+            base = base[: -len(ext)]
+    return base
+
+
 def _run_from_file(path: str) -> str:
     """A per-run evaluation file's run: its name without evaluation and run-file extensions."""
-    from ..trec_eval.trec_files import run_name
-
     base = os.path.basename(path)
     for ext in (".gz", ".eval", ".trec_eval", ".ir_measures"):
         if base.endswith(ext) and len(base) > len(ext):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..errors import InputError, UsageError
+from .trec_rules import trec_ranked
 
 
 @dataclass(frozen=True)
@@ -558,11 +559,9 @@ def reports_from_run(run_id: str, run: Mapping[str, Mapping[str, float]], texts:
 
     The way the issue checks report scoring on collections without RAG submissions
     (DL19: every submitted run becomes a report set)."""
-    from ..trec_eval.trec_files import ranked
-
     out = []
     for qid in sorted(run):
-        docs = [d for d in ranked(run[qid]) if (texts.get(d) or "").strip()][:depth]
+        docs = [d for d in trec_ranked(run[qid]) if (texts.get(d) or "").strip()][:depth]
         if not docs:
             continue
         if shape == "rag24":

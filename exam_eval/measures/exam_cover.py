@@ -118,7 +118,7 @@ def read_cover_index(grades: str, min_grade: int, *, bank: str | None = None, mo
     query's items and grades of deleted items or of edited items' old text are left out
     (see exam_eval.measures.bank_filter); unparsed grades answer nothing and are counted."""
     from ..errors import InputError
-    from ..io.grades import read_grades
+    from ..grading.grade_files import read_grades
     from .bank_filter import BankFilterStats, current_grades, effective_ids, read_current_bank
 
     bank_items = items = None

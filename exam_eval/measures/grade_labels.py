@@ -4,7 +4,7 @@ grades, sniffed by exam_eval.io.label_sources): grades become labels as exam-qre
 from __future__ import annotations
 
 from ..errors import InputError
-from ..io.grades import read_grades
+from ..grading.grade_files import read_grades
 from ..io.irds import irds_qrels
 from ..io.label_sources import looks_like_grades, refuse_unused_grade_options, sniff_labels
 from ..io.openers import display_name
@@ -64,3 +64,16 @@ def read_llm_qrels(path: str, model, prompt, kind, log) -> Qrels:
         log(f"{display_name(path)}: {stats.unparsed_grades} unparsed grade(s) ignored; "
             f"{stats.unlabelled} passage(s) without any parsed grade left unlabelled")
     return qrels
+
+
+def read_human_qrels(spec: str) -> Qrels:
+    """Human judgments: a qrels file or an ir_datasets ID, resolved as exam-qrels does
+    (an existing path first, then an ID)."""
+    if spec == "-":
+        return read_qrels(spec)
+    what = sniff_labels(spec)
+    if what == "irds":
+        return irds_qrels(spec)
+    if what == "grades":
+        raise InputError("human judgments must be a qrels file or an ir_datasets ID, not grades", display_name(spec))
+    return read_qrels(spec)

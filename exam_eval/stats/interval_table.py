@@ -15,7 +15,8 @@ import numpy as np
 
 from ..errors import InputError, UsageError
 from ..io.openers import display_name, iter_lines
-from ..trec_eval.trec_files import read_run, run_name
+from ..io.leaderboard import run_name
+from ..trec_eval.trec_files import read_run
 from .bootstrap import DRAW_BYTES, affordable_samples
 from .crc import CoverageError, min_labelled_per_query
 from .intervals import compute_intervals, compute_per_query

@@ -21,7 +21,8 @@ from typing import Iterable
 import numpy as np
 
 from ..errors import InputError
-from ..io.grades import Grade, iter_grades, read_grades
+from ..grading.grade_files import iter_grades, published_prompt, read_grades
+from ..io.grades import Grade
 from ..io.label_sources import looks_like_grades, refuse_unused_grade_options
 from ..io.openers import display_name
 from ..trec_eval.trec_files import Qrels, read_qrels
@@ -58,8 +59,6 @@ def from_qrels(qrels: Qrels) -> LabelDists:
 def _label_grades(prompt: str) -> dict[str, int]:
     """Which grade each of a published prompt's labels stands for ("No"/"Yes" -> 0/1,
     "[2]" -> 2, "support" -> 2); empty for a custom prompt, whose labels must be numbers."""
-    from ..io.grades import published_prompt
-
     p = published_prompt(prompt)
     return p.label_grades() if p is not None and p.labels else {}
 

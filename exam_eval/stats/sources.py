@@ -9,8 +9,9 @@ from typing import Callable
 import numpy as np
 
 from ..errors import InputError, UsageError
-from ..io.grades import read_grades
-from ..io.label_sources import looks_like_grades, read_human_qrels
+from ..grading.grade_files import read_grades
+from ..io.label_sources import looks_like_grades
+from ..measures.grade_labels import read_human_qrels
 from ..io.openers import display_name
 from ..measures.exam_cover import build_index, exam_cover
 from .cover_predicted import AnswerProbs, PredictedCover, calibrate_answers

@@ -5,5 +5,6 @@ number rules (``c_numbers``), the measure registry and the evaluation (``registr
 ``pytrec_specs``), the measures computed from trec_eval's own source (``official_arrays``,
 the numpy fast path; ``prefs``, ``qrels_jg``, ``gain_measures``, ``level_measures``,
 ``zscores``), the qrels cache (``qrels_cache``) and the forked workers (``parallel``, ``allocator``). It stands on
-exam_eval.errors and exam_eval.io.openers only; everything that reads runs and qrels
-stands on it."""
+exam_eval.errors and exam_eval.io (the openers; ``trec_rules``: the label bound and the
+ranking order, which exam_eval's own files follow too); everything that reads runs and
+qrels stands on it."""

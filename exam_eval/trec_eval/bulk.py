@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from .c_numbers import LABEL_MAX
+from ..io.trec_rules import LABEL_MAX
 from .packed_bytes import WordView, decimals, words
 
 # Fields are split at 9-13 and 32 (C's isspace, as trec_eval); every other byte up to 32

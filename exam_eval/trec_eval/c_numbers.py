@@ -6,7 +6,8 @@ on every line (a blank line is malformed, unlike in a run).
 trec_eval reads parameters, labels and levels with atol / atof (the longest numeric
 prefix, 0 when there is none), keeps run scores and preference levels in C floats
 (single precision: scores that differ only beyond it tie), and divides by zero into
-IEEE infinities and NaNs (0/0 is a negative NaN on x86, printed "-nan").
+IEEE infinities and NaNs (0/0 is a negative NaN on x86, printed "-nan"). The label bound
+and the ranking order by C float are exam_eval.io.trec_rules (io's files follow them too).
 """
 
 from __future__ import annotations
@@ -14,15 +15,12 @@ from __future__ import annotations
 import math
 import os
 import re
-from array import array
-from typing import Iterator, Mapping
+from typing import Iterator
 
 from ..errors import InputError
 from ..io.openers import display_name, iter_lines
+from ..io.trec_rules import LABEL_MAX
 
-# trec_eval (and pytrec_eval) size per-query tables by the largest label: at 10^6, nDCG
-# runs for minutes, and at 2*10^9 it takes 15 GB; no test collection grades that finely
-LABEL_MAX = 10_000
 
 _ATOL = re.compile(r"[ \t\n\v\f\r]*([+-]?[0-9]+)")
 _ATOF = re.compile(r"[ \t\n\v\f\r]*([+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan))", re.I)
@@ -143,13 +141,3 @@ def c_div(a: float, b: float) -> float:
         return -math.nan
     return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
-
-def trec_ranked(docs: Mapping[str, float], docno_ascending: bool = False) -> list[str]:
-    """Docnos in trec_eval's order: score (as a C float) descending, ties by docno
-    descending (form_res_rels.c), or ascending (form_prefs_counts.c)."""
-    # array('f') stores each score as a C float, as trec_eval does (numpy costs 50 us a
-    # call on the small rankings the statistics sort by the thousand)
-    pairs = zip(array("f", docs.values()), docs)
-    if docno_ascending:
-        return [d for _, d in sorted(pairs, key=lambda p: (-p[0], p[1]))]
-    return [d for _, d in sorted(pairs, reverse=True)]

@@ -41,7 +41,8 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING
 
 from ..errors import InputError, UsageError
-from .c_numbers import LABEL_MAX, c_floats, c_long, trec_ranked
+from .c_numbers import c_floats, c_long
+from ..io.trec_rules import LABEL_MAX, trec_ranked
 from .trec_files import Qrels, Run
 from .qrels_cache import per_qrels
 from .gain_measures import GAIN_MEASURES, gain_value, label_counts, ranked_rels, rndcg

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 
-from .c_numbers import c_atof, c_atol, c_div, trec_ranked
+from .c_numbers import c_atof, c_atol, c_div
+from ..io.trec_rules import trec_ranked
 
 RELVALUE_NONPOOL = -1    # retrieved, not in the qrels
 RELVALUE_UNJUDGED = -2   # judged with a negative label

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import InputError
-from .c_numbers import c_div, trec_ranked
+from .c_numbers import c_div
+from ..io.trec_rules import trec_ranked
 from .prefs_files import Prefs
 from .registry import Request
 

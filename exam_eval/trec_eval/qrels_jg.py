@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .qrels_jg_files import QrelsJG
-from .c_numbers import c_div, trec_ranked
+from .c_numbers import c_div
+from ..io.trec_rules import trec_ranked
 from .registry import Request
 
 RELVALUE_NONPOOL = -1    # retrieved, not in this group's judgments

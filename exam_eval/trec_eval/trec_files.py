@@ -12,23 +12,15 @@ import os
 from typing import IO, TYPE_CHECKING, Mapping
 
 from ..errors import InputError
-from .c_numbers import c_fields, checked_label, strict_number, trec_ranked
+from .c_numbers import c_fields, checked_label, strict_number
 from ..io.openers import Slurped, display_name, iter_lines, slurp
+from ..io.trec_rules import trec_ranked
 
 if TYPE_CHECKING:
     from .bulk import RunTable
 
 Run = dict[str, dict[str, float]]      # qid -> docno -> score
 Qrels = dict[str, dict[str, int]]      # qid -> docno -> label
-
-
-def run_name(path: str | os.PathLike) -> str:
-    """Leaderboard name of a run file: the file name without its extensions."""
-    base = os.path.basename(str(path))
-    for ext in (".gz", ".run", ".txt", ".trec", ".tsv", ".res"):
-        if base.endswith(ext) and len(base) > len(ext):
-            base = base[: -len(ext)]
-    return base
 
 
 def read_run(path: str | os.PathLike, *, allow_empty: bool = False) -> Run:

@@ -16,12 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from ..errors import InputError, UsageError
-from ..io.grades import Grade, read_grades
-from ..trec_eval.trec_files import Qrels, read_run, run_name
+from ..grading.grade_files import read_grades
+from ..io.grades import Grade
+from ..io.leaderboard import run_name
+from ..trec_eval.trec_files import Qrels, read_run
 from .htmlkit import esc, grade_class, num, page, table
 from .spurious import SpuriousItem, spurious_items
 from .table import check_bank_matches, item_label, load_bank, one_line, passage_texts, GradeTable
-from ..io.label_sources import read_human_qrels
+from ..measures.grade_labels import read_human_qrels
 from .uncovered import UncoveredResult, uncovered_passages
 
 

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from ..errors import InputError, UsageError
 from ..io.banks import read_bank
 from ..io.bank_items import BankItem
-from ..io.grades import Grade, read_grades
+from ..grading.grade_files import read_grades
+from ..io.grades import Grade
 from ..io.jsonl import iter_jsonl
 from ..io.openers import display_name
 
@@ -51,8 +52,6 @@ class GradeTable:
 def extracted_answers(paths, prompt: str, model: str | None = None) -> dict[tuple[str, str, str], str]:
     """(query, doc, item) -> answer of an extraction prompt, to show beside the grades of
     a rating prompt: the workbench's "informational answer extraction"."""
-    from ..io.grades import read_grades
-
     out = {}
     for g in read_grades(paths, prompt=prompt, model=model):
         if g.item_id is not None and g.answer is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from exam_eval import api
-from exam_eval.io.grades import read_grades
+from exam_eval.grading.grade_files import read_grades
 from exam_eval.io.passages import read_passages
 from exam_eval.io.reports import reports_from_run
 from exam_eval.trec_eval.trec_files import read_run

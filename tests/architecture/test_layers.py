@@ -24,15 +24,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("exam_eval.io.unfinished",),
     ("exam_eval.io.openers",),
     ("exam_eval.io.outputs",),
-    # trec_eval compatibility: its readers, C number rules, measures and fast path, on
-    # nothing but errors and the openers (everything that reads runs and qrels stands on them)
+    # files <-> exam_eval's types, on nothing but errors: everything that reads a file
+    # stands on io, and io needs nothing above it (test_io_is_the_bottom_layer)
+    ("exam_eval.io",),
+    # trec_eval compatibility: its readers, C number rules, measures and fast path
     ("exam_eval.trec_eval",),
-    # the grade types, output parsers and published prompts are data that needs only
-    # errors: below io, so the grades reader can hold a grade to its prompt's scale
     ("exam_eval.grading.types", "exam_eval.grading.reasoning"),
     ("exam_eval.grading.parsing",),
     ("exam_eval.grading.prompts",),
-    ("exam_eval.io",),
     ("exam_eval.grading",),
     ("exam_eval.backends", "exam_eval.measures"),
     ("exam_eval.stats",),
@@ -49,6 +48,7 @@ GRADING_LAYERS: list[tuple[str, ...]] = [
      "exam_eval.grading.handover", "exam_eval.grading.reasoning"),
     ("exam_eval.grading.parsing",),
     ("exam_eval.grading.prompts",),
+    ("exam_eval.grading.grade_files",),
     ("exam_eval.grading.pool", "exam_eval.grading.report_units", "exam_eval.grading.cache",
      "exam_eval.grading.output"),
     ("exam_eval.grading.writer", "exam_eval.grading.fitting"),
@@ -84,20 +84,28 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skip
 
 
+def _package(name: str, path: Path) -> str:
+    return name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+
+
+def _from_target(node: ast.ImportFrom, package: str) -> str:
+    """The absolute module of ``from ... import``."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")[: len(package.split(".")) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _imports(name: str, path: Path, mods: dict[str, Path]) -> set[str]:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = _type_checking_only(tree)
-    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    package = _package(name, path)
     found: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in skip:
             continue
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
+            target = _from_target(node, package)
             for alias in node.names:
                 sub = f"{target}.{alias.name}"
                 if sub in mods:
@@ -203,8 +211,40 @@ def test_the_layer_rule_catches_an_upward_import():
     assert _violations(fake, LAYERS, "exam_eval") == [
         "exam_eval.backends.base (layer 11, exam_eval.backends) imports exam_eval.measures.exam_cover "
         "(layer 11, exam_eval.measures)",
-        "exam_eval.io.grades (layer 9, exam_eval.io) imports exam_eval.grading.engine (layer 10, exam_eval.grading)",
+        "exam_eval.io.grades (layer 5, exam_eval.io) imports exam_eval.grading.engine (layer 10, exam_eval.grading)",
     ]
+
+
+def _io_upward(graph) -> list[str]:
+    io = [m for m in graph if m == "exam_eval.io" or m.startswith("exam_eval.io.")]
+    return sorted(f"{m} imports {d}" for m in io for d in graph[m]
+                  if d.split(".")[:2] in (["exam_eval", "grading"], ["exam_eval", "trec_eval"]))
+
+
+def test_io_is_the_bottom_layer(graph):
+    # io reads files into types and needs nothing above it, not even lazily inside a
+    # function: trec_eval and grading stand on its openers and records (issue 47, item 5)
+    assert sum(m.startswith("exam_eval.io.") for m in graph) > 10
+    assert _io_upward(graph) == []
+    fake = {"exam_eval.io.grades": {"exam_eval.grading.types", "exam_eval.io.jsonl"},
+            "exam_eval.io.leaderboard": {"exam_eval.trec_eval.trec_files"}, "exam_eval.trec_eval.bulk": {"exam_eval.io"}}
+    assert _io_upward(fake) == ["exam_eval.io.grades imports exam_eval.grading.types",
+                                "exam_eval.io.leaderboard imports exam_eval.trec_eval.trec_files"]
+
+
+def test_grades_are_read_with_the_prompts_scales():
+    """io.grades reads lines without knowing a prompt (the registry is above it): every
+    other reader goes through grading.grade_files, which holds grades to their scales."""
+    mods = _modules()
+    bad = []
+    for name, path in mods.items():
+        if name.startswith("exam_eval.io") or name == "exam_eval.grading.grade_files":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and _from_target(node, _package(name, path)) == "exam_eval.io.grades":
+                bad += [f"{name} imports {a.name} from exam_eval.io.grades" for a in node.names
+                        if a.name in ("read_grades", "iter_grades")]
+    assert "exam_eval.grading.grade_files" in mods and bad == []
 
 
 def test_no_command_imports_another(graph):

@@ -119,7 +119,7 @@ def test_float32_probabilities_equal_torch_forward(checkpoint, request):
         assert [res.probs[lab] for lab in RATE.labels] == pytest.approx(expected, abs=1e-5)
         # the label mass: the labels' share of the whole next-token distribution
         mass = torch.exp(torch.logsumexp(logits[ids], -1) - torch.logsumexp(logits, -1)).item()
-        assert res.label_mass == pytest.approx(mass, rel=1e-4) and 0 < mass < 1
+        assert res.detail.label_mass == pytest.approx(mass, rel=1e-4) and 0 < mass < 1
         assert res.grade == int(RATE.labels[max(range(len(expected)), key=expected.__getitem__)])
         assert res.parse_ok
     assert len(renderings) == len(PASSAGES)  # the passages really reached the model

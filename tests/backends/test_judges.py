@@ -42,8 +42,8 @@ def grade_one(answer, prompt=RATE, **kw):
 
 def test_a_judge_that_writes_a_label_first_is_scored():
     res, _ = grade_one(body("4", [{"4": math.log(0.9), "3": math.log(0.05), "x": math.log(0.05)}]))
-    assert (res.grade, res.fallback) == (4, None) and res.probs["4"] == pytest.approx(0.9 / 0.95)
-    assert res.label_mass == pytest.approx(0.95)
+    assert (res.grade, res.detail.fallback) == (4, None) and res.probs["4"] == pytest.approx(0.9 / 0.95)
+    assert res.detail.label_mass == pytest.approx(0.95)
 
 
 def test_a_chatty_judge_is_read_from_what_it_wrote():
@@ -52,29 +52,29 @@ def test_a_chatty_judge_is_read_from_what_it_wrote():
     alts = [{"-": math.log(0.7), "1": math.log(0.08), "5": math.log(0.03), "3": math.log(0.02)}]
     res, _ = grade_one(body(ECHO, alts))
     assert (res.grade, res.parse_ok, res.probs) == (5, True, None)
-    assert res.fallback == "label mass below 0.5" and res.label_mass == pytest.approx(0.13)
+    assert res.detail.fallback == "label mass below 0.5" and res.detail.label_mass == pytest.approx(0.13)
 
 
 def test_labels_with_enough_mass_but_not_the_top_token_are_not_scored():
     alts = [{"-": math.log(0.4), "1": math.log(0.3), "5": math.log(0.25)}]
     res, _ = grade_one(body(ECHO, alts))
-    assert (res.grade, res.fallback) == (5, "first token not a label")
+    assert (res.grade, res.detail.fallback) == (5, "first token not a label")
 
 
 def test_an_answer_stating_another_grade_wins_over_the_labels():
     res, _ = grade_one(body("3: partly answered", [{"4": math.log(0.6), "3": math.log(0.35)}]))
-    assert (res.grade, res.probs, res.fallback) == (3, None, "the answer states another grade")
+    assert (res.grade, res.probs, res.detail.fallback) == (3, None, "the answer states another grade")
 
 
 def test_unreadable_text_after_unsure_labels_is_unparsed_not_a_grade():
     res, _ = grade_one(body("The passage is about bees.", [{"The": math.log(0.9), "4": math.log(1e-4)}]))
-    assert (res.grade, res.parse_ok, res.fallback) == (None, False, "label mass below 0.5")
+    assert (res.grade, res.parse_ok, res.detail.fallback) == (None, False, "label mass below 0.5")
 
 
 def test_min_label_mass_zero_reads_the_labels_whatever_was_written():
     alts = [{"-": math.log(0.7), "1": math.log(0.08), "5": math.log(0.03)}]
     res, _ = grade_one(body(ECHO, alts), min_label_mass=0)
-    assert (res.grade, res.fallback) == (1, None) and res.probs is not None
+    assert (res.grade, res.detail.fallback) == (1, None) and res.probs is not None
 
 
 def test_a_reasoning_judge_without_a_parser():
@@ -82,29 +82,29 @@ def test_a_reasoning_judge_without_a_parser():
     digit far down its alternatives (e^-9): read after the reasoning, which is kept."""
     text = "<think>The passage names the hive. I would say 2... no, it answers fully.</think>\n\n4"
     res, _ = grade_one(body(text, [{"<think>": math.log(0.99), "2": -9.0}]))
-    assert (res.grade, res.answer, res.fallback) == (4, "4", "reasoning judge")
-    assert res.reasoning.startswith("The passage names the hive")
+    assert (res.grade, res.answer, res.detail.fallback) == (4, "4", "reasoning judge")
+    assert res.detail.reasoning.startswith("The passage names the hive")
 
 
 def test_a_reasoning_judge_behind_a_reasoning_parser():
     """vLLM's reasoning_content: the logprobs begin with the reasoning's tokens."""
     res, _ = grade_one(body("4", [{"Okay": math.log(0.9), "4": -8.0}], reasoning="Okay, the passage says..."))
-    assert (res.grade, res.reasoning, res.fallback) == (4, "Okay, the passage says...", "reasoning judge")
+    assert (res.grade, res.detail.reasoning, res.detail.fallback) == (4, "Okay, the passage says...", "reasoning judge")
 
 
 @pytest.mark.parametrize("content,reasoning", [("<think>Let me weigh the passage against", None),
                                                ("", "Let me weigh the passage against")])
 def test_an_answer_cut_off_while_reasoning_is_unparsed_and_said(content, reasoning):
     res, _ = grade_one(body(content, None, reasoning=reasoning, finish="length"), prompt=UMBRELA)
-    assert (res.grade, res.parse_ok, res.fallback) == (None, False, "cut off while reasoning")
-    assert res.reasoning == "Let me weigh the passage against"
+    assert (res.grade, res.parse_ok, res.detail.fallback) == (None, False, "cut off while reasoning")
+    assert res.detail.reasoning == "Let me weigh the passage against"
 
 
 def test_a_generate_prompt_reads_the_answer_after_the_reasoning():
     """UMBRELA's pattern is searched anywhere: a score the judge considered while thinking
     is not its answer."""
     res, _ = grade_one(body("<think>At first ##final score: 3, but no.</think>\n##final score: 1"), prompt=UMBRELA)
-    assert (res.grade, res.parse_ok) == (1, True) and "final score: 3" in res.reasoning
+    assert (res.grade, res.parse_ok) == (1, True) and "final score: 3" in res.detail.reasoning
 
 
 def test_reasoning_options_are_sent_and_part_of_the_identity():

@@ -147,5 +147,5 @@ def test_a_real_models_masses_are_its_own():
             logits = backend.model(**enc).logits[0, -1].double().numpy()
         x = logits[list(ids)]
         mass = math.exp(np.logaddexp.reduce(x) - np.logaddexp.reduce(logits))
-        assert res.label_mass == pytest.approx(mass, rel=1e-3), (req.item_text, res.label_mass, mass)
-        assert 0.01 < res.label_mass < 0.9  # a real model's: neither a stub's 4/vocab nor everything
+        assert res.detail.label_mass == pytest.approx(mass, rel=1e-3), (req.item_text, res.detail.label_mass, mass)
+        assert 0.01 < res.detail.label_mass < 0.9  # a real model's: neither a stub's 4/vocab nor everything

@@ -251,7 +251,7 @@ def test_dl19_interval_runs(run_cli, shared_data):
 
 
 def test_interval_exam_cover_from_grades(run_cli, tmp_path):
-    from exam_eval.io.grades import read_grades
+    from exam_eval.grading.grade_files import read_grades
     from exam_eval.trec_eval.trec_files import read_run
     from exam_eval.measures.exam_cover import build_index, exam_cover
 

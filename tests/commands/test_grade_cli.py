@@ -19,7 +19,7 @@ from inproc import command
 
 from exam_eval.grading import writer
 from exam_eval.io.bank_items import make_item_id
-from exam_eval.io.grades import read_grades
+from exam_eval.grading.grade_files import read_grades
 from child_env import CTRL_C_REACHES, ChildEnv
 from waiting import wait_for
 

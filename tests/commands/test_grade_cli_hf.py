@@ -14,7 +14,7 @@ pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 
 from exam_eval.grading.prompts import get_prompt  # noqa: E402
-from exam_eval.io.grades import read_grades  # noqa: E402
+from exam_eval.grading.grade_files import read_grades  # noqa: E402
 from tiny_models import tiny_llama, tiny_t5  # noqa: E402,F401
 from child_env import ChildEnv  # noqa: E402
 

@@ -20,7 +20,8 @@ from exam_eval.grading.prompts import get_prompt
 from exam_eval.grading.segment import approx_tokens, read_responses, segment_response, segments_to_runs
 from exam_eval.errors import InputError, UsageError
 from exam_eval.io.bank_items import make_item_id, BankItem
-from exam_eval.io.grades import Grade, grade_line, read_grades
+from exam_eval.grading.grade_files import read_grades
+from exam_eval.io.grades import Grade, grade_line
 from exam_eval.trec_eval.trec_files import ranked
 
 PROMPT = get_prompt("question-selfrating")

@@ -22,7 +22,7 @@ from exam_eval.grading.types import GradeRequest
 from exam_eval.errors import UsageError
 from exam_eval.grading.parsing import parse_rating, parse_rating_exam_pp, parse_rating_workbench
 from exam_eval.grading.prompts import get_prompt
-from exam_eval.io.grades import iter_grades
+from exam_eval.grading.grade_files import iter_grades
 from openai_stub import OpenAIStub, chat_body
 from tiny_models import tiny_llama, tiny_t5  # noqa: F401  (fixtures)
 

@@ -118,7 +118,7 @@ def test_deep_model_output_and_scripted_rules(tmp_path):
 def test_custom_prompt_scale_is_bounded(scale, tmp_path):
     """'# scale: 0 <5000 digits>' was a ValueError traceback; a scale past 10000 wrote
     grades that the grades reader then refuses (io.c_numbers.LABEL_MAX)."""
-    from exam_eval.trec_eval.c_numbers import LABEL_MAX
+    from exam_eval.io.trec_rules import LABEL_MAX
 
     prompt = tmp_path / "prompt.txt"
     prompt.write_text(f"# scale: {scale}\n{{context}} {{question}}\n")
@@ -295,7 +295,7 @@ def test_long_answer_keys_still_match_by_edit_distance():
 def test_lone_surrogates_in_model_answers_are_written_readably(tmp_path):
     """A model's JSON reply may escape a lone surrogate: the grade line records U+FFFD,
     so the grades file stays UTF-8 and readable."""
-    from exam_eval.io.grades import read_grades
+    from exam_eval.grading.grade_files import read_grades
     from exam_eval.io.jsonl import dumps
 
     line = dumps(json.loads(grade_json()) | {"answer": json.loads('"4 \\ud800"')})

@@ -103,7 +103,7 @@ def test_a_grade_of_an_unknown_kind_is_refused(tmp_path):
 
 
 def test_probs_over_labels_the_prompt_does_not_have_are_refused(tmp_path):
-    from exam_eval.io.grades import read_grades
+    from exam_eval.grading.grade_files import read_grades
 
     g = tmp_path / "g.jsonl"
     line = {"query_id": "101", "doc_id": "d1", "item_id": "101/a", "kind": "question", "grade": 5,

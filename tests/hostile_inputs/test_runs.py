@@ -158,7 +158,7 @@ def test_ranked_equals_numpys_c_float_order_on_random_rankings():
 
     import numpy as np
 
-    from exam_eval.trec_eval.c_numbers import trec_ranked
+    from exam_eval.io.trec_rules import trec_ranked
 
     def as_c_float(v):
         with np.errstate(over="ignore"):

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from exam_eval.errors import InputError
-from exam_eval.io.grades import Grade, iter_grades, read_grades, write_grades
+from exam_eval.grading.grade_files import iter_grades, read_grades
+from exam_eval.io.grades import Grade, write_grades
 from exam_eval.io.leaderboard import read_leaderboard, write_leaderboard
 from exam_eval.io.outputs import atomic_output
 from exam_eval.io.passages import read_passages

@@ -14,7 +14,8 @@ from scipy import stats
 
 from exam_eval.errors import InputError
 from exam_eval.grading.prompts import REGISTRY
-from exam_eval.io.grades import Grade, read_grades
+from exam_eval.grading.grade_files import read_grades
+from exam_eval.io.grades import Grade
 from exam_eval.stats import label_dists
 from exam_eval.stats.ppi import ppi_mean
 

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 
 from exam_eval.errors import InputError
+from exam_eval.io.trec_rules import LABEL_MAX
 from exam_eval.grading.prompts.base import MODES, PLACEHOLDER, TARGETS, Prompt
 
 _FRONT = re.compile(r"^#\s*([A-Za-z_-]+)\s*:\s*(.*?)\s*$")
@@ -45,9 +46,9 @@ def _default_scale(labels: tuple[str, ...], parser: str) -> tuple[int, int]:
     return {"yesno": (0, 1), "extraction": (0, 1), "umbrela": (0, 3)}.get(parser, (0, 5))
 
 
-# the grades reader's bound on a custom prompt's grade (io.c_numbers.LABEL_MAX, a layer
-# above this one): a larger scale would write grades that no command can read back
-SCALE_LIMIT = 10_000
+# the grades reader's bound on a custom prompt's grade: a larger scale would write grades
+# that no command can read back
+SCALE_LIMIT = LABEL_MAX
 
 
 def load_prompt_file(path: str | Path) -> Prompt:
