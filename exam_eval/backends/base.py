@@ -14,14 +14,13 @@ Two kinds of back ends implement it:
   implement ``grade`` directly; they ignore the prompt's text but must still return
   grades on the prompt's scale.
 
-The registry maps a name to ``"module:Class"`` so that listing back ends or resolving
-``--backend`` never imports torch; adding a back end is one module plus one line in
-``BACKENDS``.
+The registry (:mod:`exam_eval.backends.registry`, the ``score`` role) maps a name to
+``"module:Class"`` so that listing back ends or resolving ``--backend`` never imports
+torch; adding a back end is one module plus one line there.
 """
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
 from abc import ABC, abstractmethod
@@ -427,34 +426,18 @@ def finish_parsed(req: GradeRequest, parsed: "Parsed") -> tuple[int | None, bool
 
 # -- registry -------------------------------------------------------------------------------
 
-BACKENDS: dict[str, str] = {
-    "hf-seq2seq": "exam_eval.backends.hf_seq2seq:Seq2SeqBackend",
-    "hf-causal": "exam_eval.backends.hf_causal:CausalBackend",
-    "hf-qa": "exam_eval.backends.hf_qa:QABackend",
-    "endpoint": "exam_eval.backends.endpoint:EndpointBackend",
-    "embedding": "exam_eval.backends.embedding:EmbeddingBackend",
-    "scripted": "exam_eval.backends.scripted:ScriptedBackend",
-}
-
-
 def register(name: str, target: str | type[Backend]) -> None:
-    """Add a back end: ``"module:Class"`` (imported on use) or the class itself."""
-    BACKENDS[name] = target  # type: ignore[assignment]
+    """Add a grading back end: ``"module:Class"`` (imported on use) or the class itself (the
+    ``score`` role of :mod:`exam_eval.backends.registry`)."""
+    from .registry import register as register_role
+
+    register_role(name, "score", target)
 
 
 def backend_class(name: str) -> type[Backend]:
-    target = BACKENDS.get(name)
-    if target is None:
-        raise UsageError(f"unknown back end {name!r}; known back ends: {', '.join(sorted(BACKENDS))}")
-    if isinstance(target, type):
-        return target
-    module, _, cls = target.partition(":")
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        raise UsageError(f"back end {name!r} is not available: {exc} "
-                         "(install the model extras: pip install 'exam_eval[models]')") from None
-    return getattr(mod, cls)
+    from .registry import client_class
+
+    return client_class(name, "score")
 
 
 def _set_min_label_mass(grader, value) -> None:

@@ -3,8 +3,8 @@ AutoNuggetizer's nugget creation, importance scoring and listwise assignment.
 
 A chat model has ``model_id``, ``cache_identity`` and ``chat(conversations, temperature)
 -> list[ChatResult]`` (one result per conversation, in order; a call that failed for good
-is a result with ``error`` set, never an exception). Registry: name -> factory, so a new
-one is a class and a line in ``CHAT_MODELS``.
+is a result with ``error`` set, never an exception). A new one is a class and its name's
+``chat`` entry in :mod:`exam_eval.backends.registry`.
 
 Only back ends that generate text from a system and a user message can serve: the
 OpenAI-compatible endpoint (OpenAI, vLLM, TGI, ...; what the nuggetizer itself calls), a
@@ -240,12 +240,7 @@ class ScriptedChat:
         pass
 
 
-CHAT_MODELS: dict[str, type] = {"endpoint": EndpointChat, "hf-causal": HFChat, "scripted": ScriptedChat}
-
-
 def get_chat_model(name: str, **options: Any):
-    cls = CHAT_MODELS.get(name)
-    if cls is None:
-        raise UsageError(f"back end {name!r} cannot run the AutoNuggetizer's prompts (they need a model that "
-                         f"writes free text from a system and a user message); choose from: {', '.join(CHAT_MODELS)}")
-    return cls(**options)
+    from .registry import client_class
+
+    return client_class(name, "chat")(**options)

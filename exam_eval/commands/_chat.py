@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import click
 
+from ..backends import registry
 from ..errors import UsageError
 from ._base import refuse_untaken
 from ._model_flags import (NUGGETIZER_REFUSES_TEMPERATURE, SERVER_OPTIONS, cache_option, flag_block, max_tokens_option,
@@ -15,8 +16,8 @@ from ._model_flags import (NUGGETIZER_REFUSES_TEMPERATURE, SERVER_OPTIONS, cache
 def chat_options(f):
     return cache_options(flag_block(
         click.option("--backend", default="endpoint", show_default=True, metavar="NAME",
-                     help="endpoint (OpenAI-compatible HTTP: OpenAI, vLLM, TGI), hf-causal (local chat model) "
-                          "or scripted (canned answers from --script)."),
+                     help=f"{', '.join(registry.names('chat'))}: endpoint (OpenAI-compatible HTTP: OpenAI, vLLM, "
+                          "TGI), hf-causal (local chat model), scripted (canned answers from --script)."),
         click.option("--model", default=None,
                      help="Model name (endpoint) or Hugging Face id / path / .gguf file (hf-causal)."),
         click.option("--script", default=None, metavar="FILE",
@@ -50,10 +51,9 @@ def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, t
         raise UsageError("--backend-option is for --backend hf-causal and endpoint")
     if script and backend != "scripted":
         raise UsageError("--script is for --backend scripted")
-    from ..backends.chat import CHAT_MODELS
+    from ..backends.registry import client_class
 
-    if backend in CHAT_MODELS:
-        refuse_untaken(click.get_current_context(silent=True), backend, CHAT_MODELS[backend], CHAT_KEYWORDS)
+    refuse_untaken(click.get_current_context(silent=True), backend, client_class(backend, "chat"), CHAT_KEYWORDS)
     return get_chat_model(backend, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
                           max_retries=max_retries, timeout=timeout, max_tokens=max_tokens,
                           backend_options=split_backend_options(backend_options), script=script,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import click
 
+from ..backends.chat import NUGGETIZER_MAX_TOKENS
 from ..backends.endpoint import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT
 from ..errors import UsageError
 from ._base import FiniteRange, check_no_cache, claim_cache
@@ -20,8 +21,9 @@ DEFAULT_MAX_RETRIES = 5
 #: the format, where the nuggetizer's own bound (500) is hundreds
 DEFAULT_RETRIES = 5
 #: a chat command's answer is a list (10 questions, 30 nuggets, a window's labels): the
-#: nuggetizer's 2048 holds one and a reasoning model's thinking before it
-CHAT_MAX_TOKENS = 2048
+#: nuggetizer's 2048 holds one and a reasoning model's thinking before it (the chat models'
+#: and generators' own default, so the library and the commands agree)
+CHAT_MAX_TOKENS = NUGGETIZER_MAX_TOKENS
 
 base_url_option = click.option(
     "--base-url", envvar="OPENAI_BASE_URL", default=None, metavar="URL",

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 import click
 from click.core import ParameterSource
 
+from ..backends import registry
 from ..errors import UsageError
 from ._base import check_appended_output
 from ._model_flags import (GRADE_REFUSES, SERVER_OPTIONS, cache_option, max_tokens_option, no_cache_option,
@@ -16,7 +17,7 @@ from ._model_flags import (GRADE_REFUSES, SERVER_OPTIONS, cache_option, max_toke
 
 # what builds the back end (backends.factory.make_grader takes them as a dict)
 BACKEND_OPTIONS = [
-    click.option("--backend", default="hf-seq2seq", show_default=True, metavar="NAME", help="hf-seq2seq, hf-causal, hf-qa, endpoint, embedding, scripted."),
+    click.option("--backend", default="hf-seq2seq", show_default=True, metavar="NAME", help=f"{', '.join(registry.names('score'))}."),
     click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large]."),
     click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available."),
     click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="Weights dtype (HF back ends)."),

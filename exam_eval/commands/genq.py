@@ -12,6 +12,7 @@ import sys
 
 import click
 
+from ..backends import registry
 from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, IN_PLACE, interrupted_says, make_main, output_option, refuse_given,
                     refuse_untaken)
@@ -86,8 +87,9 @@ def cli():
 @click.option("--max-items", type=click.IntRange(1), default=None,
               help="Keep at most this many items per query/facet (default: all the model gave).")
 @click.option("--backend", default="endpoint", show_default=True, metavar="NAME",
-              help="endpoint (OpenAI-compatible HTTP), hf-causal / hf-seq2seq (local Hugging Face "
-                   "model through the grading back ends), scripted (canned answers, --script).")
+              help=f"{', '.join(registry.names('complete'))}: endpoint (OpenAI-compatible HTTP), hf-causal / "
+                   "hf-seq2seq (local Hugging Face model through the grading back ends), scripted (canned "
+                   "answers, --script).")
 @click.option("--model", default=None, help="Model name (endpoint) or Hugging Face id / path (hf-*).")
 @flag_block(*SERVER_OPTIONS, retries_option(), max_tokens_option(), temperature_option())
 @click.option("--device", default=None, metavar="DEV", help="hf-*: torch device (cpu, cuda, cuda:1).")
@@ -120,7 +122,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     """
     from ..genq.generate import build_units, dry_run_text, generate_bank
     from ..grading.asking import RETRY_TEMPERATURE
-    from ..genq.generators import GENERATORS, generator_class, get_generator
+    from ..backends.generators import generator_class, get_generator
     from ..genq.merge import existing_units, raw_bytes, write_merged
     from ..genq.prompts import STYLES, families, get_prompt
     from ..backends.factory import split_backend_options
@@ -132,8 +134,6 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
         raise UsageError(f"--style: unknown style {style!r} (choose from: {', '.join(STYLES)})")
     if family not in families():
         raise UsageError(f"unknown prompt family {family!r} (choose from: {', '.join(families())})")
-    if backend not in GENERATORS:
-        raise UsageError(f"unknown back end {backend!r} (choose from: {', '.join(sorted(GENERATORS))})")
     refuse_untaken(click.get_current_context(), backend, generator_class(backend), GENERATOR_KEYWORDS)
     prompt = get_prompt(family, style, kind)
     extra = split_backend_options(backend_options)   # numbers and booleans as exam-grade reads them

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from tiny_models import make_tiny_llama, make_tiny_t5
 
-from exam_eval.genq.generators import HFGenerator
+from exam_eval.backends.generators import HFGenerator
 from exam_eval.genq.prompts import get_prompt
 
 pytestmark = pytest.mark.timeout(300)

@@ -486,7 +486,7 @@ def test_an_interrupt_inside_a_local_chat_models_chunk_keeps_the_batches_it_fini
 
 
 def test_question_generation_halves_a_batch_and_fails_only_a_prompt_too_large_alone(tiny_llama):
-    from exam_eval.genq.generators import HFGenerator
+    from exam_eval.backends.generators import HFGenerator
 
     prompts = [f"Write questions about topic {i}." for i in range(5)]
     keys = [(str(i), None) for i in range(5)]

@@ -1,38 +1,26 @@
-"""Text generators for ``exam-genq``: each turns prompts into :class:`ChatResult`s.
-
-Registry: name -> ``"module:Class"``, imported on use so that choosing ``endpoint``
-never imports torch. Adding one is a class with ``generate(prompts, keys)`` and a line in
-``GENERATORS``.
+"""Text generators (the ``complete`` role of :mod:`exam_eval.backends.registry`): each turns
+prompts into :class:`ChatResult`s, for ``exam-genq generate``. Adding one is a class with
+``generate(prompts, keys)`` and its name's ``complete`` entry in the registry.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..backends.http_client import ChatResult, OpenAIClient
+from .chat import NUGGETIZER_MAX_TOKENS
+from .endpoint import DEFAULT_CONCURRENCY
+from .http_client import ChatResult, OpenAIClient
+from .registry import client_class
 from ..errors import InputError, UsageError
 from ..io.jsonl import iter_jsonl
 from ..io.openers import display_name
 
-GENERATORS: dict[str, str] = {
-    "endpoint": "exam_eval.genq.generators:EndpointGenerator",
-    "scripted": "exam_eval.genq.generators:ScriptedGenerator",
-    "hf-causal": "exam_eval.genq.generators:HFGenerator",
-    "hf-seq2seq": "exam_eval.genq.generators:HFGenerator",
-}
-
 
 def generator_class(name: str) -> type:
-    try:
-        target = GENERATORS[name]
-    except KeyError:
-        raise UsageError(f"unknown back end {name!r} (choose from: {', '.join(sorted(GENERATORS))})") from None
-    module, cls = target.split(":")
-    return getattr(importlib.import_module(module), cls)
+    return client_class(name, "complete")
 
 
 def get_generator(name: str, **options: Any):
@@ -43,14 +31,14 @@ class EndpointGenerator:
     """Any OpenAI-compatible chat-completions endpoint; one user message per prompt."""
 
     def __init__(self, *, name: str = "endpoint", model: str | None = None, base_url: str = "",
-                 api_key_env: str = "OPENAI_API_KEY", concurrency: int = 8, max_retries: int = 5,
-                 timeout: float | None = None, max_tokens: int = 1024, temperature: float = 0.0,
+                 api_key_env: str = "OPENAI_API_KEY", concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5,
+                 timeout: float | None = None, max_tokens: int = NUGGETIZER_MAX_TOKENS, temperature: float = 0.0,
                  progress: bool = True, backend_options: dict | None = None, cache_any_server: bool | None = None,
                  **_ignored: Any):
         if not model:
             raise UsageError("--model is required for the endpoint back end")
-        from ..backends.endpoint import DEFAULT_TIMEOUT, chat_extras, checked_endpoint, extras_identity
-        from ..backends.http_client import server_identity
+        from .endpoint import DEFAULT_TIMEOUT, chat_extras, checked_endpoint, extras_identity
+        from .http_client import server_identity
 
         base_url = checked_endpoint(base_url, model)
         self._server = server_identity(base_url, cache_any_server)
@@ -80,8 +68,8 @@ class EndpointGenerator:
     def generate(self, prompts: Sequence[str], keys: Sequence[tuple],
                  temperature: float | None = None) -> list[ChatResult]:
         """``temperature``: this call's (a re-ask's); None: the generator's own."""
-        from ..backends.chat import after_reasoning
-        from ..backends.endpoint import check_served_model
+        from .chat import after_reasoning
+        from .endpoint import check_served_model
         from ..progress import progress_bar
 
         if not self._checked:
@@ -165,12 +153,12 @@ class HFGenerator:
     tokenizer, chat template, batching and greedy decoding apply unchanged.
     """
 
-    def __init__(self, *, name: str, model: str | None = None, max_tokens: int = 1024,
+    def __init__(self, *, name: str, model: str | None = None, max_tokens: int = NUGGETIZER_MAX_TOKENS,
                  device: str | None = None, dtype: str | None = None, batch_size: int | None = None,
                  backend_options: dict | None = None, **_ignored: Any):
         if not model:
             raise UsageError(f"--model is required for the {name} back end")
-        from ..backends import get_backend
+        from .base import get_backend
 
         options = {"model": model, "device": device, "dtype": dtype, "batch_size": batch_size,
                    "max_new_tokens": max_tokens}
@@ -196,7 +184,7 @@ class HFGenerator:
         """Greedy decoding whatever ``temperature`` (a re-ask repeats the answer unless the
         back end samples, -O do_sample=true)."""
         from ..grading.types import GradeRequest
-        from ..backends.chat import generate_fitting
+        from .chat import generate_fitting
         from ..grading.fitting import BatchLimit
         from ..grading.prompts.base import Prompt
         from ..progress import progress_bar
