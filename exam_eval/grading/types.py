@@ -52,7 +52,10 @@ class GradeResult(NamedTuple):
 
     def with_detail(self, **values) -> "GradeResult":
         """The same answer with these JudgeDetail fields set."""
-        return self._replace(detail=replace(self.detail, **values))
+        # built, not dataclasses.replace'd, in the common case: replace reads the fields'
+        # list on every call, and this runs once per graded pair
+        detail = JudgeDetail(**values) if self.detail is NO_DETAIL else replace(self.detail, **values)
+        return self._replace(detail=detail)
 
 
 FAILED = GradeResult(None, None, None, False, True)

@@ -5,7 +5,7 @@ and cached everywhere at once. A leaf of io: the grading types stand on it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 
@@ -44,7 +44,11 @@ class JudgeDetail:
     def rounded(self) -> "JudgeDetail":
         """As a grade line keeps it: the label mass to 4 decimals (the judge's own
         numbers are no finer than that, and a line of 17 digits tells nothing more)."""
-        return self if self.label_mass is None else replace(self, label_mass=round(self.label_mass, 4))
+        if self.label_mass is None:
+            return self
+        # built field by field: dataclasses.replace costs more than the rest of a grade line
+        return JudgeDetail(label_mass=round(self.label_mass, 4), fallback=self.fallback, reasoning=self.reasoning,
+                           served_model=self.served_model)
 
     @classmethod
     def from_json(cls, obj: dict, refuse: Callable[[str, str, Any], None] | None = None) -> "JudgeDetail":

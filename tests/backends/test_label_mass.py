@@ -149,3 +149,23 @@ def test_a_real_models_masses_are_its_own():
         mass = math.exp(np.logaddexp.reduce(x) - np.logaddexp.reduce(logits))
         assert res.detail.label_mass == pytest.approx(mass, rel=1e-3), (req.item_text, res.detail.label_mass, mass)
         assert 0.01 < res.detail.label_mass < 0.9  # a real model's: neither a stub's 4/vocab nor everything
+
+
+@pytest.mark.parametrize("peak", [-90.0, -60.1, -59.9, 59.9, 60.1, 80.0])
+def test_both_sides_of_the_unshifted_bound_equal_float64(peak):
+    """A row just inside the peak bound (60) is summed unshifted, one just outside shifted:
+    both give float64's columns, with a 150k vocabulary every logit of which sits near the
+    peak (the unshifted sum's worst case) or spread below it. At 80 the unshifted sum
+    overflows float32 and at -90 its terms are subnormal: a bound moved that far fails."""
+    rng = np.random.default_rng(3)
+    near = (peak - rng.uniform(0, 0.5, size=150_000)).astype(np.float32)
+    spread = (peak - rng.uniform(0, 40, size=150_000)).astype(np.float32)
+    for row in (near, spread):
+        row[INDEX[1]] = peak
+        got = label_columns(torch, torch.from_numpy(row[None, :].copy()), torch.tensor(INDEX))[0].double().numpy()
+        x = row.astype(np.float64)
+        lab = x[INDEX]
+        mass = math.exp(np.logaddexp.reduce(lab) - np.logaddexp.reduce(x))
+        assert got[:4].tolist() == pytest.approx(np.exp(lab - np.logaddexp.reduce(lab)).tolist(), rel=1e-5)
+        assert got[4] == pytest.approx(mass, rel=5e-5) and math.isfinite(got[4]) and got[4] > 0
+        assert got[5] == 1.0
