@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import math
 import os
 from typing import Sequence
 
@@ -175,45 +176,37 @@ def kv_bytes_per_token(model) -> int:
     return 2 * layers * heads * head_dim * model.dtype.itemsize
 
 
-#: a row whose peak logit lies beyond this, either way, is summed shifted by its peak: above,
-#: the unshifted exponentials could overflow float32 (e^60 times a 150k vocabulary is
-#: 2e31, far from 3e38); below, its largest terms would be subnormal (from e^-87)
-_UNSHIFTED_PEAK = 60.0
+#: below this log-normaliser the unshifted sum of exponentials has lost precision in
+#: float32 (its largest terms are subnormal, from e^-87): such a row is summed shifted
+_LOW_LOG_Z = -80.0
 
 
 def label_columns(torch, logits, index):
     """One scoring step's [batch, labels + 2] answer: the labels' probabilities normalised
-    over the labels (a softmax of their logits, which cannot underflow to all zeros when
-    the model puts its mass elsewhere), then the labels' share of the whole distribution
-    (the label mass) and 1.0 where the most probable token is a label.
+    over the labels (computed from their logits directly, which cannot underflow to all
+    zeros when the model puts its mass elsewhere), then the labels' share of the whole
+    distribution (the label mass) and 1.0 where the most probable token is a label.
 
-    ``logits`` is consumed (its values are overwritten on a CPU): the callers' are the
-    model's output, read by nothing after. The vocabulary is read three times on a CPU and
-    nothing of its size is allocated: its peak (``amax``, not ``max``, which also finds
-    where: nine times slower), then its exponentials in place, then their sum; the label
-    mass is the labels' exponentials over that sum. A row whose peak says the unshifted
-    exponentials would overflow or lose precision is first summed shifted by its peak
-    (``logsumexp``). On a GPU, ``logsumexp``, which waits for nothing, so the engine
-    queues the next batch meanwhile."""
+    The vocabulary is read twice, not five times, on the logits' own device: its peak
+    (``amax``, not ``max``, which also finds where: nine times slower on a CPU) and, for the
+    mass, its log-normaliser. On a GPU that is ``logsumexp``, which waits for nothing, so
+    the engine queues the next batch meanwhile. On a CPU (no device to wait for) the
+    exponentials are summed unshifted, a pass less, and the rare row where that overflows
+    (a logit past e^88) or loses precision (every logit below about -80) is summed again
+    shifted by its peak (``logsumexp``)."""
     label_logits = logits[:, index]
-    shares = torch.softmax(label_logits, dim=-1)
+    label_lse = torch.logsumexp(label_logits, dim=-1, keepdim=True)
     peak = logits.amax(dim=-1, keepdim=True)
-    top = (label_logits.amax(dim=-1, keepdim=True) >= peak).to(logits.dtype)
-    if logits.device.type != "cpu":
+    if logits.device.type == "cpu":
+        log_z = torch.exp(logits).sum(dim=-1, keepdim=True).log_()
+        # a handful of numbers (the batch's), read as Python floats: cheaper than tensor ops
+        off = [i for i, v in enumerate(log_z.view(-1).tolist()) if not _LOW_LOG_Z < v < math.inf]
+        if off:
+            log_z[off] = torch.logsumexp(logits[off], dim=-1, keepdim=True)
+    else:
         log_z = torch.logsumexp(logits, dim=-1, keepdim=True)
-        mass = (torch.logsumexp(label_logits, dim=-1, keepdim=True) - log_z).exp_()
-        return torch.cat([shares, mass, top], dim=1)
-    # a handful of numbers (the batch's), read as Python floats: cheaper than tensor ops
-    far = [i for i, v in enumerate(peak.view(-1).tolist()) if not -_UNSHIFTED_PEAK < v < _UNSHIFTED_PEAK]
-    if far:   # before the exponentials below overwrite their logits
-        rows = logits[far]
-        far_mass = (torch.logsumexp(rows[:, index], dim=-1, keepdim=True)
-                    - torch.logsumexp(rows, dim=-1, keepdim=True)).exp_()
-    exps = logits.exp_()
-    mass = exps[:, index].sum(dim=-1, keepdim=True).div_(exps.sum(dim=-1, keepdim=True))
-    if far:
-        mass[far] = far_mass
-    return torch.cat([shares, mass, top], dim=1)
+    return torch.cat([(label_logits - label_lse).exp_(), (label_lse - log_z).exp_(),
+                      (label_logits.amax(dim=-1, keepdim=True) >= peak).to(logits.dtype)], dim=1)
 
 
 def weights_row(labels: Sequence[str], row: Sequence[float]):

@@ -153,10 +153,10 @@ def test_a_real_models_masses_are_its_own():
 
 @pytest.mark.parametrize("peak", [-90.0, -60.1, -59.9, 59.9, 60.1, 80.0])
 def test_both_sides_of_the_unshifted_bound_equal_float64(peak):
-    """A row just inside the peak bound (60) is summed unshifted, one just outside shifted:
-    both give float64's columns, with a 150k vocabulary every logit of which sits near the
-    peak (the unshifted sum's worst case) or spread below it. At 80 the unshifted sum
-    overflows float32 and at -90 its terms are subnormal: a bound moved that far fails."""
+    """Rows a CPU sums as they are and rows it must sum shifted by their peak give float64's
+    columns alike, with a 150k vocabulary every logit of which sits near the peak (the
+    unshifted sum's worst case) or spread below it: at a peak of 80 the unshifted sum
+    overflows float32, at -90 its terms are subnormal."""
     rng = np.random.default_rng(3)
     near = (peak - rng.uniform(0, 0.5, size=150_000)).astype(np.float32)
     spread = (peak - rng.uniform(0, 40, size=150_000)).astype(np.float32)
