@@ -6,7 +6,7 @@
 labelled: the longest run of the draw, from its first query on, whose every pair has a
 label. A query finished out of that order is left out (and said): queries an assessor
 chose to finish first are not a uniform draw, and the intervals' coverage holds only
-for one.
+for one. ``NAME.notes.tsv``: the notes given with the labels.
 """
 
 from __future__ import annotations
@@ -67,4 +67,20 @@ def write_export(design: Design, assessor: str, labels: Labels, out_dir: str) ->
         write_qrels(qrels, out)
     with atomic_output(os.path.join(out_dir, f"{assessor}.labelled.txt")) as out:
         out.write("".join(q + "\n" for q in ex.labelled))
+    write_notes(design, labels, os.path.join(out_dir, f"{assessor}.notes.tsv"))
     return ex
+
+
+def write_notes(design: Design, labels: Labels, path: str) -> None:
+    """The notes an assessor wrote, a TSV line per noted label in the design's order
+    (``qid docno label note``; in nugget mode docno is RUN_ID<TAB>ITEM_ID, two columns):
+    what an organizer reads before adjudicating."""
+    def clean(note: str) -> str:   # one line, one cell
+        return " ".join(note.replace("\t", " ").split())
+
+    with atomic_output(path) as out:
+        out.write("qid\tdocno\tlabel\tnote\n" if design.mode == "passage" else "qid\trun_id\titem_id\tlabel\tnote\n")
+        for pair in design.pair_list():
+            label, note = labels.given.get(pair, (None, ""))
+            if note.strip():
+                out.write(f"{pair[0]}\t{pair[1]}\t{label}\t{clean(note)}\n")

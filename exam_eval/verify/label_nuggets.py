@@ -20,7 +20,7 @@ from ..io.nugget_banks import write_assignment_lines
 from ..io.outputs import atomic_output
 from ..io.reports import Report
 from .label_design import Design, draw_order, file_entry
-from .label_export import Export, export_of
+from .label_export import Export, export_of, write_notes
 from .label_store import Labels
 
 SCALE = "0-2"
@@ -122,4 +122,5 @@ def write_nugget_export(design: Design, assessor: str, labels: Labels, out_dir: 
         write_assignment_lines(lines, items, out)
     with atomic_output(os.path.join(out_dir, f"{assessor}.labelled.txt")) as out:
         out.write("".join(q + "\n" for q in ex.labelled))
+    write_notes(design, labels, os.path.join(out_dir, f"{assessor}.notes.tsv"))
     return ex

@@ -66,6 +66,8 @@ def test_nugget_labels_through_the_page_score_as_the_nuggetizer_scores(browser, 
             tab.press(str(g), i + 1)
         code, err = server.stop()
         assert code == 0, err
+    notes = (folder / "qrels" / "ann.notes.tsv").read_text().splitlines()
+    assert notes == ["qid\trun_id\titem_id\tlabel\tnote"]   # none given
     out = folder / "qrels" / "ann.assignments.jsonl"
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(lines) == 3 * len(design.queries)

@@ -72,6 +72,11 @@ def test_a_label_is_on_disk_before_its_answer_and_a_stale_page_is_told(tmp_path)
         code, _ = server.stop(signal.SIGKILL)
         assert code == -signal.SIGKILL
     assert read_labels(str(folder / "labels" / "ann.jsonl")).given == {pairs[0]: (3, "clear"), pairs[1]: (0, "")}
+    # the notes out beside the qrels: a line per noted label, nothing for the others
+    res = subprocess.run([sys.executable, "-m", "exam_eval.commands.verify", "label-qrels", str(folder)],
+                         capture_output=True, text=True, env=ChildEnv(), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert (folder / "qrels" / "ann.notes.tsv").read_text() == f"qid\tdocno\tlabel\tnote\n{pairs[0][0]}\t{pairs[0][1]}\t3\tclear\n"
 
 
 def test_a_second_server_on_the_folder_is_refused(tmp_path):
