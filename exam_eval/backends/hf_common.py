@@ -11,6 +11,7 @@ import os
 from typing import Sequence
 
 from ..errors import InputError, UsageError
+from ..grading.types import LabelWeights
 from .model_identity import model_files_id, model_name
 
 
@@ -176,45 +177,51 @@ def kv_bytes_per_token(model) -> int:
     return 2 * layers * heads * head_dim * model.dtype.itemsize
 
 
-#: below this log-normaliser the unshifted sum of exponentials has lost precision in
-#: float32 (its largest terms are subnormal, from e^-87): such a row is summed shifted
-_LOW_LOG_Z = -80.0
+#: below this sum of exponentials (e^-80) the unshifted sum has lost precision in float32
+#: (its largest terms are subnormal, from e^-87): such a row is summed again, shifted
+_LOW_SUM = math.exp(-80.0)
 
 
 def label_columns(torch, logits, index):
-    """One scoring step's [batch, labels + 2] answer: the labels' probabilities normalised
-    over the labels (computed from their logits directly, which cannot underflow to all
-    zeros when the model puts its mass elsewhere), then the labels' share of the whole
-    distribution (the label mass) and 1.0 where the most probable token is a label.
+    """One scoring step's reading of the vocabulary, a row of labels + 2 numbers per
+    prompt: the labels' logits, then the peak logit and the log-normaliser (log of the sum
+    of every exponential), from which :func:`weights_row` makes the labels' weights, their
+    share of the whole distribution (the label mass) and whether the most probable token
+    is a label.
 
-    The vocabulary is read twice, not five times, on the logits' own device: its peak
-    (``amax``, not ``max``, which also finds where: nine times slower on a CPU) and, for the
-    mass, its log-normaliser. On a GPU that is ``logsumexp``, which waits for nothing, so
-    the engine queues the next batch meanwhile. On a CPU (no device to wait for) the
-    exponentials are summed unshifted, a pass less, and the rare row where that overflows
-    (a logit past e^88) or loses precision (every logit below about -80) is summed again
-    shifted by its peak (``logsumexp``)."""
-    label_logits = logits[:, index]
-    label_lse = torch.logsumexp(label_logits, dim=-1, keepdim=True)
+    The vocabulary is read twice on the logits' own device, and nothing else is done
+    there: the arithmetic on a few numbers a row is the host's, in float64. The two
+    passes: the peak (``amax``, not ``max``, which also finds where: nine times slower on
+    a CPU) and the normaliser. On a GPU that is ``logsumexp``, which waits for nothing, so
+    the engine queues the next batch meanwhile, and the answer is a [batch, labels + 2]
+    tensor for the caller to read back. On a CPU (no device to wait for) the answer is the
+    rows themselves, as Python lists: the exponentials are summed unshifted, a pass less,
+    and the rare row where that overflows (a logit past e^88) or loses precision (every
+    logit below about -80) is summed again shifted by its peak (``logsumexp``)."""
     peak = logits.amax(dim=-1, keepdim=True)
-    if logits.device.type == "cpu":
-        log_z = torch.exp(logits).sum(dim=-1, keepdim=True).log_()
-        # a handful of numbers (the batch's), read as Python floats: cheaper than tensor ops
-        off = [i for i, v in enumerate(log_z.view(-1).tolist()) if not _LOW_LOG_Z < v < math.inf]
-        if off:
-            log_z[off] = torch.logsumexp(logits[off], dim=-1, keepdim=True)
-    else:
-        log_z = torch.logsumexp(logits, dim=-1, keepdim=True)
-    return torch.cat([(label_logits - label_lse).exp_(), (label_lse - log_z).exp_(),
-                      (label_logits.amax(dim=-1, keepdim=True) >= peak).to(logits.dtype)], dim=1)
+    if logits.device.type != "cpu":
+        return torch.cat([logits[:, index], peak, torch.logsumexp(logits, dim=-1, keepdim=True)], dim=1)
+    rows = torch.cat([logits[:, index], peak, torch.exp(logits).sum(dim=-1, keepdim=True)], dim=1).tolist()
+    for i, row in enumerate(rows):
+        total = row[-1]
+        row[-1] = math.log(total) if _LOW_SUM < total < math.inf else torch.logsumexp(logits[i], dim=-1).item()
+    return rows
 
 
-def weights_row(labels: Sequence[str], row: Sequence[float]):
-    """A :func:`label_columns` row as LabelWeights."""
-    from ..grading.types import LabelWeights
-
+def weights_row(labels: Sequence[str], row: Sequence[float]) -> LabelWeights:
+    """A :func:`label_columns` row as LabelWeights, in float64: the labels' exponentials
+    shifted by the best logit (their softmax once normalised, which cannot underflow to all
+    zeros when the model puts its mass elsewhere), the label mass exp(logsumexp(labels) - log-normaliser), and "a label
+    on top" where the best label's logit reaches the vocabulary's peak (a tie counts). A
+    logit that is not a number gives weights that are not: the grade is unparsed."""
     n = len(labels)
-    return LabelWeights.of(dict(zip(labels, row[:n])), float(row[n]), bool(row[n + 1] > 0.5))
+    best = max(row[:n])
+    exps = [math.exp(x - best) for x in row[:n]]
+    total = math.fsum(exps)
+    log_mass = best + math.log(total) - row[n + 1]
+    mass = 1.0 if log_mass > 0.0 else math.exp(log_mass)  # above 1 by the log-normaliser's float32 rounding
+    # the weights on the best label's scale (1.0): scored_result normalises them once
+    return LabelWeights.of(dict(zip(labels, exps)), mass, best >= row[n])
 
 
 def load_failure(model: str, exc: Exception) -> InputError:
@@ -406,12 +413,14 @@ class HFGenerativeBase:
         return self.on_cuda
 
     def read_back(self, columns, labels: tuple[str, ...]):
-        """The label weights of a batch (:func:`label_columns`' [batch, labels + 2] tensor)
-        as :meth:`_score_async`'s call. On a GPU the copy to pinned host memory is queued
-        behind the batch's work with an event after it, so the call waits for this batch
+        """The label weights of a batch (:func:`label_columns`' rows, or elsewhere than on a
+        CPU its [batch, labels + 2] tensor) as :meth:`_score_async`'s call. On a GPU the copy
+        to pinned host memory is queued behind the batch's work with an event after it, so the call waits for this batch
         alone, not for the next one queued meanwhile (a plain ``.cpu()`` would): the
         batch's one sync."""
         torch = self._torch
+        if isinstance(columns, list):  # a CPU's: the rows already
+            return lambda: [weights_row(labels, row) for row in columns]
         if not self.on_cuda:
             rows = columns.cpu().tolist()
             return lambda: [weights_row(labels, row) for row in rows]

@@ -16,8 +16,8 @@ appends and fsyncs its grades, then commits them to the cache, while the model g
 next: an interrupt loses nothing, a kill at most the few batches handed over and not yet
 written. An answer that did not parse is written (parse_ok false) but not cached, so a run
 into a new output asks again. The local models' prompts are tokenized a chunk ahead in a
-prefetch thread (:func:`batches`, :class:`Prefetch`) while the model grades the current
-batch; on a GPU they are batched by tokens, and a back end that computes on its own
+prefetch thread (:func:`prepared_chunks`, :class:`Prefetch`) while the model grades the current
+one; on a GPU they are batched by tokens, and a back end that computes on its own
 (``overlaps``: torch on CUDA) is handed the next batch before the current one is read
 back, so the device never waits for the host's bookkeeping between batches.
 
@@ -28,6 +28,7 @@ deduplication still works inside each shard.
 from __future__ import annotations
 
 import collections
+import functools
 import hashlib
 import threading
 import time
@@ -184,11 +185,17 @@ def input_hash(request: GradeRequest, shown: bool | None = None) -> str:
     passage (with whatever was added to it), the query where the prompt shows it, the
     answer keys. Recorded in every grade line (``Grade.input_hash``), so that a resume
     regrades a pair whose passage, query or keys changed since it was graded."""
-    # joined with NUL, which no reader lets into a text: cheaper than JSON on the hot path
-    keys = request.answer_keys or ()
     if shown is None:  # whether the prompt shows the query (the caller may know it once for all)
         shown = "query" in request.prompt.placeholders
-    payload = "\x00".join((f"{int(shown)}{len(keys)}", request.query if shown else "", request.context, *keys))
+    return _input_digest(request.query if shown else None, request.context, request.answer_keys or ())
+
+
+@functools.lru_cache(maxsize=4096)
+def _input_digest(query: str | None, context: str, keys: tuple[str, ...]) -> str:
+    # kept for the passages at hand: each is graded with every question of its query, one
+    # unit after another (the texts' own hashes, cached in the strings, find it again)
+    # joined with NUL, which no reader lets into a text: cheaper than JSON on the hot path
+    payload = "\x00".join((f"{int(query is not None)}{len(keys)}", query or "", context, *keys))
     return hashlib.md5(payload.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -255,6 +262,7 @@ def plan_work(units: dict[str, Unit], npairs: int, done: set[tuple], cache, mode
 def _grades_for(unit: Unit, result: GradeResult, model: str, prompt, engine: str | None = None,
                 grader: str | None = None, shown: bool | None = None) -> list[Grade]:
     inputs = input_hash(unit.request, shown)
+    detail = result.detail.rounded()
     return [
         Grade(
             query_id=p.query_id, doc_id=p.doc_id,
@@ -264,7 +272,7 @@ def _grades_for(unit: Unit, result: GradeResult, model: str, prompt, engine: str
             probs=result.probs, answer=result.answer, parse_ok=bool(result.parse_ok and result.grade is not None),
             model=model, prompt=prompt.id, prompt_hash=prompt.hash, engine=engine,
             item_hash=None if p.item is None else p.item.text_hash, input_hash=inputs, grader_hash=grader,
-            detail=result.detail.rounded(),
+            detail=detail,
         )
         for p in unit.pairs
     ]
@@ -307,9 +315,10 @@ def execute(
     size = max(1, batch_size or backend.batch_size)
     # a fixed --batch-size wins; otherwise a back end may batch by tokens (on a GPU)
     limit = BatchLimit(size, None if batch_size else _token_budget(backend, prompt))
+    multiple = getattr(backend, "pad_multiple", 1)
     start = time.monotonic()
     stop = threading.Event()
-    with Prefetch(batches(plan.units_todo, backend, size, stop=stop, limit=limit), stop) as ahead, \
+    with Prefetch(prepared_chunks(plan.units_todo, backend, size, stop=stop), stop) as ahead, \
             GradeWriter(out, cache, backend.cache_identity, prompt.hash, to_grades) as writer:
         cached = [(u, plan.cached_results[u.key]) for u in plan.units_cached]
         stats.unparsed += sum(_unparsed(u, r) for u, r in cached)
@@ -346,12 +355,12 @@ def execute(
         # ran the device out of memory is started as several (fitting.submit_fitting)
         running: collections.deque = collections.deque()
         try:
-            for batch in ahead:
+            for batch in (b for chunk, lengths in ahead for b in cut(chunk, lengths, limit, multiple)):
                 try:
                     submit_fitting(backend, submit, batch, limit, running)
-                except InterruptedBatch as cut:
+                except InterruptedBatch as cut_short:
                     # what the batch got before the interrupt (an endpoint's answers)
-                    running.append((cut.units, lambda got=cut.results: got))
+                    running.append((cut_short.units, lambda got=cut_short.results: got))
                     raise KeyboardInterrupt from None
                 while len(running) > ahead_by:
                     units, read = running.popleft()
@@ -392,17 +401,21 @@ PREPARE_PIECE = 2048
 
 def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | None = None,
             stop: threading.Event | None = None, limit: BatchLimit | None = None) -> Iterator[Batch]:
-    """The plan's batches. A back end with ``prepare`` (the local models) gets its prompts'
-    token ids made a chunk at a time, here, in the prefetch thread; with a ``token_budget``
-    (padded tokens per batch) each chunk is sorted by token count, longest first, and cut
-    where the next unit would overflow the budget, counting the width the back end pads a
-    batch to (``pad_multiple``). Otherwise: ``size`` units per batch, in
-    the plan's order. ``limit`` (:class:`fitting.BatchLimit`, in place of ``size`` and
-    ``token_budget``) is read at every cut, so a limit lowered meanwhile (the device ran
-    out of memory) cuts the batches still to come."""
+    """The plan's batches, prepared and cut in one thread (:func:`prepared_chunks`, then
+    :func:`cut`): what the grading loop does across two."""
     limit = limit or BatchLimit(size, token_budget)
-    prepare = getattr(backend, "prepare", None)
     multiple = getattr(backend, "pad_multiple", 1)
+    for chunk, lengths in prepared_chunks(units, backend, size, stop):
+        yield from cut(chunk, lengths, limit, multiple)
+
+
+def prepared_chunks(units: list[Unit], backend: Backend, size: int,
+                    stop: threading.Event | None = None) -> Iterator[tuple[list[Unit], list[int] | None]]:
+    """The plan's chunks (:func:`chunks`) with their prompts' token counts. A back end with
+    ``prepare`` (the local models) gets its prompts' token ids made here, a chunk at a time:
+    this runs in the prefetch thread, a whole chunk ahead of the grading. Otherwise the
+    counts are None. Stops between pieces of PREPARE_PIECE prompts once ``stop`` is set."""
+    prepare = getattr(backend, "prepare", None)
     for chunk in chunks(units, size):
         lengths = None
         if prepare is not None:
@@ -415,24 +428,34 @@ def batches(units: list[Unit], backend: Backend, size: int, token_budget: int | 
                     lengths = None
                     break
                 lengths += got
-        if lengths is None or not limit.tokens:
-            b = 0
-            while b < len(chunk):
-                n = max(1, limit.units)
-                yield Batch(chunk[b:b + n], None if lengths is None else lengths[b:b + n], multiple)
-                b += n
-            continue
-        order = sorted(range(len(chunk)), key=lambda i: -lengths[i])
-        batch: list[int] = []
-        width = 0
-        for i in order:
-            if batch and padded_width(max(width, lengths[i]), multiple) * (len(batch) + 1) > limit.tokens:
-                yield Batch([chunk[j] for j in batch], [lengths[j] for j in batch], multiple)
-                batch, width = [], 0
-            batch.append(i)
-            width = max(width, lengths[i])
-        if batch:
+        yield chunk, lengths
+
+
+def cut(chunk: list[Unit], lengths: list[int] | None, limit: BatchLimit, multiple: int = 1) -> Iterator[Batch]:
+    """One prepared chunk's batches. With a token limit (padded tokens per batch) and the
+    token counts, the chunk sorted by token count, longest first, and cut where the next
+    unit would overflow the limit, counting the width the back end pads a batch to
+    (``multiple``). Otherwise ``limit.units`` units per batch, in the plan's order.
+    ``limit`` (:class:`fitting.BatchLimit`) is read at every cut, in the grading thread,
+    so a limit lowered meanwhile (the device ran out of memory) cuts the batches still to come."""
+    if lengths is None or not limit.tokens:
+        b = 0
+        while b < len(chunk):
+            n = max(1, limit.units)
+            yield Batch(chunk[b:b + n], None if lengths is None else lengths[b:b + n], multiple)
+            b += n
+        return
+    order = sorted(range(len(chunk)), key=lambda i: -lengths[i])
+    batch: list[int] = []
+    width = 0
+    for i in order:
+        if batch and padded_width(max(width, lengths[i]), multiple) * (len(batch) + 1) > limit.tokens:
             yield Batch([chunk[j] for j in batch], [lengths[j] for j in batch], multiple)
+            batch, width = [], 0
+        batch.append(i)
+        width = max(width, lengths[i])
+    if batch:
+        yield Batch([chunk[j] for j in batch], [lengths[j] for j in batch], multiple)
 
 
 def chunks(units: list[Unit], size: int) -> Iterator[list[Unit]]:
@@ -449,14 +472,16 @@ def chunks(units: list[Unit], size: int) -> Iterator[list[Unit]]:
 
 
 class Prefetch:
-    """Runs a batch iterator one chunk ahead in a thread (``with Prefetch(it) as ahead:
-    for batch in ahead``), so that tokenizing the next batches overlaps the model's work
-    on this one. At most ``depth`` items wait; an error in the thread is raised here; leaving
-    the block (an interrupt included) stops the thread."""
+    """Runs an iterator ahead of its consumer in a thread (``with Prefetch(it) as ahead:
+    for item in ahead``): the grading loop's is :func:`prepared_chunks`, so that tokenizing
+    the next chunk overlaps the model's work on this one. ``depth`` items at most are made
+    beyond the one in use (whose slot is given back when the next is asked for): at depth 1
+    the thread makes the next chunk while this one is graded, and no more. An error in the
+    thread is raised here; leaving the block (an interrupt included) stops the thread."""
 
     _END = object()
 
-    def __init__(self, source: Iterator, stop: threading.Event | None = None, depth: int = 2):
+    def __init__(self, source: Iterator, stop: threading.Event | None = None, depth: int = 1):
         self.source = source
         # C-level primitives only (grading.handover): an interrupt landing inside a
         # queue.Queue's Condition would leave this thread waiting on its lock for ever
@@ -482,9 +507,12 @@ class Prefetch:
         return self
 
     def __iter__(self):
+        in_use = False
         while True:
+            if in_use:
+                self.handover.release()  # the item before this one is done with
             item, exc = self.handover.take()
-            self.handover.release()
+            in_use = True
             if exc is not None:
                 raise exc
             if item is self._END:
@@ -493,7 +521,7 @@ class Prefetch:
 
     def __exit__(self, *exc) -> None:
         self.stop.set()
-        # the thread ends at its next check (batches: every PREPARE_PIECE prompts); left
+        # the thread ends at its next check (prepared_chunks: every PREPARE_PIECE prompts); left
         # running, it could still be inside the tokenizer's native code at the process's end
         self.thread.join()
 

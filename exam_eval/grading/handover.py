@@ -45,6 +45,16 @@ class HandOver:
         """The next item, waiting for it (a signal still interrupts the wait)."""
         return self._items.get()
 
+    def take_waiting(self, most: int) -> list:
+        """Up to ``most`` more items, of those already handed over (no wait)."""
+        got = []
+        while len(got) < most:
+            try:
+                got.append(self._items.get_nowait())
+            except queue.Empty:
+                break
+        return got
+
     def release(self) -> None:
         """One item done with: its slot is free again."""
         self._slots.put(None)

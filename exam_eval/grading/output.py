@@ -1,8 +1,9 @@
 """The append-only grades file that survives SIGKILL.
 
-Each batch is appended, flushed and fsynced as a whole: plain JSONL lines, or for a
-``.gz`` output one complete gzip member per batch (gzip readers concatenate members).
-A kill can only tear the last batch; :func:`repair` cuts a torn final line (or a torn
+Each write (a batch, or the batches that waited for the disk together) is appended,
+flushed and fsynced as a whole: plain JSONL lines, or for a
+``.gz`` output one complete gzip member per write (gzip readers concatenate members).
+A kill can only tear the last write; :func:`repair` cuts a torn final line (or a torn
 final gzip member) before the file is read or appended to again, so a rerun ends with
 exactly the grades of an uninterrupted run.
 

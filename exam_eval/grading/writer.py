@@ -2,8 +2,10 @@
 
 The grading thread hands each graded batch to :class:`GradeWriter` and goes on with the
 next one while a thread of its own turns the results into grade lines, appends them to
-the output (flushed and fsynced) and commits them to the grade cache, in that order and
-batch by batch, so the file stays the record: what is cached is in the file. The queue
+the output (flushed and fsynced) and commits them to the grade cache, in that order, so
+the file stays the record: what is cached is in the file. The batches waiting when the
+writer comes back for more are written together (one fsync and one cache commit a
+group: a disk slower than the model costs a sync per group, not per batch). The queue
 between the two is short (``DEPTH`` batches), so the model cannot run far ahead of the
 disk and a kill loses at most the batches in flight.
 
@@ -46,6 +48,7 @@ class GradeWriter:
         # C-level primitives only (grading.handover): the grading thread's hand-over and its
         # drain are Python code a signal can interrupt anywhere
         self.handover = HandOver(depth)
+        self.depth = max(1, depth)
         self.error: BaseException | None = None
         self.stop = threading.Event()  # set on an interrupt: give up waiting for the cache's lock
         # released by the writer as it ends; a bare lock, whose timed acquire an interrupt
@@ -66,27 +69,33 @@ class GradeWriter:
     def _write_all(self) -> None:
         caching = True
         while True:
-            item = self.handover.take()
-            if item is self._END:
-                return
+            # the batches waiting go together (one append, one fsync, one cache commit):
+            # a slow disk slows the grading thread by its syncs per group, not per batch
+            group = [self.handover.take()]
+            group += self.handover.take_waiting(self.depth - 1)
+            end = any(item is self._END for item in group)
+            group = [item for item in group if item is not self._END]
             try:
-                self._write(item, caching)
+                self._write(group, caching)
             except WaitStopped:
-                # the interrupt's drain gave up on a locked cache: the batch is in the output;
-                # the ones after it go there too, uncached, without waiting again
+                # the interrupt's drain gave up on a locked cache: the batches are in the
+                # output; the ones after them go there too, uncached, without waiting again
                 caching = False
             finally:
-                self.handover.release()
+                for _ in group:
+                    self.handover.release()
+            if end:
+                return
 
-    def _write(self, item, caching: bool) -> None:
-        if self.error is not None:
+    def _write(self, group: list, caching: bool) -> None:
+        if self.error is not None or not group:
             return  # failed: take what comes so the grading thread never blocks, write nothing
-        batch, store = item
         try:
-            lines = [g for unit, result in batch for g in self.to_grades(unit, result)]
+            lines = [g for batch, _store in group for unit, result in batch for g in self.to_grades(unit, result)]
             if lines:
                 self.sink.write_batch(lines)
-            rows = [(unit.key, result) for unit, result in batch if result.parse_ok] if store and caching else []
+            rows = [(unit.key, result) for batch, store in group if store and caching
+                    for unit, result in batch if result.parse_ok]
             if rows:
                 self.cache.put_many(rows, self.identity, self.prompt_hash, stop=self.stop)
         except WaitStopped:

@@ -65,7 +65,12 @@ class BankItem:
 
     @property
     def text_hash(self) -> str:
-        return text_hash(self.text)
+        # kept with the text it was made from (the text may be set anew): every grade line
+        # of the item asks again, one for each passage it is graded on
+        known = self.__dict__.get("_hashed")
+        if known is None or known[0] is not self.text:
+            known = self.__dict__["_hashed"] = (self.text, text_hash(self.text))
+        return known[1]
 
     def to_json(self) -> dict:
         obj = {"query_id": self.query_id, "item_id": self.item_id, "kind": self.kind, "text": self.text}

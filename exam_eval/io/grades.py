@@ -86,15 +86,22 @@ class Grade:
         return (self.model, self.prompt)
 
     def to_json(self) -> dict:
-        return {
+        out = {
             "query_id": self.query_id, "doc_id": self.doc_id, "item_id": self.item_id,
             "kind": self.kind, "grade": self.grade, "probs": self.probs, "answer": self.answer,
             "parse_ok": self.parse_ok, "model": self.model, "prompt": self.prompt,
             "prompt_hash": self.prompt_hash, "item_hash": self.item_hash,
-        } | ({"engine": self.engine} if self.engine is not None else {}) \
-          | ({"input_hash": self.input_hash} if self.input_hash is not None else {}) \
-          | ({"grader_hash": self.grader_hash} if self.grader_hash is not None else {}) \
-          | self.detail.to_json()
+        }
+        # filled in place, in this order: a line is written for every pair graded
+        if self.engine is not None:
+            out["engine"] = self.engine
+        if self.input_hash is not None:
+            out["input_hash"] = self.input_hash
+        if self.grader_hash is not None:
+            out["grader_hash"] = self.grader_hash
+        if self.detail is not NO_DETAIL:
+            out.update(self.detail.to_json())
+        return out
 
 
 def grade_line(g: Grade) -> str:

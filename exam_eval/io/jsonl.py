@@ -128,12 +128,16 @@ def json_id(value: Any, key: str, name: str, lineno: int, *, trec: bool = True, 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+#: json.dumps with these settings, built once: dumps makes a new encoder at every call
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+
+
 def dumps(obj: Any) -> str:
     """One compact, key-order-preserving line (stable bytes for diffs and hashing).
 
     A lone surrogate (which a model's answer can hold: a JSON reply may escape one) becomes
     U+FFFD, so that the line can be written as UTF-8 and read back."""
-    line = json.dumps(obj, ensure_ascii=False, separators=(", ", ": "))
+    line = _ENCODER.encode(obj)
     try:
         line.encode("utf-8")
     except UnicodeEncodeError:

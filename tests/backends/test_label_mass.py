@@ -44,16 +44,29 @@ def _rows() -> np.ndarray:
     return rows
 
 
+def _weights(rows) -> list[LabelWeights]:
+    """The torch engines' way: the vocabulary read by label_columns (on a CPU, the rows
+    themselves), finished by weights_row."""
+    got = label_columns(torch, torch.from_numpy(np.array(rows, dtype=np.float32)), torch.tensor(INDEX))
+    return [weights_row(LABELS, col) for col in got]
+
+
+def _shares(w: LabelWeights) -> list[float]:
+    """The weights normalised, as scored_result reads them."""
+    total = sum(w[lab] for lab in LABELS)
+    return [w[lab] / total for lab in LABELS]
+
+
 def test_torch_columns_equal_float64():
     rows = _rows()
-    got = label_columns(torch, torch.from_numpy(rows.copy()), torch.tensor(INDEX)).double().numpy()
-    for row, col in zip(rows, got):
+    got = label_columns(torch, torch.from_numpy(rows.copy()), torch.tensor(INDEX))
+    for row, col, w in zip(rows, got, _weights(rows)):
         shares, mass, top = _truth(row)
-        assert col[:4].tolist() == pytest.approx(shares, rel=1e-5, abs=1e-7)
-        assert col[4] == pytest.approx(mass, rel=5e-5, abs=1e-30)  # float32 arithmetic: 1e-5 at -300
-        assert bool(col[5] > 0.5) is top
-        w = weights_row(LABELS, col.tolist())
-        assert w.mass == pytest.approx(mass, rel=5e-5, abs=1e-30) and w.top_is_label is top
+        assert col[:4] == row[INDEX].tolist()  # the labels' logits as they were
+        assert col[4] == row.max() and col[5] == pytest.approx(np.logaddexp.reduce(row.astype(np.float64)), rel=1e-6)
+        assert _shares(w) == pytest.approx(shares, rel=1e-12, abs=1e-15)  # float64 from here
+        assert w.mass == pytest.approx(mass, rel=5e-5, abs=1e-30)  # the normaliser in float32: 1e-5 at -300
+        assert w.top_is_label is top and 0.0 < w.mass <= 1.0
 
 
 def test_the_normaliser_is_the_same_on_the_gpu_branch(monkeypatch):
@@ -68,7 +81,23 @@ def test_the_normaliser_is_the_same_on_the_gpu_branch(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "device", property(lambda t: Elsewhere()))
     gpu = label_columns(torch, rows.clone(), torch.tensor(INDEX))
     monkeypatch.undo()
-    assert torch.allclose(cpu, gpu, rtol=1e-5, atol=1e-30)
+    assert isinstance(cpu, list) and isinstance(gpu, torch.Tensor)  # read back later, by the caller
+    assert torch.allclose(torch.tensor(cpu), gpu, rtol=1e-6, atol=1e-30)
+
+
+def test_weights_that_are_not_numbers_are_unparsed_never_a_grade():
+    """A label logit that is not a number (or every label at -inf) gives weights that are
+    not numbers, which the back end's scored_result records as unparsed."""
+    from exam_eval.backends.base import scored_result
+    from exam_eval.grading.prompts import get_prompt
+
+    row = np.zeros(1000, dtype=np.float32)
+    nan_label, dead = row.copy(), row.copy()
+    nan_label[INDEX[2]] = np.nan
+    dead[INDEX] = -np.inf
+    for w in _weights([nan_label, dead]):
+        assert not all(math.isfinite(w[lab]) for lab in LABELS)
+        assert scored_result(get_prompt("question-selfrating"), LABELS, w).parse_ok is False
 
 
 def test_ct2_recheck_equals_float64():
@@ -104,14 +133,13 @@ def test_the_rule_at_its_boundary_through_the_torch_columns():
     v = 1000
     row = np.zeros(v, dtype=np.float32)
     row[INDEX] = math.log((v - len(INDEX)) / len(INDEX))  # 4 e^a = 996 e^0
-    got = label_columns(torch, torch.from_numpy(row[None, :].copy()), torch.tensor(INDEX))[0].tolist()
-    w = weights_row(LABELS, got)
+    w, = _weights([row])
     assert w.mass == pytest.approx(0.5, abs=1e-6) and w.top_is_label
     assert label_mass_fallback(w, math.nextafter(w.mass, 0.0)) is None
     assert label_mass_fallback(w, w.mass) is None
     assert label_mass_fallback(w, math.nextafter(w.mass, 1.0)) == f"label mass below {math.nextafter(w.mass, 1.0):g}"
     row[900] = np.nextafter(row[INDEX[0]], np.float32(np.inf))
-    w = weights_row(LABELS, label_columns(torch, torch.from_numpy(row[None, :].copy()), torch.tensor(INDEX))[0].tolist())
+    w, = _weights([row])
     assert not w.top_is_label and label_mass_fallback(w, 0.01) == "first token not a label"
 
 
@@ -162,10 +190,10 @@ def test_both_sides_of_the_unshifted_bound_equal_float64(peak):
     spread = (peak - rng.uniform(0, 40, size=150_000)).astype(np.float32)
     for row in (near, spread):
         row[INDEX[1]] = peak
-        got = label_columns(torch, torch.from_numpy(row[None, :].copy()), torch.tensor(INDEX))[0].double().numpy()
+        w, = _weights([row])
         x = row.astype(np.float64)
         lab = x[INDEX]
         mass = math.exp(np.logaddexp.reduce(lab) - np.logaddexp.reduce(x))
-        assert got[:4].tolist() == pytest.approx(np.exp(lab - np.logaddexp.reduce(lab)).tolist(), rel=1e-5)
-        assert got[4] == pytest.approx(mass, rel=5e-5) and math.isfinite(got[4]) and got[4] > 0
-        assert got[5] == 1.0
+        assert _shares(w) == pytest.approx(np.exp(lab - np.logaddexp.reduce(lab)).tolist(), rel=1e-12)
+        assert w.mass == pytest.approx(mass, rel=5e-5) and math.isfinite(w.mass) and w.mass > 0
+        assert w.top_is_label is True

@@ -122,6 +122,29 @@ def test_the_writer_thread_writes_the_same_grades_and_cache(tmp_path):
     assert _rows(out) == expected
 
 
+def test_batches_waiting_for_a_slow_disk_are_written_together(tmp_path):
+    """A disk slower than the model: the batches that wait meanwhile go out in one write
+    (one fsync, one cache commit), whole and in order, and nothing is lost or doubled."""
+    out, cache_path = tmp_path / "g.jsonl", tmp_path / "c.sqlite"
+    cache = GradeCache(cache_path)
+    writes = []
+
+    class Slow(SlowAppender):
+        def write_batch(self, grades):
+            grades = list(grades)
+            writes.append(len(grades))
+            return super().write_batch(grades)
+
+    _grade(ScriptedBackend(), out, cache, Slow(str(out), delay=0.05))
+    cache.close()
+    assert sum(writes) == PAIRS == len(out.read_text().splitlines()) == _cached_keys(cache_path)
+    assert len(writes) < PAIRS // BATCH and max(writes) > BATCH  # grouped
+    assert max(writes) <= writer.DEPTH * BATCH and all(n % BATCH == 0 for n in writes)
+    whole = tmp_path / "whole.jsonl"
+    _grade(ScriptedBackend(), whole, NullCache())
+    assert out.read_text() == whole.read_text()  # the same lines in the same order
+
+
 def test_an_interrupt_keeps_every_graded_batch_and_a_rerun_completes_the_work(tmp_path):
     """The writer lags behind (slow disk): at the interrupt several graded batches wait in
     its queue; all of them reach the output and the cache before the interrupt propagates."""
@@ -156,7 +179,8 @@ class FailOn:
     def write_batch(self, grades):
         self.batches += 1
         if self.batches == self.n:
-            raise OutputError("cannot write: No space left on device; the 8 grades written before are kept", "g.jsonl")
+            raise OutputError(f"cannot write: No space left on device; the {self.lines} grades written before are "
+                              "kept", "g.jsonl")
         self.lines += len(grades)
         return len(grades)
 
@@ -166,13 +190,15 @@ class FailOn:
 
 def test_a_writer_error_is_raised_in_the_grading_thread_and_stops_it(tmp_path):
     backend = StopAt()
-    sink = FailOn(3)  # two batches written, the third fails
+    sink = FailOn(2)  # one write made (a batch, or the batches waiting then), the second fails
     with pytest.raises(OutputError) as exc:
         _grade(backend, tmp_path / "g.jsonl", NullCache(), sink)
-    assert str(exc.value) == "g.jsonl: cannot write: No space left on device; the 8 grades written before are kept"
-    assert sink.lines == 2 * BATCH
-    # the grading thread learns of it at its next hand-over, a queue's length later at most
-    assert backend.batches <= 2 + writer.DEPTH + 2 < PAIRS // BATCH
+    assert str(exc.value) == f"g.jsonl: cannot write: No space left on device; the {sink.lines} grades written " \
+                             "before are kept"
+    assert BATCH <= sink.lines <= writer.DEPTH * BATCH and sink.lines % BATCH == 0
+    # the grading thread learns of it at its next hand-over: beyond the batches written, the
+    # failed write's (a queue's length at most), the queue's and the two in its hands
+    assert backend.batches <= sink.lines // BATCH + 2 * writer.DEPTH + 2 < PAIRS // BATCH
 
 
 def test_a_writer_error_wins_over_an_interrupt_that_comes_with_it():
