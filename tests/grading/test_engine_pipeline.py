@@ -245,3 +245,56 @@ def test_an_interrupt_inside_a_lock_the_prefetch_takes_cannot_hang_it(monkeypatc
     outcome = run_as_grading_thread(grade, grading)
     assert outcome.get("done"), "the prefetch's hand-over hung on a lock an interrupt left taken"
     assert not grading["prefetch"].thread.is_alive()
+
+
+def test_the_next_chunk_is_prepared_while_this_one_is_graded(tmp_path):
+    """Through exam-grade's engine: while the grading thread grades the first chunk's
+    batches, the prefetch thread prepares the second chunk (tokenizing overlaps grading:
+    a prefetch only batches ahead would wait for the grading to reach the chunk's end), and
+    not the third (one chunk ahead at most: the prompts' ids of a whole pool never pile up)."""
+    from exam_eval.backends.scripted import ScriptedBackend
+    from exam_eval.grading.cache import NullCache
+    from exam_eval.grading.output import GradesAppender
+    from exam_eval.grading.prompts import get_prompt
+    from exam_eval.io.bank_items import BankItem, make_item_id
+
+    prompt = get_prompt("question-selfrating")
+    docs = {f"q{q}": [f"d{q}-{d}" for d in range(16)] for q in range(8)}
+    texts = {d: f"passage {d}" for ds in docs.values() for d in ds}
+    items = {q: [BankItem(q, make_item_id(q, f"question {i} of {q}?"), "question", f"question {i} of {q}?")
+                 for i in range(14)] for q in docs}
+    units, npairs = engine.build_units(docs=docs, texts=texts, items=items, queries={}, prompt=prompt,
+                                       identity="")
+    batch = 4
+    sizes = [len(c) for c in engine.chunks(list(range(npairs)), batch)]
+    assert npairs == 1792 and sizes[:3] == [256, 512, 1024]  # three chunks, one prepare() call each
+    prepared: list[int] = []
+    second = threading.Event()
+    seen = {"first_chunk_saw_second": False, "most_prepared_in_first_chunk": 0}
+
+    class Ahead(ScriptedBackend):
+        graded = 0
+
+        def prepare(self, requests):
+            prepared.append(len(requests))
+            if len(prepared) == 2:
+                second.set()
+            return [5] * len(requests)
+
+        def grade(self, requests):
+            if self.graded < sizes[0]:  # a batch of the first chunk
+                if self.graded == 0:
+                    seen["first_chunk_saw_second"] = second.wait(timeout=10)
+                seen["most_prepared_in_first_chunk"] = max(seen["most_prepared_in_first_chunk"], len(prepared))
+            self.graded += len(requests)
+            return super().grade(requests)
+
+    backend = Ahead()
+    plan = engine.plan_work(units, npairs, set(), NullCache(), backend.model_id, prompt)
+    sink = GradesAppender(str(tmp_path / "g.jsonl"))
+    try:
+        stats = engine.execute(plan, backend, prompt, sink, NullCache(), batch_size=batch)
+    finally:
+        sink.close()
+    assert stats.graded == npairs and prepared == sizes
+    assert seen == {"first_chunk_saw_second": True, "most_prepared_in_first_chunk": 2}
