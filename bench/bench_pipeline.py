@@ -23,8 +23,9 @@ time limit keeps the rows it finished; ``"complete": false`` in the JSON says so
   on CUDA also ``--dtype float32``, with the share of pairs whose grade equals float32's;
 - **host cost per pair**: exam-grade's engine in-process on one thread (torch, tokenizers
   and BLAS limited to one) with a 1-layer T5 whose forward is replaced by a stub returning
-  zero logits (:class:`StubT5`, the same for every checkout compared): everything but the model (planning aside): tokenizing, batching, the
-  back end's bookkeeping, writing the grades. Both ways of making prompt ids: from token
+  zero logits (:class:`StubT5`, the same for every checkout compared): everything but
+  the model (planning aside): tokenizing, batching, the back end's bookkeeping, writing
+  the grades. Both ways of making prompt ids: from token
   ids (default) and the string path (every prompt rendered and tokenized whole);
 - **CTranslate2** (CPU): exam-grade --engine ctranslate2 (int8 with float32 rechecks, the
   CPU default), with ``--ct2-alone`` also int8 alone (``--recheck-margin 0``); with

@@ -211,9 +211,10 @@ def label_columns(torch, logits, index):
 def weights_row(labels: Sequence[str], row: Sequence[float]) -> LabelWeights:
     """A :func:`label_columns` row as LabelWeights, in float64: the labels' exponentials
     shifted by the best logit (their softmax once normalised, which cannot underflow to all
-    zeros when the model puts its mass elsewhere), the label mass exp(logsumexp(labels) - log-normaliser), and "a label
-    on top" where the best label's logit reaches the vocabulary's peak (a tie counts). A
-    logit that is not a number gives weights that are not: the grade is unparsed."""
+    zeros when the model puts its mass elsewhere), the label mass exp(logsumexp(labels) -
+    log-normaliser), and "a label on top" where the best label's logit reaches the
+    vocabulary's peak (a tie counts). A logit that is not a number gives weights that are
+    not: the grade is unparsed."""
     n = len(labels)
     best = max(row[:n])
     exps = [math.exp(x - best) for x in row[:n]]
@@ -415,9 +416,9 @@ class HFGenerativeBase:
     def read_back(self, columns, labels: tuple[str, ...]):
         """The label weights of a batch (:func:`label_columns`' rows, or elsewhere than on a
         CPU its [batch, labels + 2] tensor) as :meth:`_score_async`'s call. On a GPU the copy
-        to pinned host memory is queued behind the batch's work with an event after it, so the call waits for this batch
-        alone, not for the next one queued meanwhile (a plain ``.cpu()`` would): the
-        batch's one sync."""
+        to pinned host memory is queued behind the batch's work with an event after it, so
+        the call waits for this batch alone, not for the next one queued meanwhile (a plain
+        ``.cpu()`` would): the batch's one sync."""
         torch = self._torch
         if isinstance(columns, list):  # a CPU's: the rows already
             return lambda: [weights_row(labels, row) for row in columns]
