@@ -199,9 +199,10 @@ def label_columns(torch, logits, index):
     and the rare row where that overflows (a logit past e^88) or loses precision (every
     logit below about -80) is summed again shifted by its peak (``logsumexp``)."""
     peak = logits.amax(dim=-1, keepdim=True)
+    labels = logits.index_select(1, index)  # half the cost of logits[:, index] on a CPU
     if logits.device.type != "cpu":
-        return torch.cat([logits[:, index], peak, torch.logsumexp(logits, dim=-1, keepdim=True)], dim=1)
-    rows = torch.cat([logits[:, index], peak, torch.exp(logits).sum(dim=-1, keepdim=True)], dim=1).tolist()
+        return torch.cat([labels, peak, torch.logsumexp(logits, dim=-1, keepdim=True)], dim=1)
+    rows = torch.cat([labels, peak, torch.exp(logits).sum(dim=-1, keepdim=True)], dim=1).tolist()
     for i, row in enumerate(rows):
         total = row[-1]
         row[-1] = math.log(total) if _LOW_SUM < total < math.inf else torch.logsumexp(logits[i], dim=-1).item()

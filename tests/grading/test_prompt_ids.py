@@ -183,6 +183,45 @@ def test_a_passage_that_does_not_compose_takes_the_string_path(byte_bpe):
     assert enc.whole > 0 and enc.composed > 0
 
 
+class CountingTokenizer:
+    """A Rust tokenizer whose two batch calls note the texts they get."""
+
+    def __init__(self, tok):
+        self._tok = tok
+        self.with_offsets: list[str] = []
+        self.without: list[str] = []
+
+    def __getattr__(self, name):
+        return getattr(self._tok, name)
+
+    def encode_batch(self, texts, **kw):
+        self.with_offsets += texts
+        return self._tok.encode_batch(texts, **kw)
+
+    def encode_batch_fast(self, texts, **kw):
+        self.without += texts
+        return self._tok.encode_batch_fast(texts, **kw)
+
+
+def test_only_passages_are_tokenized_with_offsets(sentencepiece_t5):
+    """The offsets (a third of the tokenizer's time) are asked for where they are read: the
+    passages' own tokens, whose ends are where a passage is cut. Prompts tokenized whole and
+    the templates' halves come without them, and the ids are still the string path's."""
+    from types import SimpleNamespace
+
+    load = loader(sentencepiece_t5)
+    counting = CountingTokenizer(load().backend_tokenizer)
+    reqs = requests(("question-selfrating", "umbrela"), n_passages=12)
+    enc = PromptEncoder(SimpleNamespace(backend_tokenizer=counting), render, window=150, reserve=8,
+                        special_tokens=True, max_length=150)
+    got = enc.ids(reqs)
+    reference = load()
+    for req, ids in zip(reqs, got):
+        assert list(ids) == list(string_path(reference, req, 150, 8, True, 150))
+    assert set(counting.with_offsets) == {r.context for r in reqs if r.context}
+    assert enc.whole > 0 and len(counting.without) >= enc.whole  # whole prompts, templates' halves
+
+
 # -- the back ends -------------------------------------------------------------------------------
 def test_backends_feed_the_models_the_string_paths_tensors(tiny_t5, tiny_llama):
     """hf-seq2seq's and hf-causal's model inputs (padded ids and mask) are what the string
