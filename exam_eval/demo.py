@@ -152,7 +152,10 @@ def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: lis
         if cache.exists():  # carried over: a rerun is served from it
             shutil.copy2(cache, work / cache.name)
         code = _run_steps(work, out, backend, model, prompt, extra)
-        for f in sorted(work.iterdir()):
+        files = sorted(work.iterdir())
+        for f in files:  # all checked before the first is moved: an earlier demo's files stay whole
+            _check_replaceable(out / f.name)
+        for f in files:
             os.replace(f, out / f.name)
         done = True
         return code
@@ -160,6 +163,21 @@ def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: lis
         shutil.rmtree(work, ignore_errors=True)
         if made and not done:  # a folder this run made holds nothing of it
             shutil.rmtree(out, ignore_errors=True)
+
+
+def _check_replaceable(path: Path) -> None:
+    """The demo's files replace an earlier demo's (regular files, or links, which a rename
+    replaces and whose targets stay): a folder, a device or a FIFO put in their place is
+    not renamed over (/dev/null made a regular file, as root, for every program)."""
+    from exam_eval.errors import OutputError
+    from exam_eval.io.outputs import special_kind
+
+    if path.is_symlink():
+        return
+    kind = "a folder" if path.is_dir() else special_kind(path)
+    if kind is not None:
+        raise OutputError(f"is {kind} where the demo writes a file: not replaced; remove it or give another --out",
+                          str(path))
 
 
 def _run_steps(work: Path, out: Path, backend: str, model: str | None, prompt: str, extra: list[str]) -> int:

@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
+from .io.outputs import ensure_output_dir
 from .demo import HUMAN_MIN, PRIMARY, RUNS, Step, best_vs_worst, demo_data_dir, read_tsv, show_file, write_text
 
 DEPTH = 3
@@ -219,7 +219,7 @@ def spot_check(step: Step, out: Path, backend: str, model: str | None) -> None:
 
 def run_demo(out: Path, backend: str, model: str | None, extra: list[str], generator: str | None = None) -> int:
     data = demo_data_dir()
-    out.mkdir(parents=True, exist_ok=True)
+    ensure_output_dir(out)  # a file, FIFO or device of that name: one line, exit 2
     step = Step(out)
     started = time.perf_counter()
     reports = out / "reports"
@@ -263,4 +263,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from exam_eval.commands._base import run_guarded
+
+    # the commands' contract: one line and exit 2 when --out cannot be written, quiet on `| head`
+    run_guarded("demo-rag", main)

@@ -93,3 +93,7 @@ def run_cli():
     """A command as a user runs it, answered as subprocess.run answers: inproc.command (in
     this process by default, ``process=True`` for a real one)."""
     return inproc.command
+
+
+# the suite guards the machine it runs on: /dev/null stays a character device (machine_guard.py)
+from machine_guard import null_device_intact  # noqa: E402,F401  (an autouse fixture, found by name)

@@ -32,8 +32,9 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from ..errors import InputError, UsageError
+from ..errors import InputError, OutputError, UsageError
 from ..grading.types import NO_ANSWER, NOT_ASKED_AGAIN, NOT_SENT
+from ..io.outputs import IN_PLACE, atomic_output, existing_non_regular, special_kind
 from .http_client import CHAT_ROUTE, COMPLETIONS_ROUTE, ChatResult, chat_body, completion_body, reply_of
 from .token_usage import TokenUsage
 
@@ -265,77 +266,116 @@ def part_paths(path: str, parts: int) -> list[str]:
     return [path] + [f"{stem}-{i}{ext}" for i in range(2, parts + 1)]
 
 
+def _not_replaceable(part: str, tag: str, command: str) -> str | None:
+    """Why --batch-out may not replace the file ``part`` (None: it may), as the words after
+    its name: it must be an earlier request file of this run, its first line's custom_id
+    carrying ``tag``, or empty (0 bytes: nothing to lose). A file whose first line is
+    blank is a user's."""
+    try:
+        with open(part, "rb") as fh:
+            first = fh.readline(1 << 20)
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        return "is a folder: give a file name"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc}): it is not replaced"
+    if first == b"":
+        return None
+    try:
+        line = json.loads(first)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        line = None
+    cid = line.get("custom_id") if isinstance(line, dict) else None
+    if isinstance(cid, str) and cid.startswith(f"{ID_PREFIX}{tag}:") and "body" in line:
+        return None
+    what = ("holds the requests of another run (another command, model, prompt or options)"
+            if isinstance(cid, str) and cid.startswith(ID_PREFIX) else "is not a request file of " + command)
+    return f"exists and {what}: it is not replaced; remove it or give another file name"
+
+
 def check_batch_out(path: str, tag: str, command: str) -> None:
     """--batch-out may replace an earlier request file of this run (the same command and
     grader: its lines' custom_id carries ``tag``), and nothing else: a bank, a grades file,
     anything a user made stays as it is (a usage error, before any work). Checked for the
-    parts a split wrote too (FILE-2.jsonl ...); an empty file holds nothing to lose."""
+    parts a split wrote too (FILE-2.jsonl ...); an empty file holds nothing to lose. A
+    character device or FIFO (/dev/null, a pipe) is written in place and not read (a
+    FIFO's reader would lose what it took); a socket or block device is refused."""
+    kind = special_kind(path)
+    if kind in IN_PLACE:
+        return
+    if kind is not None:
+        raise UsageError(f"--batch-out {path} is {kind}, not a file: give a file name (a FIFO or a character "
+                         "device such as /dev/null is written in place)")
     for part in _written_parts(path):
-        try:
-            with open(part, "rb") as fh:
-                first = fh.readline(1 << 20)
-        except FileNotFoundError:
-            continue
-        except IsADirectoryError:
-            raise UsageError(f"--batch-out {part} is a folder: give a file name") from None
-        except OSError as exc:
-            raise UsageError(f"--batch-out {part}: cannot read it ({exc.strerror or exc})") from None
-        if not first.strip():
-            continue
-        try:
-            line = json.loads(first)
-        except (ValueError, UnicodeDecodeError, RecursionError):
-            line = None
-        cid = line.get("custom_id") if isinstance(line, dict) else None
-        if isinstance(cid, str) and cid.startswith(f"{ID_PREFIX}{tag}:") and "body" in line:
-            continue
-        what = ("holds the requests of another run (another command, model, prompt or options)"
-                if isinstance(cid, str) and cid.startswith(ID_PREFIX) else "is not a request file of " + command)
-        raise UsageError(f"--batch-out {part} exists and {what}: it is not replaced; remove it or give another "
-                         "file name")
+        why = _not_replaceable(part, tag, command)
+        if why is not None:
+            raise UsageError(f"--batch-out {part} {why}")
 
 
 def _written_parts(path: str):
     """FILE, then FILE-2.jsonl, FILE-3.jsonl ... as far as they exist (an earlier split)."""
     yield path
     k = 2
-    while os.path.exists(part := part_paths(path, k)[-1]):
+    while os.path.lexists(part := part_paths(path, k)[-1]):
         yield part
         k += 1
 
 
 def write_requests(path: str, lines: Sequence[str], max_requests: int | None = None,
-                   max_bytes: int | None = None) -> list[tuple[str, int]]:
+                   max_bytes: int | None = None, tag: str | None = None) -> WrittenRequests:
     """Write request lines to ``path``, split where a file would pass the Batch API's
-    limits; each file appears whole or not at all. Returns (file, requests) per file."""
+    limits; each file appears whole or not at all (io.outputs.atomic_output: a link is
+    written through, a character device or FIFO is written in place, in one stream, since
+    the limits are a file's). An earlier round's parts past the new ones (FILE-3.jsonl of
+    a round that split in three, where this one splits in two) are this run's own
+    (``tag``): removed, and named in the result."""
     max_requests = max_requests or MAX_REQUESTS
     max_bytes = max_bytes or MAX_BYTES
     groups: list[list[str]] = [[]]
     size = 0
+    in_place = existing_non_regular(path)
     for line in lines:
         n = len(line.encode("utf-8"))
-        if n > max_bytes:
+        if n > max_bytes and not in_place:
             raise UsageError(f"one request is {n:,} bytes, above a batch file's {max_bytes:,}")
-        if groups[-1] and (len(groups[-1]) >= max_requests or size + n > max_bytes):
+        if groups[-1] and not in_place and (len(groups[-1]) >= max_requests or size + n > max_bytes):
             groups.append([])
             size = 0
         groups[-1].append(line)
         size += n
-    written = []
+    written = WrittenRequests()
     for target, group in zip(part_paths(path, len(groups)), groups):
-        tmp = f"{target}.tmp.{os.getpid()}"
-        try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.writelines(group)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except OSError as exc:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise InputError(f"cannot write the batch file: {exc.strerror or exc}", target) from None
+        # plain JSONL whatever the name: the batch services read no gzip
+        with atomic_output(target, gz=False) as out:
+            out.writelines(group)
         written.append((target, len(group)))
+    if not in_place and tag is not None:
+        for part in list(_written_parts(path))[len(groups):]:
+            if os.path.isfile(part) and _not_replaceable(part, tag, "") is None:
+                try:
+                    os.unlink(part)
+                except OSError as exc:
+                    raise OutputError(f"cannot remove an earlier round's part: {exc.strerror or exc}", part) from None
+                written.removed.append(part)
     return written
+
+
+class WrittenRequests(list):
+    """(file, requests) of each file written, and ``removed``: an earlier round's parts
+    that this round's split no longer has."""
+
+    def __init__(self):
+        super().__init__()
+        self.removed: list[str] = []
+
+    def summary(self) -> str:
+        files = ", ".join(f"{p} ({n:,})" for p, n in self)
+        gone = self.removed
+        if gone:
+            files += "; an earlier round's " + (", ".join(gone) if len(gone) <= 3 else
+                                                 f"{gone[0]} ... {gone[-1]} ({len(gone)} files)") + " removed"
+        return files
 
 
 def record_bodies(backend, requests: Sequence, ask: Callable[[Any], None]) -> list[list[tuple[str, dict]]]:

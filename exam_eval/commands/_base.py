@@ -23,7 +23,7 @@ import click
 
 from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed, UsageError, missing_library, printable
 from ..io import unfinished
-from ..io.outputs import StdoutGuard, check_output, existing_non_regular, silence_stdout
+from ..io.outputs import StdoutGuard, check_database_file, check_output, existing_non_regular, silence_stdout
 from ..progress import silence_library_progress
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process Ctrl-C ended
@@ -339,6 +339,8 @@ def claim_cache(ctx: click.Context, param: click.Parameter, value):
     if folder and not os.path.isdir(folder):  # a typo would make a new, empty cache and regrade all
         raise UsageError(f"--cache {value}: no such folder {folder} (the default cache's folder is made, "
                          "a given one must exist)")
+    if folder:
+        check_database_file(value, f"--cache {value}")
     return claim_output(ctx, param, value)
 
 

@@ -88,9 +88,9 @@ def finish(replay, batch_out: str | None, log: Callable[[str], None]) -> bool:
     if batch_out:
         from ..backends.batch_files import request_line, write_requests
 
-        written = write_requests(batch_out, [request_line(cid, route, body) for cid, route, body in replay.asked])
-        files = ", ".join(f"{p} ({n:,})" for p, n in written)
-        log(f"{len(replay.asked):,} requests written to {files}" + (
+        written = write_requests(batch_out, [request_line(cid, route, body) for cid, route, body in replay.asked],
+                                 tag=replay.tag)
+        log(f"{len(replay.asked):,} requests written to {written.summary()}" + (
             ": send them to the OpenAI Batch API or vLLM's run_batch, then run the same command with every results "
             "file so far as --batch-in (and --batch-out for the next round)" if replay.asked else
             ": nothing is left to ask"))

@@ -11,7 +11,7 @@ from ..errors import InputError, UsageError
 from ..io.openers import display_name
 from ..verify.label_design import (SCALES, Design, check_unchanged, extend, new_design, passage_population, read_design,
                                    write_design)
-from ._base import CONTEXT_SETTINGS, exit_on_next_signal
+from ._base import CONTEXT_SETTINGS, claim_output, exit_on_next_signal
 
 PROG = "exam-verify"
 DEFAULT_DEPTH = 10   # exam-correlate interval's default metric is dcg@10: the pairs it reads
@@ -22,7 +22,7 @@ def _say(msg: str) -> None:
 
 
 @click.command("label", context_settings=CONTEXT_SETTINGS)
-@click.argument("folder", metavar="FOLDER", type=click.Path(file_okay=False))
+@click.argument("folder", metavar="FOLDER", type=click.Path(file_okay=False), callback=claim_output)
 @click.argument("runs", metavar="[RUN...]", nargs=-1)
 @click.option("-n", "--queries", "n_queries", type=click.IntRange(min=1), default=None, metavar="N",
               help="Queries to draw (first time), or to extend the sample to (the next ones of the same draw).")
@@ -252,7 +252,7 @@ def _export(design: Design, folder: str, only: str | None) -> None:
 
 
 @click.command("label-qrels", context_settings=CONTEXT_SETTINGS)
-@click.argument("folder", metavar="FOLDER", type=click.Path(exists=True, file_okay=False))
+@click.argument("folder", metavar="FOLDER", type=click.Path(exists=True, file_okay=False), callback=claim_output)
 @click.option("--assessor", default=None, metavar="NAME", help="Only this assessor's labels.")
 def label_qrels_cmd(folder, assessor):
     """Write each assessor's labels of FOLDER as qrels (FOLDER/qrels/NAME.qrels) and the labelled

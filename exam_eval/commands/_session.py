@@ -206,11 +206,12 @@ def write_batch(session, path: str, *, command: str, log: Callable[[str], None])
     --shard as for grading), split at the Batch API's limits."""
     from ..backends.batch_files import check_batch_out, request_line, write_requests
 
-    check_batch_out(path, batch_tag(command, session.grader, session.prompt), command)
+    tag = batch_tag(command, session.grader, session.prompt)
+    check_batch_out(path, tag, command)
     asked = _asked(session, command)
     pairs = sum(len(u.pairs) for u in session.work.units_todo)
-    written = write_requests(path, [request_line(cid, route, body) for cid, route, body in asked])
-    files = ", ".join(f"{p} ({n:,})" for p, n in written)
+    written = write_requests(path, [request_line(cid, route, body) for cid, route, body in asked], tag=tag)
+    files = written.summary()
     stats = session.work.stats
     # the cache's grades are not asked; the --batch-in run writes them with the answers
     log(f"{len(asked):,} requests for {pairs:,} pairs written to {files or path}; not asked: {stats.in_output:,} "

@@ -29,6 +29,7 @@ from typing import Iterable, Sequence
 
 from .types import GradeResult
 from ..io.judge_detail import NO_DETAIL, JudgeDetail
+from ..io.outputs import check_database_file
 from ..errors import InputError, OutputError
 
 _SCHEMA = """
@@ -214,6 +215,7 @@ def server_scoped(cache, server: str):
 class GradeCache(NullCache):
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
+        check_database_file(self.path)  # $EXAM_EVAL_CACHE too: a folder or /dev/null is no cache
         new = not self.path.exists()
         self._new_dirs = [d for d in self.path.parents if not d.exists()]  # deepest first
         self.db = None

@@ -88,13 +88,54 @@ def _shown_dir(path: str) -> str:
     return os.path.dirname(path) or "."
 
 
-def existing_non_regular(path: str) -> bool:
-    """A device, FIFO or socket (``/dev/null``, ``/dev/stdout``, a named pipe): written in
-    place, never replaced by a renamed temp file."""
+#: what an existing path other than a regular file or a folder is, by ``stat.S_IFMT``
+_SPECIAL = {stat.S_IFCHR: "a character device", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket",
+            stat.S_IFBLK: "a block device"}
+#: written in place (never replaced by a renamed temp file): ``/dev/null``, ``/dev/stdout``
+#: on a terminal or pipe, a named pipe to another program
+IN_PLACE = frozenset({"a character device", "a FIFO"})
+
+
+def special_kind(path: str | os.PathLike) -> str | None:
+    """What PATH (a link followed) is when it is there and neither a regular file nor a
+    folder: "a character device", "a FIFO", "a socket" or "a block device"; else None."""
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode) and not os.path.isdir(path)
-    except OSError:
-        return False
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    return _SPECIAL.get(stat.S_IFMT(mode))
+
+
+def existing_non_regular(path: str | os.PathLike) -> bool:
+    """A character device or FIFO (``/dev/null``, ``/dev/stdout``, a named pipe): written
+    in place, never replaced by a renamed temp file (which would turn the machine's
+    ``/dev/null`` into a regular file, for every program, when run as root)."""
+    return special_kind(path) in IN_PLACE
+
+
+def refuse_special(path: str | os.PathLike, display: str | None = None) -> None:
+    """A socket or a block device cannot be an output: a socket cannot be opened as a
+    file, and writing over a disk's device is never what ``-o`` meant. One line, before
+    any work; a character device or FIFO passes (written in place)."""
+    kind = special_kind(path)
+    if kind is not None and kind not in IN_PLACE:
+        raise OutputError(f"cannot write: is {kind}, not a file (a file, a FIFO or a character device such as "
+                          "/dev/null can be an output)", display or os.fspath(path))
+
+
+def check_database_file(path: str | os.PathLike, display: str | None = None) -> None:
+    """A file that a library opens and changes in place, with files of its own beside it
+    (the grade cache: SQLite's -wal, -shm and -journal): it must be a regular file (a link
+    to one is followed) or not there yet. A folder, device, FIFO or socket is refused in
+    one line before anything is created beside it."""
+    shown = display or os.fspath(path)
+    if os.path.isdir(path):
+        raise OutputError("cannot use as the cache: is a folder; give the cache's file name "
+                          "(e.g. DIR/grades.sqlite)", shown)
+    kind = special_kind(path)
+    if kind is not None:
+        raise OutputError(f"cannot use as the cache: is {kind}, not a file (the cache is an SQLite "
+                          "database, written in place with files beside it); give a file name", shown)
 
 
 def check_output(path: str | os.PathLike | None, *, append: bool = False) -> None:
@@ -114,6 +155,7 @@ def check_output(path: str | os.PathLike | None, *, append: bool = False) -> Non
         raise OutputError("cannot write: names a folder (it ends with a separator); give a file name", path)
     if os.path.isdir(path):
         raise OutputError("cannot write: is a directory", path)
+    refuse_special(path)
     if existing_non_regular(path):
         if not os.access(path, os.W_OK):
             raise OutputError("cannot write: permission denied", path)
@@ -162,14 +204,17 @@ def _layers(raw: NamedOutputRaw, *, binary: bool, gz: bool) -> Iterator[IO]:
 
 
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, append: bool = False) -> Iterator[IO]:
+def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, append: bool = False,
+                  gz: bool | None = None) -> Iterator[IO]:
     """Write to stdout (None or ``-``) or to PATH via a temp file renamed on success.
 
     On any exception the temp file is removed, so a failed command never leaves a
     half-written output behind. Paths ending in ``.gz`` are gzip-compressed. A symlink
     is written through (its target is replaced, the link kept); a device or FIFO
-    (``/dev/stdout``, a named pipe) is written in place. Every failure to create, write,
-    flush, sync or rename is one :class:`OutputError` naming PATH.
+    (``/dev/stdout``, a named pipe) is written in place, never renamed over; a socket or
+    block device is refused. ``gz``: compress or not whatever the name says (None: by the
+    name). Every failure to create, write, flush, sync or rename is one
+    :class:`OutputError` naming PATH.
     """
     if path is None or str(path) == "-":
         out = sys.stdout.buffer if binary else sys.stdout
@@ -177,9 +222,10 @@ def atomic_output(path: str | os.PathLike | None, *, binary: bool = False, appen
         out.flush()
         return
     path = os.fspath(path)
-    gz = path.endswith(".gz")
+    gz = path.endswith(".gz") if gz is None else gz
     if os.path.isdir(path):
         raise OutputError("cannot write: is a directory", path)
+    refuse_special(path)
     if existing_non_regular(path):
         try:
             raw = NamedOutputRaw(path, "ab" if append else "wb", display=path)

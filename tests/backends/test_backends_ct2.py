@@ -439,9 +439,11 @@ def test_kill_resume_cache_and_no_mixing(tiny_t5, tmp_path):
     assert len(rows) == total == len({(x["query_id"], x["doc_id"], x["item_id"]) for x in rows})
     got, want = _keyed(out), _keyed(ref)
     assert got.keys() == want.keys()
-    for k in want:  # batch 1 against the default batches: the same grades, probabilities to int8 noise
+    # batch 1 against the default batches: the same grades; the probabilities to int8 noise, which
+    # batch composition moves: up to 0.0033 seen beside the suite's other worker (1e-4 failed there)
+    for k in want:
         assert got[k][0] == want[k][0] and got[k][2] == want[k][2]
-        assert got[k][1] == pytest.approx(want[k][1], abs=1e-4)
+        assert got[k][1] == pytest.approx(want[k][1], abs=1e-2)
 
     # the cache answers a rerun of the same engine, and only that engine (a kill between
     # the output's fsync and the cache commit leaves that write's pairs uncached: one

@@ -158,3 +158,60 @@ def test_a_batch_in_run_counts_answers_not_calls_and_a_missing_one_is_no_failure
     assert "(1 answers read, 0 from cache)" in res.stderr
     assert "1 queries have no items:" in res.stderr and "failed" not in res.stderr, res.stderr
     assert "q3: no answer in the results files\n" in res.stderr
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_users_file_whose_first_line_is_blank_is_not_replaced(tmp_path, run_cli, name):
+    """The check read a blank first line as an empty file, and replaced notes.txt (exit 0)."""
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"\nmy notes: what the batch service billed\n")
+    res = run_cli(*_command(name, tmp_path), "--batch-out", notes, "-o", tmp_path / "out.jsonl", env=ENV)
+    said = last_line_refusal(res, code=1)
+    assert said.endswith(f"--batch-out {notes} exists and is not a request file of {name}: it is not replaced; "
+                         "remove it or give another file name"), said
+    assert notes.read_bytes() == b"\nmy notes: what the batch service billed\n"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_an_earlier_rounds_parts_past_this_rounds_are_removed_and_named(tmp_path, run_cli, name, monkeypatch):
+    """A round split in more parts than the next one: its FILE-N.jsonl past the new ones
+    would lie beside them, unmentioned, and be sent again. They are this run's own (their
+    custom_ids carry its grader tag): removed with the round, and named."""
+    from exam_eval.backends import batch_files
+
+    cmd = _command(name, tmp_path)
+    if name.startswith("exam-genq"):  # three topics: three requests at least
+        cmd[2].write_text("".join((demo_data_dir() / "topics.tsv").read_text().splitlines(keepends=True)[:3]))
+    requests = tmp_path / "requests.jsonl"
+    monkeypatch.setattr(batch_files, "MAX_REQUESTS", 1)  # a part per request
+    first = run_cli(*cmd, "--batch-out", requests, "-o", tmp_path / "out.jsonl", env=ENV)
+    assert first.returncode == 0, first.stderr
+    n = len(list(tmp_path.glob("requests*.jsonl")))
+    assert n >= 3, first.stderr
+    assert {p.name for p in tmp_path.glob("requests*.jsonl")} == \
+        {"requests.jsonl"} | {f"requests-{k}.jsonl" for k in range(2, n + 1)}
+    monkeypatch.setattr(batch_files, "MAX_REQUESTS", 1_000)  # now all in one
+    again = run_cli(*cmd, "--batch-out", requests, "-o", tmp_path / "out.jsonl", env=ENV)
+    assert again.returncode == 0, again.stderr
+    assert [p.name for p in tmp_path.glob("requests*.jsonl")] == ["requests.jsonl"]
+    gone = [str(tmp_path / f"requests-{k}.jsonl") for k in range(2, n + 1)]
+    named = ", ".join(gone) if len(gone) <= 3 else f"{gone[0]} ... {gone[-1]} ({len(gone)} files)"
+    assert f"an earlier round's {named} removed" in again.stderr, again.stderr
+    assert len(requests.read_text().splitlines()) == n
+
+
+def test_a_part_that_is_not_the_runs_own_is_neither_replaced_nor_removed(tmp_path, run_cli, monkeypatch):
+    from exam_eval.backends import batch_files
+
+    cmd = _command("exam-genq generate", tmp_path)
+    cmd[2].write_text("101\thow do honey bees make honey\n102\tcauses of the french revolution\n")
+    requests = tmp_path / "requests.jsonl"
+    stray = tmp_path / "requests-3.jsonl"
+    monkeypatch.setattr(batch_files, "MAX_REQUESTS", 1)
+    assert run_cli(*cmd, "--batch-out", requests, env=ENV).returncode == 0
+    stray.write_bytes(HAND_MADE)  # FILE-3.jsonl, made by hand beside the run's two parts
+    res = run_cli(*cmd, "--batch-out", requests, env=ENV)
+    assert last_line_refusal(res, code=1).endswith(f"--batch-out {stray} exists and is not a request file of "
+                                                   "exam-genq generate: it is not replaced; remove it or give "
+                                                   "another file name")
+    assert stray.read_bytes() == HAND_MADE
