@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -9,7 +10,7 @@ import click
 
 from ..errors import InputError, UsageError
 from ..io.openers import display_name
-from ..verify.label_design import (SCALES, Design, check_unchanged, extend, new_design, passage_population, read_design,
+from ..verify.label_design import (SCALES, Design, check_follows, extend, new_design, passage_population, read_design,
                                    write_design)
 from ._base import CONTEXT_SETTINGS, claim_output, exit_on_next_signal
 
@@ -83,14 +84,18 @@ def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, reports, b
         check_assessor(assessor)
     if reports or bank:
         _check_nugget_flags(runs, reports, bank, passages, llm, scale, depth)
-    design = _design(folder, list(runs), n_queries, depth, seed, topics, passages, llm, scale, on_missing,
-                     list(reports), bank)
-    if no_serve:
-        return 0
-    with OneWriter(folder) as lock:
-        texts = _texts(design, show_llm)
-        session = LabelSession(design, folder, texts, show_llm=show_llm, log=_say)
-        return _serve(session, lock, port, assessor)
+    # a folder a server writes is not changed under it (-n would extend its design): its
+    # lock is taken before anything is read or written; a new folder has no server yet
+    held = OneWriter(folder) if os.path.isdir(folder) else contextlib.nullcontext()
+    with held as lock:
+        design = _design(folder, list(runs), n_queries, depth, seed, topics, passages, llm, scale, on_missing,
+                         list(reports), bank)
+        if no_serve:
+            return 0
+        with contextlib.nullcontext(lock) if lock is not None else OneWriter(folder) as lock:
+            texts = _texts(design, show_llm)
+            session = LabelSession(design, folder, texts, show_llm=show_llm, log=_say)
+            return _serve(session, lock, port, assessor)
 
 
 def _check_nugget_flags(runs, reports, bank, passages, llm, scale, depth) -> None:
@@ -123,6 +128,8 @@ def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missi
     design = read_design(folder)
     if design is None:
         design = _new_design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank)
+        if design.mode == "nugget" and design.topics is not None:
+            _topic_texts(design)   # every input read and checked before the folder is written
         os.makedirs(folder, exist_ok=True)
         write_design(design, folder)
         _say(f"drew {len(design.queries)} of the {design.shared_queries} queries the runs share (seed "
@@ -133,7 +140,7 @@ def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missi
                          "FOLDER")
     _check_same(design, folder, runs if design.mode == "passage" else reports, depth, seed, topics, passages, llm,
                 scale, bank)
-    check_unchanged(design, folder)
+    check_follows(design, folder)   # the runs unchanged, the queries and pairs theirs
     if n is not None and n != len(design.queries):
         if design.mode == "nugget":
             from ..verify.label_nuggets import nugget_population_of as population
@@ -192,19 +199,25 @@ def _check_texts(design: Design, pairs, on_missing: str) -> None:
              "sample (design.json lists them)")
 
 
+def _topic_texts(design: Design) -> dict[str, str]:
+    from ..io.topics import read_topics
+
+    return {} if design.topics is None else {q: t.text for q, t in read_topics(design.topics).items()}
+
+
 def _texts(design: Design, show_llm: bool):
     from ..io.passages import read_passages
     from ..io.topics import read_topics
     from ..verify.label_session import Texts
 
-    topics = {} if design.topics is None else read_topics(design.topics)
     if design.mode == "nugget":
         from ..verify.label_nuggets import nugget_texts
 
         if show_llm:
             raise UsageError("--show-llm: nugget mode has no LLM labels to show")
-        shown = nugget_texts(design, {q: t.text for q, t in topics.items()})
+        shown = nugget_texts(design, _topic_texts(design))
         return Texts(shown["queries"], {}, None, shown["pairs"])
+    topics = {} if design.topics is None else read_topics(design.topics)
     passages = read_passages(design.passages, {d for _, d in design.pair_list()})
     llm = None
     if show_llm:
@@ -244,7 +257,8 @@ def _export(design: Design, folder: str, only: str | None) -> None:
     if design.mode == "nugget":
         from ..verify.label_nuggets import write_nugget_export as write_export
     for name in names:
-        ex = write_export(design, name, read_labels(labels_path(folder, name), _say), out_dir)
+        labels = read_labels(labels_path(folder, name), _say, pairs=design.pair_list(), top=design.top_label)
+        ex = write_export(design, name, labels, out_dir)
         _say(ex.summary())
     if names:
         what = "NAME.assignments.jsonl" if design.mode == "nugget" else "NAME.qrels"
@@ -270,6 +284,13 @@ def label_qrels_cmd(folder, assessor):
     design = read_design(folder)
     if design is None:
         raise InputError("no design.json: not a label folder of exam-verify label", display_name(folder))
+    named = [e["path"] for e in design.runs + [e for e in (design.llm, design.bank) if e]]
+    gone = [p for p in named if not os.path.exists(p)]
+    if gone:   # a label folder carried to another machine: its labels still export
+        _say(f"{gone[0]}{f' and {len(gone) - 1} more files' if len(gone) > 1 else ''} named in the design "
+             "are not here: its queries and pairs are not checked against them")
+    else:
+        check_follows(design, folder)
     if assessor is not None and check_assessor(assessor) not in assessors(folder):
         raise UsageError(f"--assessor {assessor}: no labels of that name in {display_name(folder)}")
     _export(design, folder, assessor)

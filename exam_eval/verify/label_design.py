@@ -149,7 +149,95 @@ def check_unchanged(design: Design, folder: str) -> None:
                              "of other inputs needs a new label folder", os.path.join(folder, DESIGN_FILE))
 
 
+_HEX = frozenset("0123456789abcdef")
+_MODES = ("passage", "nugget")
+
+
+def _shown(value) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _count_is(value, count: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value == count
+
+
+class _Fields:
+    """The checks of design.json's fields: each refusal one line naming the file and the field."""
+
+    def __init__(self, obj: dict, name: str):
+        self.obj, self.name = obj, name
+        self.mode = "passage"
+
+    def bad(self, field: str, why: str) -> InputError:
+        return InputError(f"not a label design: field {json.dumps(field)} {why}", self.name)
+
+    def get(self, field: str, default=...):
+        if field not in self.obj:
+            if default is ...:
+                raise self.bad(field, "is missing")
+            return default
+        return self.obj[field]
+
+    def absent(self, field: str) -> str:
+        return "null" if field in self.obj else "missing"
+
+    def integer(self, field: str, low: int, default=...) -> int:
+        value = self.get(field, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise self.bad(field, f"is {_shown(value)}, not a whole number of at least {low}")
+        return value
+
+    def text(self, field: str, value, what: str = "a string") -> str:
+        if not isinstance(value, str) or not value:
+            raise self.bad(field, f"is {_shown(value)}, not {what}")
+        return value
+
+    def entry(self, field: str, value, item: str = "") -> dict:
+        """A file the design names: {"path": STR, "sha256": 64 hex digits}."""
+        if (not isinstance(value, dict) or not isinstance(value.get("path"), str) or not value["path"]
+                or not isinstance(value.get("sha256"), str) or len(value["sha256"]) != 64
+                or not set(value["sha256"]) <= _HEX):
+            raise self.bad(field, f"{item}is {_shown(value)}, not {{\"path\": FILE, \"sha256\": its 64 hex digits}}")
+        return {"path": value["path"], "sha256": value["sha256"]}
+
+    def optional(self, field: str, required: bool | None, read):
+        """REQUIRED: True must be there, False must be null, None either; READ(field, value)
+        checks a value that is there."""
+        value = self.get(field, None)
+        if value is None:
+            if required:
+                raise self.bad(field, f"is {self.absent(field)}; a {self.mode} sample names it")
+            return None
+        if required is False:
+            raise self.bad(field, f"is {_shown(value)}; a {self.mode} sample has none (null)")
+        return read(field, value)
+
+    def file_or_id(self, field: str, value) -> str:
+        return self.text(field, value, "a file or an ir_datasets ID")
+
+    def lists(self, field: str, value, queries: list[str]) -> dict[str, list[str]]:
+        """{QUERY: [STR, ...]} with no key outside the sample and nothing twice in a list."""
+        if not isinstance(value, dict):
+            raise self.bad(field, f"is {_shown(value)}, not an object of each query's list")
+        out = {}
+        for q, items in value.items():
+            if q not in queries:
+                raise self.bad(field, f"names the query {_shown(q)}, which is not in the sample's \"queries\"")
+            if not isinstance(items, list) or not all(isinstance(x, str) and x for x in items):
+                raise self.bad(field, f"of query {_shown(q)} is {_shown(items)}, not a list of strings")
+            if len(set(items)) != len(items):
+                twice = next(x for i, x in enumerate(items) if x in items[:i])
+                raise self.bad(field, f"of query {_shown(q)} names {_shown(twice)} twice")
+            out[q] = list(items)
+        return out
+
+
 def read_design(folder: str) -> Design | None:
+    """FOLDER/design.json as written, every field checked: a broken or hand-edited design
+    is refused in one line naming the file and the field. That its queries and pairs are
+    the draw of its seed and the pool of its runs at its depth is :func:`check_follows`'s
+    (it reads the runs)."""
     path = os.path.join(folder, DESIGN_FILE)
     if not os.path.exists(path):
         return None
@@ -161,15 +249,112 @@ def read_design(folder: str) -> Design | None:
         raise InputError(f"not a label design ({exc})", name) from None
     if not isinstance(obj, dict) or obj.get("format") != FORMAT:
         raise InputError(f"not a label design (format is not {FORMAT})", name)
-    try:
-        return Design(queries=list(obj["queries"]), seed=int(obj["seed"]), depth=int(obj["depth"]),
-                      runs=list(obj["runs"]), scale=obj["scale"], llm=obj.get("llm"), passages=obj.get("passages"),
-                      topics=obj.get("topics"), shared_queries=int(obj["shared_queries"]),
-                      pairs={str(k): list(v) for k, v in obj["pairs"].items()},
-                      missing={str(k): list(v) for k, v in obj.get("missing_text", {}).items()},
-                      mode=obj.get("mode", "passage"), bank=obj.get("bank"))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"not a label design (field {exc})", name) from None
+    f = _Fields(obj, name)
+    mode = f.get("mode", "passage")
+    if mode not in _MODES:
+        raise f.bad("mode", f"is {_shown(mode)}, not one of {', '.join(_MODES)}")
+    f.mode, nugget = mode, mode == "nugget"
+    if nugget != (obj.get("bank") is not None):
+        raise f.bad("mode", f"is {_shown(mode)}, but the design " + ("names no nugget \"bank\"" if nugget else
+                            "names a nugget \"bank\"") + "; a sample of the other mode needs a new label folder")
+    seed = f.integer("seed", 0)
+    depth = f.get("depth")
+    if nugget:
+        if depth != 0 or isinstance(depth, bool):
+            raise f.bad("depth", f"is {_shown(depth)}; a nugget sample's is 0 (every nugget of every report)")
+    else:
+        depth = f.integer("depth", 1)
+    scale = f.get("scale")
+    if not isinstance(scale, str) or scale not in SCALES or (nugget and scale != "0-2"):
+        allowed = "0-2 (nugget mode)" if nugget else ", ".join(SCALES)
+        raise f.bad("scale", f"is {_shown(scale)}, not one of {allowed}")
+    queries = f.get("queries")
+    if not isinstance(queries, list) or not queries or not all(isinstance(q, str) and q for q in queries):
+        raise f.bad("queries", f"is {_shown(queries)}, not a list of query ids")
+    if len(set(queries)) != len(queries):
+        twice = next(q for i, q in enumerate(queries) if q in queries[:i])
+        raise f.bad("queries", f"names the query {_shown(twice)} twice")
+    shared = f.integer("shared_queries", 1)
+    if shared < len(queries):
+        raise f.bad("shared_queries", f"is {shared}, fewer than the {len(queries)} queries drawn from them")
+    if "n_queries" in obj and not _count_is(obj["n_queries"], len(queries)):
+        raise f.bad("n_queries", f"is {_shown(obj['n_queries'])}, but \"queries\" has {len(queries)}")
+    runs = f.get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise f.bad("runs", f"is {_shown(runs)}, not a list of the runs' {{\"path\", \"sha256\"}}")
+    runs = [f.entry("runs", r, f"(item {i + 1}) ") for i, r in enumerate(runs)]
+    llm = f.optional("llm", False if nugget else None, f.entry)
+    bank = f.optional("bank", nugget or False, f.entry)
+    passages = f.optional("passages", not nugget, f.file_or_id)
+    topics = f.optional("topics", None if nugget else True, f.file_or_id)
+    pairs = f.lists("pairs", f.get("pairs"), queries)
+    if set(pairs) != set(queries):
+        lacking = next(q for q in queries if q not in pairs)
+        raise f.bad("pairs", f"has no list for the query {_shown(lacking)} of the sample")
+    if nugget and not all(x.count("\t") == 1 for v in pairs.values() for x in v):
+        raise f.bad("pairs", "has a pair that is not RUN_ID<TAB>ITEM_ID (nugget mode)")
+    n_pairs = sum(len(v) for v in pairs.values())
+    if "n_pairs" in obj and not _count_is(obj["n_pairs"], n_pairs):
+        raise f.bad("n_pairs", f"is {_shown(obj['n_pairs'])}, but \"pairs\" has {n_pairs}")
+    missing = f.lists("missing_text", f.get("missing_text", {}), queries)
+    if nugget and any(missing.values()):
+        raise f.bad("missing_text", "lists pairs; a nugget sample has none")
+    for q, docs in missing.items():
+        both = set(docs) & set(pairs[q])
+        if both:
+            raise f.bad("missing_text", f"of query {_shown(q)} lists {_shown(min(both))}, which \"pairs\" has")
+    return Design(queries=list(queries), seed=seed, depth=depth, runs=runs, scale=scale, llm=llm, passages=passages,
+                  topics=topics, shared_queries=shared, pairs={q: pairs[q] for q in queries}, missing=missing,
+                  mode=mode, bank=bank)
+
+
+def check_follows(design: Design, folder: str) -> None:
+    """The design is what its inputs give: the runs (and LLM labels, bank) are the ones it
+    drew from (:func:`check_unchanged`), its queries are the first of its seed's draw of
+    the population, and each query's pairs its pool at its depth (in nugget mode every
+    (report, nugget)), in pool order, less the passages it lists without text. A design
+    edited by hand (queries reordered or picked, a depth or seed changed, a pair added or
+    dropped) is refused: the labels would not be of a uniform draw of these runs."""
+    check_unchanged(design, folder)
+    name = display_name(os.path.join(folder, DESIGN_FILE))
+    if design.mode == "nugget":
+        from .label_nuggets import nugget_population_of as population
+    else:
+        population = passage_population
+    shared, pairs_of = population(design)
+    if design.shared_queries != len(shared):
+        raise InputError(f"not a label design: field \"shared_queries\" is {design.shared_queries}, but the runs "
+                         f"share {len(shared)} queries", name)
+    order = draw_order(shared, design.seed)
+    if design.queries != order[:len(design.queries)]:
+        at = next((i for i, q in enumerate(design.queries) if i >= len(order) or order[i] != q))
+        raise InputError(f"not a label design: field \"queries\" is not the draw of field \"seed\" "
+                         f"({design.seed}) of the queries the runs share (query "
+                         f"{at + 1} is {_shown(design.queries[at])}, the draw's is "
+                         f"{_shown(order[at]) if at < len(order) else 'none'}); a sample of other queries "
+                         "needs a new label folder", name)
+    pools = pairs_of(design.queries)
+    for q in design.queries:
+        gone = set(design.missing.get(q, []))
+        if not gone <= set(pools[q]):
+            raise InputError(f"not a label design: field \"missing_text\" of query {_shown(q)} lists "
+                             f"{_shown(min(gone - set(pools[q])))}, which is not in its pool", name)
+        want = [d for d in pools[q] if d not in gone]
+        if design.pairs[q] == want:
+            continue
+        have = design.pairs[q]
+        pool = ("every (report, nugget) of the query" if design.mode == "nugget" else
+                f"the pool of the runs' top field \"depth\" ({design.depth})")
+        extra = [d for d in have if d not in want]
+        lacking = [d for d in want if d not in have]
+        if extra:
+            why = f"names {_shown(extra[0])}, which is not in {pool}"
+        elif lacking:
+            unlisted = "" if design.mode == "nugget" else ", and \"missing_text\" does not list it"
+            why = f"lacks {_shown(lacking[0])} of {pool}{unlisted}"
+        else:
+            why = f"is not in the order of {pool}"
+        raise InputError(f"not a label design: field \"pairs\" of query {_shown(q)} {why}", name)
 
 
 def write_design(design: Design, folder: str) -> None:

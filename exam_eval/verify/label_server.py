@@ -34,6 +34,29 @@ ACTIONS = ("label", "skip", "undo")
 MAX_BODY = 64 * 1024
 
 
+def check_action(action: str, body, top: int, n_pairs: int) -> None:
+    """A ValueError (answered 400, nothing written) for a body the page could not have
+    sent: a pair position that is not an integer of the design's (``at``), a label that is
+    not an integer of the scale (JSON's true is no label), a note that is not text."""
+    if not isinstance(body, dict):
+        raise ValueError("not a JSON object")
+    if action in ("label", "skip"):
+        at = body.get("at")
+        if type(at) is not int or not 0 <= at < n_pairs:
+            raise ValueError(f"at {json.dumps(at)} is not a pair's position (an integer 0-{n_pairs - 1})")
+    if action == "label":
+        label = body.get("label")
+        if type(label) is not int or not 0 <= label <= top:
+            raise ValueError(f"a label is an integer 0-{top}, not {json.dumps(label)}")
+        if not isinstance(body.get("note", ""), (str, type(None))):
+            raise ValueError("a note is text")
+
+
+def assessor_name(name: str) -> bool:
+    """A name the labels can be kept under (labels/NAME.jsonl): label_store.check_assessor's rule."""
+    return bool(ASSESSOR.fullmatch(name)) and not name.endswith(".jsonl")
+
+
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 
@@ -100,17 +123,18 @@ class Handler(BaseHTTPRequestHandler):
                               "text/html; charset=utf-8")
         if parts == ["go"]:
             name = parse_qs(urlsplit(self.path).query).get("assessor", [""])[0]
-            if not ASSESSOR.fullmatch(name):
-                return self._send(400, "assessor name: 1-40 letters, digits, '.', '_' or '-'\n")
+            if not assessor_name(name):
+                return self._send(400, "assessor name: 1-40 letters, digits, '.', '_' or '-', not ending in "
+                                       "'.jsonl'\n")
             return self._send(303, "", extra={"Location": f"/{s.token}/a/{quote(name)}/"})
         if parts in (["label.js"], ["label.css"]):
             ctype = "text/javascript" if parts[0].endswith(".js") else "text/css"
             return self._send(200, s.assets[parts[0]], ctype + "; charset=utf-8")
-        if len(parts) == 3 and parts[0] == "a" and parts[2] == "" and ASSESSOR.fullmatch(parts[1]):
+        if len(parts) == 3 and parts[0] == "a" and parts[2] == "" and assessor_name(parts[1]):
             page = Template(s.assets["label.html"]).substitute(token=s.token, assessor=escape(parts[1]),
                                                                top=s.session.design.top_label)
             return self._send(200, page, "text/html; charset=utf-8")
-        if len(parts) == 3 and parts[0] == "api" and parts[2] == "state" and ASSESSOR.fullmatch(parts[1]):
+        if len(parts) == 3 and parts[0] == "api" and parts[2] == "state" and assessor_name(parts[1]):
             return self._json(s.session.state(parts[1]))
         self._send(HTTPStatus.NOT_FOUND, "not found\n")
 
@@ -118,23 +142,21 @@ class Handler(BaseHTTPRequestHandler):
         parts = self._route()
         if parts is None:
             return
-        if not (len(parts) == 3 and parts[0] == "api" and parts[2] in ACTIONS and ASSESSOR.fullmatch(parts[1])):
+        if not (len(parts) == 3 and parts[0] == "api" and parts[2] in ACTIONS and assessor_name(parts[1])):
             return self._send(HTTPStatus.NOT_FOUND, "not found\n")
         # a JSON body only: a form another page posts cannot be one (it would need a preflight)
         if not (self.headers.get("Content-Type") or "").startswith("application/json"):
             return self._send(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "JSON only\n")
         try:
             length = int(self.headers.get("Content-Length") or 0)
-            if not 0 <= length <= MAX_BODY:
+            if length < 0:
+                raise ValueError("a negative Content-Length")
+            if length > MAX_BODY:
                 raise ValueError("body too large")
             body = json.loads(self.rfile.read(length) or b"{}")
-            if not isinstance(body, dict):
-                raise ValueError("not an object")
-            top = self.server.session.design.top_label
-            if parts[2] == "label" and not (isinstance(body.get("label"), int) and 0 <= body["label"] <= top):
-                raise ValueError(f"a label is an integer 0-{top}")
+            check_action(parts[2], body, self.server.session.design.top_label, len(self.server.session.pairs))
             state = self.server.session.act(parts[1], parts[2], body)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             return self._send(HTTPStatus.BAD_REQUEST, f"bad request: {exc}\n")
         except InputError as exc:   # a log broken while the server ran (edited by hand)
             return self._send(HTTPStatus.INTERNAL_SERVER_ERROR, f"{exc}\n")

@@ -30,11 +30,12 @@ class Texts:
 
 
 class Assessor:
-    def __init__(self, name: str, folder: str, pairs: list[tuple[str, str]], log=lambda msg: None):
+    def __init__(self, name: str, folder: str, pairs: list[tuple[str, str]], log=lambda msg: None, *,
+                 top: int | None = None):
         self.name = name
         self.pairs = pairs
         self.index = {p: i for i, p in enumerate(pairs)}
-        self.labels: Labels = read_labels(labels_path(folder, name), log)
+        self.labels: Labels = read_labels(labels_path(folder, name), log, pairs=pairs, top=top)
         self.cursor = self._next_unlabelled(0)
 
     def _next_unlabelled(self, start: int) -> int | None:
@@ -87,7 +88,7 @@ class LabelSession:
     def assessor(self, name: str) -> Assessor:
         with self._lock:
             if name not in self._assessors:
-                self._assessors[name] = Assessor(name, self.folder, self.pairs, self.log)
+                self._assessors[name] = Assessor(name, self.folder, self.pairs, self.log, top=self.design.top_label)
             return self._assessors[name]
 
     def act(self, name: str, action: str, body: dict) -> dict:

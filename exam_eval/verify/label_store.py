@@ -11,14 +11,16 @@ drops with the process, kill -9 included).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import re
 import time
 from dataclasses import dataclass, field
+from typing import Callable
 
-from ..errors import InputError, UsageError
+from ..errors import InputError, OutputError, UsageError
 from ..io.openers import display_name
 
 ASSESSOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
@@ -34,46 +36,156 @@ def check_assessor(name: str) -> str:
 
 @dataclass
 class Labels:
-    """One assessor's labels as the log says now."""
+    """One assessor's labels as the log says now. ``pairs`` and ``top``: the design's pairs
+    and the scale's top label, which every event read or written must keep to."""
     path: str
     given: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)   # pair -> (label, note)
     stack: list[tuple[str, str]] = field(default_factory=list)   # labelled pairs, oldest first (undo's order)
+    pairs: frozenset | None = None
+    top: int | None = None
+    #: the length of the log's whole lines where it ends in a torn one (a kill mid-write, a
+    #: write cut short): cut there, its bytes kept beside, before the next event is appended
+    whole: int | None = None
+    log: Callable[[str], None] = lambda msg: None
 
-    def apply(self, obj: dict, where: str = "", lineno: int = 0) -> None:
-        pair = (str(obj["qid"]), str(obj["docno"]))
+    def check(self, obj, where: str = "", lineno: int | None = None) -> tuple[str, str]:
+        """The event's pair, where the event is one of the design: else one line naming
+        WHERE and LINENO (bad input, exit 2)."""
+        def bad(reason: str) -> InputError:
+            return InputError(f"not a label event: {reason}", where or None, lineno)
+
+        if not isinstance(obj, dict):
+            raise bad("not a JSON object")
+        event = obj.get("event")
+        if event not in ("label", "undo"):
+            raise bad(f"event {_shown(event)} is neither \"label\" nor \"undo\"")
+        qid, docno = obj.get("qid"), obj.get("docno")
+        if not isinstance(qid, str) or not isinstance(docno, str):
+            raise bad(f"qid {_shown(qid)} and docno {_shown(docno)} must be strings")
+        if self.pairs is not None and (qid, docno) not in self.pairs:
+            raise bad(f"the pair {qid} {docno!r} is not one of the design's (design.json)")
+        if event == "label":
+            label = obj.get("label")
+            top = self.top if self.top is not None else 9
+            if type(label) is not int or not 0 <= label <= top:
+                raise bad(f"label {_shown(label)} is not an integer 0-{top} (the design's scale)")
+            if not isinstance(obj.get("note", ""), str):
+                raise bad(f"note {_shown(obj.get('note'))} is not a string")
+        return qid, docno
+
+    def apply(self, obj: dict, where: str = "", lineno: int | None = None) -> None:
+        pair = self.check(obj, where, lineno)
         if obj["event"] == "label":
             if pair in self.given:
                 self.stack.remove(pair)
-            self.given[pair] = (int(obj["label"]), str(obj.get("note") or ""))
+            self.given[pair] = (obj["label"], obj.get("note") or "")
             self.stack.append(pair)
-        elif obj["event"] == "undo":
+        else:
             if not self.stack or self.stack[-1] != pair:
-                raise InputError(f"undo of {pair[0]} {pair[1]}, which is not the newest label", where, lineno)
+                raise InputError(f"undo of {pair[0]} {pair[1]}, which is not the newest label", where or None, lineno)
             self.stack.pop()
             del self.given[pair]
-        else:
-            raise InputError(f"unknown event {obj['event']!r}", where, lineno)
 
     def append(self, obj: dict) -> None:
-        """The event on disk (written, flushed, fsync'd), then in memory."""
+        """The event on disk (every byte written, then fsync'd), then in memory. A write
+        that fails or falls short (a full disk) is taken back, so the log stays whole lines
+        and nothing later merges into the fragment; the OSError goes up, and the page says
+        the label was not kept."""
         obj = {**obj, "time": round(time.time(), 3)}
-        line = json.dumps(obj, ensure_ascii=False) + "\n"
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        self.check(obj, self.path)
+        line = (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
+        folder = os.path.dirname(self.path)
+        if not os.path.isdir(folder):
+            os.makedirs(folder, exist_ok=True)
+            sync_folder(os.path.dirname(folder) or ".")   # the labels/ folder's entry, durable
+        new = not os.path.exists(self.path)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line.encode("utf-8"))
-            os.fsync(fd)
+            if new:
+                sync_folder(folder)   # the new log's entry: a label in a file no folder names is lost
+            if self.whole is not None:
+                self._cut_torn_tail(fd)
+            start = os.fstat(fd).st_size
+            try:
+                _write_all(fd, line)
+                os.fsync(fd)
+            except OSError:
+                self._take_back(fd, start)
+                raise
         finally:
             os.close(fd)
         self.apply(obj)
+
+    def _take_back(self, fd: int, start: int) -> None:
+        try:
+            os.ftruncate(fd, start)
+            os.fsync(fd)
+        except OSError:
+            self.whole = start   # cut before the next event is appended
+
+    def _cut_torn_tail(self, fd: int) -> None:
+        """The torn last line's bytes go to NAME.jsonl.torn-K (kept, for a person to read),
+        then the log is cut to its whole lines."""
+        size = os.fstat(fd).st_size
+        keep = self.whole
+        if keep < size:
+            with open(self.path, "rb") as f:
+                f.seek(keep)
+                torn = f.read()
+            side = _free_name(self.path + ".torn-")
+            sfd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                _write_all(sfd, torn)
+                os.fsync(sfd)
+            finally:
+                os.close(sfd)
+            sync_folder(os.path.dirname(self.path))
+            os.ftruncate(fd, keep)
+            os.fsync(fd)
+            self.log(f"{display_name(self.path)}: its torn last line ({len(torn)} bytes) was cut before this label "
+                     f"was appended; its bytes are kept in {display_name(side)}")
+        self.whole = None
+
+
+def _shown(value) -> str:
+    return json.dumps(value) if isinstance(value, (str, bool)) or value is None else repr(value)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[n:]
+
+
+def _free_name(prefix: str) -> str:
+    k = 1
+    while os.path.lexists(f"{prefix}{k}"):
+        k += 1
+    return f"{prefix}{k}"
+
+
+def sync_folder(path: str) -> None:
+    """A folder's entries on disk (a file created in it survives a power cut)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def labels_path(folder: str, assessor: str) -> str:
     return os.path.join(folder, LABELS_DIR, f"{check_assessor(assessor)}.jsonl")
 
 
-def read_labels(path: str, log=lambda msg: None) -> Labels:
-    labels = Labels(path)
+def read_labels(path: str, log=lambda msg: None, *, pairs=None, top: int | None = None) -> Labels:
+    """An assessor's log replayed. ``pairs`` and ``top`` (the design's): an event naming
+    another pair, or a label off the scale, is one line naming file and line (exit 2).
+    A torn last line (a kill mid-write) is left out with a notice, and cut, its bytes kept
+    beside, before the next append."""
+    labels = Labels(path, pairs=None if pairs is None else frozenset(pairs), top=top, log=log)
     if not os.path.exists(path):
         return labels
     name = display_name(path)
@@ -81,7 +193,8 @@ def read_labels(path: str, log=lambda msg: None) -> Labels:
         data = f.read()
     lines = data.split(b"\n")
     torn = lines.pop()   # after the last newline: empty, or a line cut off by a kill
-    if torn.strip():
+    if torn:
+        labels.whole = len(data) - len(torn)
         log(f"{name}: its last line was cut off before it was kept (a label the page never showed as "
             "given); it is left out")
     for lineno, raw in enumerate(lines, 1):
@@ -89,11 +202,9 @@ def read_labels(path: str, log=lambda msg: None) -> Labels:
             continue
         try:
             obj = json.loads(raw.decode("utf-8"))
-            labels.apply(obj, name, lineno)
-        except InputError:
-            raise
-        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise InputError(f"not a label event ({type(exc).__name__}: {exc})", name, lineno) from None
+        labels.apply(obj, name, lineno)
     return labels
 
 
@@ -112,7 +223,10 @@ class OneWriter:
         self.fd: int | None = None
 
     def __enter__(self) -> "OneWriter":
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise OutputError(f"cannot write: {exc.strerror or exc}", display_name(self.path)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -125,8 +239,16 @@ class OneWriter:
         return self
 
     def say_holder(self, text: str) -> None:
-        os.ftruncate(self.fd, 0)
-        os.pwrite(self.fd, text.encode("utf-8"), 0)
+        """Who holds the folder, for a second server's message; a disk too full for these
+        few bytes has no room for a label either: the server does not start."""
+        try:
+            os.ftruncate(self.fd, 0)
+            data = text.encode("utf-8")
+            if os.pwrite(self.fd, data, 0) != len(data):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        except OSError as exc:
+            raise OutputError(f"cannot write: {exc.strerror or exc} (no label could be kept)",
+                              display_name(self.path)) from None
 
     def __exit__(self, *exc) -> None:
         if self.fd is not None:

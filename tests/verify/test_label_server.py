@@ -5,6 +5,7 @@ exam-correlate agreement between two assessors)."""
 from __future__ import annotations
 
 import http.client
+import json
 import signal
 import subprocess
 import sys
@@ -143,8 +144,9 @@ def test_a_broken_label_log_is_refused_before_serving(tmp_path, run_cli):
     folder, args = _start(tmp_path)
     assert run_cli("exam-verify", "label", *args, "--no-serve").returncode == 0
     (folder / "labels").mkdir()
-    (folder / "labels" / "ann.jsonl").write_text('{"event": "label", "qid": "q1", "docno": "d", "label": 1}\n'
-                                                '{"event": "relabel"}\n')
+    q, d = read_design(str(folder)).pair_list()[0]   # line 1 a label of the design's, line 2 broken
+    (folder / "labels" / "ann.jsonl").write_text(json.dumps({"event": "label", "qid": q, "docno": d, "label": 1})
+                                                + '\n{"event": "relabel"}\n')
     res = subprocess.run([sys.executable, "-m", "exam_eval.commands.verify", "label", str(folder)],
                          capture_output=True, text=True, env=ChildEnv(), timeout=120)
     line = one_line_refusal(res, "exam-verify", 2)
