@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import Iterator
+from typing import Iterator, Sequence
 
 from child_env import ChildEnv
 
@@ -53,10 +53,12 @@ def _first_line(proc: subprocess.Popen, timeout: float) -> str:
 
 
 @contextlib.contextmanager
-def serving(*args: str, timeout: float = 60) -> Iterator[Server]:
-    """``exam-verify label ARGS`` until the block ends (then SIGTERM, unless stopped already)."""
+def serving(*args: str, timeout: float = 60, wrap: Sequence[str] = ()) -> Iterator[Server]:
+    """``exam-verify label ARGS`` until the block ends (then SIGTERM, unless stopped already).
+    WRAP: a command the server's command line is given to (strace, the bench's server of
+    before)."""
     # SIGTERM stops it as Ctrl-C does; a background job's ignored SIGINT would not
-    proc = subprocess.Popen([sys.executable, "-m", "exam_eval.commands.verify", "label", *args],
+    proc = subprocess.Popen([*wrap, sys.executable, "-m", "exam_eval.commands.verify", "label", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ChildEnv(),
                             start_new_session=True)
     server = Server(proc, _first_line(proc, timeout))

@@ -222,7 +222,9 @@ def _error_text(line: dict) -> str | None:
 def read_results(paths: Iterable[str], tag: str, what: str) -> dict[str, Answer]:
     """The answers of the results files by request digest. A line that is not a results
     line, or answers another grader (``tag``), refuses the file: one line naming file and
-    line. Of several answers to one request a successful one wins, the first of them."""
+    line. Of several answers to one request a successful one wins (an error answered in one
+    round, the answer in the next); two successful answers that differ refuse the file
+    (naming both lines); the same answer twice (a results file given twice) is one."""
     from ..io.jsonl import iter_jsonl
     from ..io.openers import display_name
 
@@ -242,7 +244,13 @@ def read_results(paths: Iterable[str], tag: str, what: str) -> dict[str, Answer]
                                  name, lineno)
             error = _error_text(line)
             answer = Answer(f"{name} line {lineno}", cid, None if error else line["response"]["body"], error)
-            if digest not in answers or (answers[digest].body is None and answer.body is not None):
+            first = answers.get(digest)
+            if first is not None and first.body is not None and answer.body is not None and first.body != answer.body:
+                # two answers to one request that say different things (grade 1 here, 4 there):
+                # which one holds cannot be told, and neither is taken silently
+                raise InputError(f"a second answer to the request {cid[:100]!r}, unlike the first ({first.where}): "
+                                 "which one holds cannot be told; keep one of them", name, lineno)
+            if first is None or (first.body is None and answer.body is not None):
                 answers[digest] = answer
     return answers
 

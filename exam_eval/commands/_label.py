@@ -10,8 +10,9 @@ import click
 
 from ..errors import InputError, UsageError
 from ..io.openers import display_name
-from ..verify.label_design import (SCALES, Design, check_follows, extend, new_design, passage_population, read_design,
+from ..verify.label_design import (ORDERS, SCALES, Design, check_follows, extend, new_design, passage_population, read_design,
                                    write_design)
+from ..verify.label_guidelines import default_guidelines, read_guidelines
 from ._base import CONTEXT_SETTINGS, claim_output, exit_on_next_signal
 
 PROG = "exam-verify"
@@ -43,13 +44,22 @@ def _say(msg: str) -> None:
               help="The label scale, keys 0 to its top.  [default: 0-3, as TREC DL]")
 @click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True,
               help="Pooled passages without text: left out of the sample (and counted), or refused.")
+@click.option("--order", type=click.Choice(list(ORDERS)), default=None,
+              help="A query's pairs shuffled (seeded by --seed and the query, recorded in the design), or in pool "
+                   "order, the runs' best-ranked passages first.  [default: shuffled]")
+@click.option("--guidelines", default=None, metavar="FILE",
+              help="What each label means, shown on the page: 'LABEL<TAB>NAME<TAB>MEANING' lines, every label of "
+                   "the scale once (recorded in the design).  [default: the track's: TREC DL's 0-3, ...]")
 @click.option("--show-llm", is_flag=True, help="Show the LLM's label beside each pair (default: blind labelling).")
 @click.option("--assessor", default=None, metavar="NAME", help="Print the URL of NAME's page (else the page asks).")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port on 127.0.0.1 (0: a free one).")
 @click.option("--no-serve", is_flag=True, help="Write (or extend) the design and stop; serve no page.")
-def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, reports, bank, llm, scale, on_missing, show_llm,
-              assessor, port, no_serve):
+@click.option("--new-token", is_flag=True,
+              help="A new token in the URL (FOLDER/.token): the old URL stops working (else a restart keeps it).")
+def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, reports, bank, llm, scale, on_missing, order,
+              guidelines, show_llm,
+              assessor, port, no_serve, new_token):
     """Label a random sample of queries' pooled passages by hand, on a page on 127.0.0.1.
 
     The first call draws N queries uniformly at random (seeded) from those every RUN has,
@@ -57,10 +67,12 @@ def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, reports, b
     (FOLDER/design.json: queries in draw order, seed, depth, the runs' and LLM labels'
     SHA-256); later calls take FOLDER alone and resume; -n with more queries extends the
     sample by the next queries of the same draw. The server prints the page's URL (a
-    random token in it) and serves until Ctrl-C. Keys 0 to the scale's top label, u
-    undoes, s skips, n writes a note. Each label is appended to FOLDER/labels/NAME.jsonl
-    and fsync'd before the page shows the next pair: a kill loses no label given, and a
-    restart resumes at the first unlabelled pair. One server per FOLDER. On stop (and with
+    random token in it, kept in FOLDER/.token with the port in FOLDER/.server.port: a
+    restart prints the same URL, --new-token another) and serves until Ctrl-C. Keys 0
+    to the scale's top label, u undoes, s skips, n writes a note. Each label is appended
+    to FOLDER/labels/NAME.jsonl and fsync'd before the page shows the next pair: a kill
+    loses no label given, and a restart resumes at the first unlabelled pair (a page left
+    open goes on by itself). One server per FOLDER. On stop (and with
     exam-verify label-qrels) each assessor's labels are written as FOLDER/qrels/NAME.qrels
     and the labelled queries as NAME.labelled.txt, for exam-correlate interval --labelled.
 
@@ -89,13 +101,13 @@ def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, reports, b
     held = OneWriter(folder) if os.path.isdir(folder) else contextlib.nullcontext()
     with held as lock:
         design = _design(folder, list(runs), n_queries, depth, seed, topics, passages, llm, scale, on_missing,
-                         list(reports), bank)
+                         list(reports), bank, order=order, guidelines=guidelines)
         if no_serve:
             return 0
         with contextlib.nullcontext(lock) if lock is not None else OneWriter(folder) as lock:
             texts = _texts(design, show_llm)
             session = LabelSession(design, folder, texts, show_llm=show_llm, log=_say)
-            return _serve(session, lock, port, assessor)
+            return _serve(session, lock, port, assessor, new_token)
 
 
 def _check_nugget_flags(runs, reports, bank, passages, llm, scale, depth) -> None:
@@ -109,25 +121,30 @@ def _check_nugget_flags(runs, reports, bank, passages, llm, scale, depth) -> Non
                          "nugget, on the scale 0-2)")
 
 
-def _new_design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank) -> Design:
+def _new_design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank,
+                order: str) -> Design:
     if reports:
         from ..verify.label_nuggets import new_nugget_design
 
         if n is None:
             raise UsageError("a new sample needs -n (FOLDER has no design.json)")
-        return new_nugget_design(reports, bank, n, seed or 0, topics=topics and _spec(topics))
+        return new_nugget_design(reports, bank, n, seed or 0, topics=topics and _spec(topics), order=order)
     if not runs or n is None or topics is None or passages is None:
         raise UsageError("a new sample needs RUN..., -n, --topics and --passages (FOLDER has no design.json)")
-    design = new_design(runs, n, depth or DEFAULT_DEPTH, seed or 0, scale=scale or "0-3", llm=llm,
+    design = new_design(runs, n, depth or DEFAULT_DEPTH, seed or 0, scale=scale or "0-3", llm=llm, order=order,
                         passages=_spec(passages), topics=_spec(topics))
     _check_texts(design, design.pair_list(), on_missing)
     return design
 
 
-def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank) -> Design:
+def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank, *,
+            order: str | None = None, guidelines: str | None = None) -> Design:
     design = read_design(folder)
     if design is None:
-        design = _new_design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank)
+        design = _new_design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank,
+                             order or "shuffled")
+        if guidelines is not None:
+            design.guidelines = [list(g) for g in read_guidelines(guidelines, design.top_label)]
         if design.mode == "nugget" and design.topics is not None:
             _topic_texts(design)   # every input read and checked before the folder is written
         os.makedirs(folder, exist_ok=True)
@@ -140,19 +157,31 @@ def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missi
                          "FOLDER")
     _check_same(design, folder, runs if design.mode == "passage" else reports, depth, seed, topics, passages, llm,
                 scale, bank)
-    check_follows(design, folder)   # the runs unchanged, the queries and pairs theirs
+    check_follows(design, folder, _population(design))   # the runs unchanged, the queries and pairs theirs
+    if order is not None and order != design.order:
+        raise UsageError(f"--order {order} differs from the design in {display_name(folder)}/design.json "
+                         f"({design.order}); a sample of other inputs needs a new FOLDER")
+    if guidelines is not None and [list(g) for g in read_guidelines(guidelines, design.top_label)] != \
+            (design.guidelines or [list(g) for g in default_guidelines(design.top_label, design.mode)]):
+        raise UsageError(f"--guidelines {guidelines} differs from the wording the design's labels were given with "
+                         f"({display_name(folder)}/design.json); a sample of other guidelines needs a new FOLDER")
     if n is not None and n != len(design.queries):
-        if design.mode == "nugget":
-            from ..verify.label_nuggets import nugget_population_of as population
-        else:
-            population = passage_population
-        added = extend(design, n, *population(design))
+        added = extend(design, n, *_population(design)(design))
         if design.mode == "passage":
             _check_texts(design, [(q, d) for q in added for d in design.pairs[q]], on_missing)
         write_design(design, folder)
         _say(f"added {len(added)} queries of the same draw ({', '.join(added)}): {len(design.queries)} queries, "
              f"{len(design.pair_list())} pairs")
     return design
+
+
+def _population(design: Design):
+    """What a sample of DESIGN's mode is drawn from: (queries, their pairs) of a design."""
+    if design.mode == "nugget":
+        from ..verify.label_nuggets import nugget_population_of
+
+        return nugget_population_of
+    return passage_population
 
 
 def _spec(spec: str) -> str:
@@ -215,8 +244,9 @@ def _texts(design: Design, show_llm: bool):
 
         if show_llm:
             raise UsageError("--show-llm: nugget mode has no LLM labels to show")
-        shown = nugget_texts(design, _topic_texts(design))
-        return Texts(shown["queries"], {}, None, shown["pairs"])
+        topics = {} if design.topics is None else read_topics(design.topics)
+        shown = nugget_texts(design, {q: t.text for q, t in topics.items()})
+        return Texts(shown["queries"], {}, None, shown["pairs"], topics=_topic_details(topics))
     topics = {} if design.topics is None else read_topics(design.topics)
     passages = read_passages(design.passages, {d for _, d in design.pair_list()})
     llm = None
@@ -226,14 +256,23 @@ def _texts(design: Design, show_llm: bool):
         from ..measures.grade_labels import load_labels
 
         llm = load_labels(design.llm["path"], log=_say)
-    return Texts({q: t.text for q, t in topics.items()}, passages, llm)
+    return Texts({q: t.text for q, t in topics.items()}, passages, llm, topics=_topic_details(topics))
 
 
-def _serve(session, lock, port: int, assessor: str | None) -> int:
-    from ..verify.label_server import LabelServer
+def _topic_details(topics) -> dict[str, dict[str, str]]:
+    """What a TREC topic says beyond its title, for the assessor (where the topics have it)."""
+    return {q: {k: v for k, v in (("description", t.description), ("narrative", t.narrative)) if v}
+            for q, t in topics.items()}
 
-    server = LabelServer(session, "127.0.0.1", port)
+
+def _serve(session, lock, port: int, assessor: str | None, new_token: bool = False) -> int:
+    from ..verify.label_server import keep_port, kept_token, start_server
+
+    server = start_server(session, port, log=_say)
     lock.say_holder(f"pid {os.getpid()}, port {server.port}")
+    # the last start's token and port: a page left open, and a bookmark, work again
+    server.token = kept_token(session.folder, new=new_token, log=_say)
+    keep_port(session.folder, server.port)
     click.echo(server.url(assessor))
     sys.stdout.flush()
     _say(f"labelling {len(session.pairs)} pairs of {len(session.design.queries)} queries at the URL above; "
@@ -290,7 +329,7 @@ def label_qrels_cmd(folder, assessor):
         _say(f"{gone[0]}{f' and {len(gone) - 1} more files' if len(gone) > 1 else ''} named in the design "
              "are not here: its queries and pairs are not checked against them")
     else:
-        check_follows(design, folder)
+        check_follows(design, folder, _population(design))
     if assessor is not None and check_assessor(assessor) not in assessors(folder):
         raise UsageError(f"--assessor {assessor}: no labels of that name in {display_name(folder)}")
     _export(design, folder, assessor)

@@ -101,17 +101,23 @@ def irds_qrels(spec: str) -> dict[str, dict[str, int]]:
     return qrels
 
 
-def irds_queries(spec: str) -> dict[str, str]:
+def irds_queries(spec: str, *, details: bool = False) -> dict:
+    """qid -> text; with ``details``, qid -> (text, description, narrative), the last two
+    where the dataset's queries have them (TREC topics: TrecQuery's fields), else ""."""
     ds = load_dataset(spec)
     if not ds.has_queries():
         raise InputError("this ir_datasets dataset has no queries", spec)
-    out: dict[str, str] = {}
+    out: dict = {}
     with _fail_fast(spec, "queries"):
         for q in ds.queries_iter():
             text = getattr(q, "text", None) or getattr(q, "title", None) or getattr(q, "query", None)
             if text is None:
                 text = " ".join(str(v) for v in q[1:] if isinstance(v, str))
-            out[str(q.query_id)] = str(text)
+            if details:
+                more = [" ".join(str(getattr(q, f, None) or "").split()) for f in ("description", "narrative")]
+                out[str(q.query_id)] = (str(text), *more)
+            else:
+                out[str(q.query_id)] = str(text)
     return out
 
 

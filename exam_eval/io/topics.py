@@ -1,9 +1,11 @@
 """Topics (queries): TSV, JSONL, TREC topic files, or an ir_datasets ID.
 
 - TSV: ``qid<TAB>text``
-- JSONL: ``{"query_id", "text", "subtopics"?: [{"facet_id", "text"}] | ["text", ...]}``
-  (subtopics are CAR-style facets; string facets get ids ``f1``, ``f2``...)
-- TREC: ``<top><num> Number: 301 <title> ... </top>`` (title used as the text)
+- JSONL: ``{"query_id", "text", "subtopics"?: [{"facet_id", "text"}] | ["text", ...],
+  "description"?, "narrative"?}`` (subtopics are CAR-style facets; string facets get ids
+  ``f1``, ``f2``...)
+- TREC: ``<top><num> Number: 301 <title> ... <desc> ... <narr> ... </top>`` (title used as
+  the text; description and narrative kept for the assessors' page)
 """
 
 from __future__ import annotations
@@ -23,6 +25,9 @@ class Topic:
     query_id: str
     text: str
     subtopics: list[tuple[str, str]] = field(default_factory=list)
+    #: what a TREC topic says beyond its title: shown to human assessors (exam-verify label)
+    description: str = ""
+    narrative: str = ""
 
 
 def _sniff(path) -> str:
@@ -86,7 +91,13 @@ def _read_jsonl(path, name) -> dict[str, Topic]:
                 subs.append((f"f{i}" if facet is None else facet, s["text"]))
             else:
                 raise InputError("a subtopic must be a string or {\"facet_id\", \"text\"}", name, lineno)
-        topics[qid] = Topic(qid, text.strip(), subs)
+        more = {}
+        for key in ("description", "narrative"):
+            value = obj.get(key)
+            if value is not None and not isinstance(value, str):
+                raise InputError(f"'{key}' must be a string", name, lineno)
+            more[key] = " ".join((value or "").split())
+        topics[qid] = Topic(qid, text.strip(), subs, **more)
     return topics
 
 
@@ -96,6 +107,7 @@ _TAG = re.compile(r"<(num|title|desc|narr|/top|top)>", re.I)
 def _read_trec(path, name) -> dict[str, Topic]:
     topics: dict[str, Topic] = {}
     qid = title = None
+    more: dict[str, str] = {}
     field_name = None
     start = 0
     inside = False  # between <top> and </top>
@@ -107,6 +119,7 @@ def _read_trec(path, name) -> dict[str, Topic]:
                 tag = m.group(1).lower()
                 if tag == "top":
                     qid, title, field_name, start, inside = None, None, None, lineno, True
+                    more = {"desc": "", "narr": ""}
                     continue
                 if tag == "/top":
                     inside = False
@@ -115,7 +128,9 @@ def _read_trec(path, name) -> dict[str, Topic]:
                     _check_qid(qid, name, start)
                     if qid in topics:
                         raise InputError(f"duplicate query id {qid}", name, start)
-                    topics[qid] = Topic(qid, " ".join(title.split()))
+                    topics[qid] = Topic(qid, " ".join(title.split()),
+                                        description=_after_label(more.get("desc", ""), "Description:"),
+                                        narrative=_after_label(more.get("narr", ""), "Narrative:"))
                     field_name = None
                     continue
                 field_name = tag
@@ -123,18 +138,28 @@ def _read_trec(path, name) -> dict[str, Topic]:
                     qid = rest.replace("Number:", "").strip() or None
                 elif tag == "title":
                     title = rest.replace("Topic:", "").strip()
+                elif tag in ("desc", "narr"):
+                    more[tag] = rest.strip()
                 continue
             if field_name == "title" and rest.strip() and not rest.lstrip().startswith("</"):
                 title = (title + " " + rest.strip()).strip()
+            elif field_name in ("desc", "narr") and rest.strip() and not rest.lstrip().startswith("</"):
+                more[field_name] = (more.get(field_name, "") + " " + rest.strip()).strip()
     if inside:  # a cut-off file would otherwise lose its last topic without a word
         raise InputError("<top> without its </top> (a truncated file?)", name, start)
     return topics
 
 
+def _after_label(text: str, label: str) -> str:
+    text = " ".join(text.split())
+    return text[len(label):].strip() if text.lower().startswith(label.lower()) else text
+
+
 def read_topics(spec: str | os.PathLike) -> dict[str, Topic]:
     spec_s = str(spec)
     if spec_s != "-" and not os.path.exists(spec_s) and looks_like_irds_id(spec_s):
-        return {qid: Topic(qid, text) for qid, text in irds_queries(spec_s).items()}
+        return {qid: Topic(qid, text, description=desc, narrative=narr)
+                for qid, (text, desc, narr) in irds_queries(spec_s, details=True).items()}
     name = display_name(spec)
     if spec_s == "-":  # the format is sniffed, then the input read: a copy can be read twice
         from .openers import stdin_as_file

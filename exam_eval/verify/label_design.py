@@ -60,6 +60,11 @@ class Design:
     missing: dict[str, list[str]] = field(default_factory=dict)  # pooled docnos without text
     mode: str = "passage"              # or "nugget": pairs are "RUN_ID<TAB>ITEM_ID"
     bank: dict | None = None           # {"path", "sha256"} of the nugget bank (nugget mode)
+    #: a query's pairs in pool order, or shuffled (seeded by the design's seed and the
+    #: query), so that the pool's best-ranked passages are not always judged first; a
+    #: design written before the field existed is in pool order
+    order: str = "pool"
+    guidelines: list | None = None     # [name, what it means] per label (--guidelines); None: the scale's
 
     @property
     def top_label(self) -> int:
@@ -72,8 +77,8 @@ class Design:
         return {"format": FORMAT, "mode": self.mode, "seed": self.seed, "depth": self.depth, "scale": self.scale,
                 "shared_queries": self.shared_queries, "n_queries": len(self.queries), "queries": self.queries,
                 "runs": self.runs, "llm": self.llm, "bank": self.bank, "passages": self.passages, "topics": self.topics,
-                "n_pairs": sum(len(v) for v in self.pairs.values()), "pairs": self.pairs,
-                "missing_text": self.missing}
+                "n_pairs": sum(len(v) for v in self.pairs.values()), "order": self.order, "pairs": self.pairs,
+                "missing_text": self.missing, "guidelines": self.guidelines}
 
 
 def draw_order(shared: set[str], seed: int) -> list[str]:
@@ -93,6 +98,22 @@ def shared_queries(runs: list[str]) -> set[str]:
     return shared
 
 
+ORDERS = ("shuffled", "pool")
+
+
+def arranged(pairs: dict[str, list[str]], order: str, seed: int) -> dict[str, list[str]]:
+    """Each query's pairs in the design's ORDER: as pooled, or shuffled by a generator
+    seeded with the design's seed and the query (the same on every machine and Python)."""
+    if order == "pool":
+        return pairs
+    out = {}
+    for q, docs in pairs.items():
+        docs = list(docs)
+        random.Random(f"{seed}/{q}").shuffle(docs)
+        out[q] = docs
+    return out
+
+
 def pool_pairs(runs: list[str], queries: list[str], depth: int) -> dict[str, list[str]]:
     pool = Pool()
     for path in runs:
@@ -101,20 +122,22 @@ def pool_pairs(runs: list[str], queries: list[str], depth: int) -> dict[str, lis
 
 
 def new_design(runs: list[str], n: int, depth: int, seed: int, *, scale: str, llm: str | None,
-               passages: str | None, topics: str | None) -> Design:
+               passages: str | None, topics: str | None, order: str = "shuffled") -> Design:
     shared = shared_queries(runs)
     if not 1 <= n <= len(shared):
         raise UsageError(f"-n must be between 1 and {len(shared)} (the queries the runs share)")
     queries = draw_order(shared, seed)[:n]
     return Design(queries=queries, seed=seed, depth=depth, runs=[file_entry(p) for p in runs], scale=scale,
                   llm=None if llm is None else file_entry(llm), passages=passages, topics=topics,
-                  shared_queries=len(shared), pairs=pool_pairs(runs, queries, depth))
+                  shared_queries=len(shared), pairs=arranged(pool_pairs(runs, queries, depth), order, seed),
+                  order=order)
 
 
 def passage_population(design: Design) -> tuple[set[str], Callable[[list[str]], dict[str, list[str]]]]:
     """The queries a passage sample is drawn from, and the pairs of some of them."""
     runs = [r["path"] for r in design.runs]
-    return shared_queries(runs), lambda queries: pool_pairs(runs, queries, design.depth)
+    return shared_queries(runs), lambda queries: arranged(pool_pairs(runs, queries, design.depth), design.order,
+                                                          design.seed)
 
 
 def extend(design: Design, n: int, shared: set[str], pairs_of: Callable[[list[str]], dict[str, list[str]]]) -> list[str]:
@@ -296,6 +319,13 @@ def read_design(folder: str) -> Design | None:
     n_pairs = sum(len(v) for v in pairs.values())
     if "n_pairs" in obj and not _count_is(obj["n_pairs"], n_pairs):
         raise f.bad("n_pairs", f"is {_shown(obj['n_pairs'])}, but \"pairs\" has {n_pairs}")
+    order = f.get("order", "pool")
+    if order not in ORDERS:
+        raise f.bad("order", f"is {_shown(order)}, not one of {', '.join(ORDERS)}")
+    guidelines = f.get("guidelines", None)
+    if guidelines is not None and not (isinstance(guidelines, list) and len(guidelines) == SCALES[scale] + 1 and all(
+            isinstance(g, list) and len(g) == 2 and all(isinstance(x, str) for x in g) and g[0] for g in guidelines)):
+        raise f.bad("guidelines", f"is {_shown(guidelines)}, not a [name, meaning] pair for each label of {scale}")
     missing = f.lists("missing_text", f.get("missing_text", {}), queries)
     if nugget and any(missing.values()):
         raise f.bad("missing_text", "lists pairs; a nugget sample has none")
@@ -305,22 +335,20 @@ def read_design(folder: str) -> Design | None:
             raise f.bad("missing_text", f"of query {_shown(q)} lists {_shown(min(both))}, which \"pairs\" has")
     return Design(queries=list(queries), seed=seed, depth=depth, runs=runs, scale=scale, llm=llm, passages=passages,
                   topics=topics, shared_queries=shared, pairs={q: pairs[q] for q in queries}, missing=missing,
-                  mode=mode, bank=bank)
+                  mode=mode, bank=bank, order=order, guidelines=guidelines)
 
 
-def check_follows(design: Design, folder: str) -> None:
+def check_follows(design: Design, folder: str, population=passage_population) -> None:
     """The design is what its inputs give: the runs (and LLM labels, bank) are the ones it
     drew from (:func:`check_unchanged`), its queries are the first of its seed's draw of
     the population, and each query's pairs its pool at its depth (in nugget mode every
     (report, nugget)), in pool order, less the passages it lists without text. A design
     edited by hand (queries reordered or picked, a depth or seed changed, a pair added or
-    dropped) is refused: the labels would not be of a uniform draw of these runs."""
+    dropped) is refused: the labels would not be of a uniform draw of these runs.
+    ``population``: the sample's population and pairs (label_nuggets.nugget_population_of
+    in nugget mode, which imports this module)."""
     check_unchanged(design, folder)
     name = display_name(os.path.join(folder, DESIGN_FILE))
-    if design.mode == "nugget":
-        from .label_nuggets import nugget_population_of as population
-    else:
-        population = passage_population
     shared, pairs_of = population(design)
     if design.shared_queries != len(shared):
         raise InputError(f"not a label design: field \"shared_queries\" is {design.shared_queries}, but the runs "
@@ -345,6 +373,7 @@ def check_follows(design: Design, folder: str) -> None:
         have = design.pairs[q]
         pool = ("every (report, nugget) of the query" if design.mode == "nugget" else
                 f"the pool of the runs' top field \"depth\" ({design.depth})")
+        pool += "" if design.order == "pool" else ", shuffled by field \"seed\" (field \"order\")"
         extra = [d for d in have if d not in want]
         lacking = [d for d in want if d not in have]
         if extra:

@@ -6,7 +6,8 @@
 labelled: the longest run of the draw, from its first query on, whose every pair has a
 label. A query finished out of that order is left out (and said): queries an assessor
 chose to finish first are not a uniform draw, and the intervals' coverage holds only
-for one. ``NAME.notes.tsv``: the notes given with the labels.
+for one. ``NAME.notes.tsv``: the notes given with the labels, and every pair the assessor
+could not judge (label ``cannot_judge``), which is in no qrels.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from ..io.outputs import atomic_output
 from ..trec_eval.trec_files import write_qrels
 from .label_design import Design
 from .label_store import Labels
+
+#: the label column of notes.tsv for a pair that could not be judged
+CANNOT_JUDGE = "cannot_judge"
 
 
 @dataclass
@@ -44,7 +48,7 @@ def export_of(design: Design, assessor: str, labels: Labels) -> Export:
     prefix = True
     for qid in design.queries:
         pairs = design.pairs.get(qid, [])
-        done = sum((qid, d) in labels.given for d in pairs)
+        done = sum(labels.done((qid, d)) for d in pairs)   # a pair not to be judged is done, with no label
         complete = done == len(pairs) and pairs
         if complete and prefix:
             ex.labelled.append(qid)
@@ -72,7 +76,8 @@ def write_export(design: Design, assessor: str, labels: Labels, out_dir: str) ->
 
 
 def write_notes(design: Design, labels: Labels, path: str) -> None:
-    """The notes an assessor wrote, a TSV line per noted label in the design's order
+    """The notes an assessor wrote, a TSV line per noted label (and per pair that could
+    not be judged, noted or not) in the design's order
     (``qid docno label note``; in nugget mode docno is RUN_ID<TAB>ITEM_ID, two columns):
     what an organizer reads before adjudicating."""
     def clean(note: str) -> str:   # one line, one cell
@@ -81,6 +86,9 @@ def write_notes(design: Design, labels: Labels, path: str) -> None:
     with atomic_output(path) as out:
         out.write("qid\tdocno\tlabel\tnote\n" if design.mode == "passage" else "qid\trun_id\titem_id\tlabel\tnote\n")
         for pair in design.pair_list():
+            if pair in labels.cannot:   # apart from the labels: a broken or unreadable passage, no 0
+                out.write(f"{pair[0]}\t{pair[1]}\t{CANNOT_JUDGE}\t{clean(labels.cannot[pair])}\n")
+                continue
             label, note = labels.given.get(pair, (None, ""))
             if note.strip():
                 out.write(f"{pair[0]}\t{pair[1]}\t{label}\t{clean(note)}\n")

@@ -19,7 +19,7 @@ from ..io.bank_items import BankItem
 from ..io.nugget_banks import write_assignment_lines
 from ..io.outputs import atomic_output
 from ..io.reports import Report
-from .label_design import Design, draw_order, file_entry
+from .label_design import Design, arranged, draw_order, file_entry
 from .label_export import Export, export_of, write_notes
 from .label_store import Labels
 
@@ -64,10 +64,11 @@ def nugget_population(report_paths: list[str], bank: str) -> Population:
 def nugget_population_of(design: Design):
     """As label_design.passage_population, for a nugget sample."""
     pop = nugget_population([r["path"] for r in design.runs], design.bank["path"])
-    return pop.topics, pop.pairs
+    return pop.topics, lambda queries: arranged(pop.pairs(queries), design.order, design.seed)
 
 
-def new_nugget_design(reports: list[str], bank: str, n: int, seed: int, *, topics: str | None) -> Design:
+def new_nugget_design(reports: list[str], bank: str, n: int, seed: int, *, topics: str | None,
+                      order: str = "shuffled") -> Design:
     from ..errors import UsageError
 
     files = report_files(reports)
@@ -77,8 +78,8 @@ def new_nugget_design(reports: list[str], bank: str, n: int, seed: int, *, topic
                          "bank has nuggets for)")
     queries = draw_order(pop.topics, seed)[:n]
     return Design(queries=queries, seed=seed, depth=0, runs=[file_entry(f) for f in files], scale=SCALE,
-                  topics=topics, shared_queries=len(pop.topics), pairs=pop.pairs(queries), mode="nugget",
-                  bank=file_entry(bank))
+                  topics=topics, shared_queries=len(pop.topics), pairs=arranged(pop.pairs(queries), order, seed),
+                  mode="nugget", bank=file_entry(bank), order=order)
 
 
 def nugget_texts(design: Design, topics: dict[str, str]) -> dict:
@@ -115,7 +116,8 @@ def write_nugget_export(design: Design, assessor: str, labels: Labels, out_dir: 
         levels: dict[str, dict[str, int]] = {}
         for key in design.pairs[q]:
             run, item_id = key.split(SEP)
-            levels.setdefault(run, {})[item_id] = labels.given[(q, key)][0]
+            if (q, key) in labels.given:   # a pair that could not be judged has no assignment
+                levels.setdefault(run, {})[item_id] = labels.given[(q, key)][0]
         lines += [_Assignment(q, run, lv) for run, lv in sorted(levels.items())]
     os.makedirs(out_dir, exist_ok=True)
     with atomic_output(os.path.join(out_dir, f"{assessor}.assignments.jsonl")) as out:

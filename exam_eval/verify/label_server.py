@@ -5,13 +5,19 @@ The token keeps other local users and other web sites' pages (which can reach
 Host check refuses a DNS-rebound name; the pages load nothing from another host, and the
 Content-Security-Policy tells the browser to load nothing from one. The server answers
 an action only once its label is on disk.
+
+The token is kept in FOLDER/.token (0600) and the port in FOLDER/.server.port, so that a
+restart serves the same URL and an open page finds the server again by itself.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+import os
+import re
 import secrets
+import stat
 from html import escape
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -19,9 +25,10 @@ from importlib import resources
 from string import Template
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from ..errors import InputError, UsageError
+from ..errors import InputError, OutputError, UsageError
+from ..io.openers import display_name
 from .label_session import LabelSession
-from .label_store import ASSESSOR, assessors
+from .label_store import ASSESSOR, assessors, sync_folder, write_all
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -30,8 +37,11 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
 }
-ACTIONS = ("label", "skip", "undo")
+ACTIONS = ("label", "skip", "undo", "cannot_judge", "goto")
 MAX_BODY = 64 * 1024
+TOKEN_FILE = ".token"
+PORT_FILE = ".server.port"
+TOKEN = re.compile(r"[A-Za-z0-9_-]{24,64}")
 
 
 def check_action(action: str, body, top: int, n_pairs: int) -> None:
@@ -40,7 +50,7 @@ def check_action(action: str, body, top: int, n_pairs: int) -> None:
     not an integer of the scale (JSON's true is no label), a note that is not text."""
     if not isinstance(body, dict):
         raise ValueError("not a JSON object")
-    if action in ("label", "skip"):
+    if action in ("label", "skip", "cannot_judge", "goto"):
         at = body.get("at")
         if type(at) is not int or not 0 <= at < n_pairs:
             raise ValueError(f"at {json.dumps(at)} is not a pair's position (an integer 0-{n_pairs - 1})")
@@ -48,8 +58,8 @@ def check_action(action: str, body, top: int, n_pairs: int) -> None:
         label = body.get("label")
         if type(label) is not int or not 0 <= label <= top:
             raise ValueError(f"a label is an integer 0-{top}, not {json.dumps(label)}")
-        if not isinstance(body.get("note", ""), (str, type(None))):
-            raise ValueError("a note is text")
+    if action in ("label", "cannot_judge") and not isinstance(body.get("note", ""), (str, type(None))):
+        raise ValueError("a note is text")
 
 
 def assessor_name(name: str) -> bool:
@@ -59,6 +69,89 @@ def assessor_name(name: str) -> bool:
 
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def kept_token(folder: str, new: bool = False, log=lambda msg: None) -> str:
+    """FOLDER's token: the one in FOLDER/.token, so that the last start's URL works again;
+    a new one the first time, with ``new`` (--new-token), or where the file is not one only
+    its owner can read (a token others may have read is no secret)."""
+    path = os.path.join(folder, TOKEN_FILE)
+    if not new:
+        token, why = _read_token(path)
+        if token is not None:
+            return token
+        if why:
+            log(f"{display_name(path)}: {why}; a new token (pages open at the old URL need the new one)")
+    token = secrets.token_urlsafe(18)
+    _write_new(path, token + "\n", 0o600)
+    return token
+
+
+def _read_token(path: str) -> tuple[str | None, str]:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None, ""
+    except OSError as exc:
+        return None, f"not readable ({exc.strerror or exc})"
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "not a regular file"
+        if st.st_mode & 0o077 or st.st_uid != os.getuid():
+            return None, f"others could read it (mode {stat.S_IMODE(st.st_mode):04o}, owner uid {st.st_uid})"
+        text = os.read(fd, 256).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+    return (text, "") if TOKEN.fullmatch(text) else (None, "not a token")
+
+
+def _write_new(path: str, text: str, mode: int) -> None:
+    """TEXT as PATH, whole or not at all: a new file created with MODE (never wider, even
+    for a moment: a token written into a file others can open would leak), fsync'd, then
+    renamed over PATH."""
+    tmp = f"{path}.{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+        try:
+            write_all(fd, text.encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        sync_folder(os.path.dirname(path) or ".")
+    except OSError as exc:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        raise OutputError(f"cannot write: {exc.strerror or exc}", display_name(path)) from None
+
+
+def kept_port(folder: str) -> int | None:
+    """The port of FOLDER's last server (FOLDER/.server.port), or None."""
+    try:
+        with open(os.path.join(folder, PORT_FILE), encoding="ascii") as f:
+            port = int(f.read(16).strip())
+    except (OSError, ValueError):
+        return None
+    return port if 0 < port < 65536 else None
+
+
+def start_server(session: LabelSession, port: int, log=lambda msg: None) -> "LabelServer":
+    """A server on PORT, or with PORT 0 on the last start's port (an open page's URL works
+    again) where it is free, else on a free one."""
+    last = kept_port(session.folder) if port == 0 else None
+    if last is not None:
+        try:
+            return LabelServer(session, "127.0.0.1", last)
+        except UsageError:
+            log(f"port {last}, the last start's, is taken: another port, so pages open at the old URL need the "
+                "new one")
+    return LabelServer(session, "127.0.0.1", port)
+
+
+def keep_port(folder: str, port: int) -> None:
+    if kept_port(folder) != port:
+        _write_new(os.path.join(folder, PORT_FILE), f"{port}\n", 0o644)
 
 
 class LabelServer(ThreadingHTTPServer):
@@ -85,6 +178,9 @@ class LabelServer(ThreadingHTTPServer):
 class Handler(BaseHTTPRequestHandler):
     server: LabelServer
     protocol_version = "HTTP/1.1"
+    # a response goes out as soon as it is written: the page's next request is sent only
+    # once this one's answer is in, so a segment held back (Nagle) is a pause per key
+    disable_nagle_algorithm = True
 
     def log_message(self, format, *args) -> None:   # the terminal shows the URL and the summary only
         pass
@@ -95,9 +191,12 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(status)
         for k, v in {**HEADERS, "Content-Type": ctype, "Content-Length": str(len(data)), **(extra or {})}.items():
             self.send_header(k, v)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
+        # headers and body in one write: in two, the body waited on the browser's delayed
+        # ACK of the headers (Nagle's algorithm), about 40 ms of each key's 50 (issue 56)
+        head = b""
+        if self.request_version != "HTTP/0.9":   # which has no headers (send_header kept none)
+            head, self._headers_buffer = b"".join(self._headers_buffer) + b"\r\n", []
+        self.wfile.write(head if self.command == "HEAD" else head + data)
 
     def _route(self) -> list[str] | None:
         """The path's parts after a right token, or None (answered 404: a wrong token and a

@@ -11,9 +11,10 @@ own log, and a thread lock keeps one assessor's two tabs from interleaving.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .label_design import Design
+from .label_guidelines import default_guidelines
 from .label_store import Labels, assessors, labels_path, read_labels
 
 
@@ -27,6 +28,8 @@ class Texts:
     passages: dict[str, str]
     llm: dict[str, dict[str, int]] | None = None   # shown only with --show-llm
     nuggets: dict | None = None   # nugget mode: (qid, pair key) -> run_id, report sentences, nugget
+    #: qid -> {"description", "narrative"}: what the topics say beyond the query, where they do
+    topics: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 class Assessor:
@@ -42,7 +45,7 @@ class Assessor:
         n = len(self.pairs)
         for k in range(n):
             i = (start + k) % n
-            if self.pairs[i] not in self.labels.given:
+            if not self.labels.done(self.pairs[i]):
                 return i
         return None
 
@@ -55,6 +58,17 @@ class Assessor:
         qid, docno = self.pairs[at]
         self.labels.append({"event": "label", "qid": qid, "docno": docno, "label": label, "note": note})
         self.cursor = self._next_unlabelled(at + 1)
+
+    def cannot_judge(self, at: int, note: str) -> None:
+        self._check(at)
+        qid, docno = self.pairs[at]
+        self.labels.append({"event": "cannot_judge", "qid": qid, "docno": docno, "note": note})
+        self.cursor = self._next_unlabelled(at + 1)
+
+    def goto(self, at: int) -> None:
+        """Back to any pair (one labelled before, to revise it): nothing is written until
+        it is labelled again, which appends the new label to the log."""
+        self.cursor = at
 
     def skip(self, at: int) -> None:
         self._check(at)
@@ -80,6 +94,7 @@ class LabelSession:
         self.show_llm = show_llm
         self.log = log
         self.pairs = design.pair_list()
+        self.guidelines = [list(g) for g in (design.guidelines or default_guidelines(design.top_label, design.mode))]
         self._assessors: dict[str, Assessor] = {}
         self._lock = threading.Lock()
         for name in assessors(folder):   # a broken log is refused before the page is served
@@ -98,6 +113,10 @@ class LabelSession:
             try:
                 if action == "label":
                     a.label(int(body["at"]), int(body["label"]), str(body.get("note") or "")[:2000])
+                elif action == "cannot_judge":
+                    a.cannot_judge(int(body["at"]), str(body.get("note") or "")[:2000])
+                elif action == "goto":
+                    a.goto(int(body["at"]))
                 elif action == "skip":
                     a.skip(int(body["at"]))
                 elif action == "undo":
@@ -107,6 +126,13 @@ class LabelSession:
             state = self._state(a)
         state["stale"] = stale
         return state
+
+    @staticmethod
+    def _given(a: Assessor, pair) -> int | str | None:
+        """The pair's label, "cannot judge", or None where not done."""
+        if pair in a.labels.given:
+            return a.labels.given[pair][0]
+        return "cannot judge" if pair in a.labels.cannot else None
 
     def state(self, name: str) -> dict:
         a = self.assessor(name)
@@ -118,14 +144,19 @@ class LabelSession:
         for qid, docno in self.pairs:
             cell = per_query.setdefault(qid, [0, 0])
             cell[1] += 1
-            cell[0] += (qid, docno) in a.labels.given
-        done = len(a.labels.given)
-        out = {"assessor": a.name, "mode": self.design.mode, "scale": self.design.top_label, "done": done, "total": len(self.pairs),
+            cell[0] += a.labels.done((qid, docno))
+        done = len(a.labels.given) + len(a.labels.cannot)
+        out = {"assessor": a.name, "mode": self.design.mode, "scale": self.design.top_label, "done": done,
+               "total": len(self.pairs), "cannot_judge": len(a.labels.cannot), "guidelines": self.guidelines,
                "per_query": [{"qid": q, "done": d, "total": t} for q, (d, t) in per_query.items()],
-               "can_undo": bool(a.labels.stack), "pair": None}
+               "can_undo": bool(a.labels.stack), "pair": None, "history": []}
         if a.cursor is not None:
             qid, docno = self.pairs[a.cursor]
-            pair = {"at": a.cursor, "qid": qid, "query": self.texts.queries.get(qid, ""), "docno": docno}
+            pair = {"at": a.cursor, "qid": qid, "query": self.texts.queries.get(qid, ""), "docno": docno,
+                    **self.texts.topics.get(qid, {}), "given": self._given(a, (qid, docno))}
+            # this assessor's labels of the query, to go back to any of them (design order)
+            out["history"] = [{"at": i, "docno": d, "given": self._given(a, (q, d))}
+                              for i, (q, d) in enumerate(self.pairs) if q == qid and a.labels.done((q, d))]
             if self.texts.nuggets is not None:
                 pair.update(self.texts.nuggets[(qid, docno)])
             else:

@@ -1,8 +1,9 @@
 """An assessor's labels: an append-only log, each line on disk before it is acknowledged.
 
 ``labels/NAME.jsonl`` holds one event a line, ``{"event": "label", "qid", "docno",
-"label", "note", "time"}`` or ``{"event": "undo", "qid", "docno", "time"}``; the labels
-are the log replayed (an undo takes back the newest label still standing). Nothing is
+"label", "note", "time"}``, ``{"event": "cannot_judge", "qid", "docno", "note", "time"}``
+or ``{"event": "undo", "qid", "docno", "time"}``; the labels are the log replayed (an undo
+takes back the newest label still standing, a later label of a pair revises it). Nothing is
 ever rewritten, so a kill -9 at any moment loses at most the line being written, whose
 label the page was never told was kept; such a torn last line is dropped on reading,
 with a notice. One server writes a label folder at a time (an advisory lock the kernel
@@ -23,6 +24,8 @@ from typing import Callable
 from ..errors import InputError, OutputError, UsageError
 from ..io.openers import display_name
 
+#: a label; one taken back (the newest); a pair that cannot be judged (not a label)
+EVENTS = ("label", "undo", "cannot_judge")
 ASSESSOR = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 LABELS_DIR = "labels"
 LOCK_FILE = ".server.lock"
@@ -40,7 +43,10 @@ class Labels:
     and the scale's top label, which every event read or written must keep to."""
     path: str
     given: dict[tuple[str, str], tuple[int, str]] = field(default_factory=dict)   # pair -> (label, note)
-    stack: list[tuple[str, str]] = field(default_factory=list)   # labelled pairs, oldest first (undo's order)
+    #: pairs the assessor could not judge (a broken or unreadable passage) -> note: kept
+    #: apart from the labels, never a 0, in no qrels
+    cannot: dict[tuple[str, str], str] = field(default_factory=dict)
+    stack: list[tuple[str, str]] = field(default_factory=list)   # pairs done, oldest first (undo's order)
     pairs: frozenset | None = None
     top: int | None = None
     #: the length of the log's whole lines where it ends in a torn one (a kill mid-write, a
@@ -57,8 +63,8 @@ class Labels:
         if not isinstance(obj, dict):
             raise bad("not a JSON object")
         event = obj.get("event")
-        if event not in ("label", "undo"):
-            raise bad(f"event {_shown(event)} is neither \"label\" nor \"undo\"")
+        if event not in EVENTS:
+            raise bad(f"event {_shown(event)} is not one of {', '.join(EVENTS)}")
         qid, docno = obj.get("qid"), obj.get("docno")
         if not isinstance(qid, str) or not isinstance(docno, str):
             raise bad(f"qid {_shown(qid)} and docno {_shown(docno)} must be strings")
@@ -69,22 +75,33 @@ class Labels:
             top = self.top if self.top is not None else 9
             if type(label) is not int or not 0 <= label <= top:
                 raise bad(f"label {_shown(label)} is not an integer 0-{top} (the design's scale)")
-            if not isinstance(obj.get("note", ""), str):
-                raise bad(f"note {_shown(obj.get('note'))} is not a string")
+        if event != "undo" and not isinstance(obj.get("note", ""), str):
+            raise bad(f"note {_shown(obj.get('note'))} is not a string")
         return qid, docno
+
+    def done(self, pair: tuple[str, str]) -> bool:
+        """Labelled, or marked as not to be judged."""
+        return pair in self.given or pair in self.cannot
 
     def apply(self, obj: dict, where: str = "", lineno: int | None = None) -> None:
         pair = self.check(obj, where, lineno)
-        if obj["event"] == "label":
-            if pair in self.given:
-                self.stack.remove(pair)
-            self.given[pair] = (obj["label"], obj.get("note") or "")
-            self.stack.append(pair)
-        else:
+        if obj["event"] == "undo":
             if not self.stack or self.stack[-1] != pair:
                 raise InputError(f"undo of {pair[0]} {pair[1]}, which is not the newest label", where or None, lineno)
             self.stack.pop()
-            del self.given[pair]
+            self.given.pop(pair, None)
+            self.cannot.pop(pair, None)
+            return
+        # a label of a pair done before revises it: the newer event stands, the older stays in the log
+        if self.done(pair):
+            self.stack.remove(pair)
+            self.given.pop(pair, None)
+            self.cannot.pop(pair, None)
+        if obj["event"] == "label":
+            self.given[pair] = (obj["label"], obj.get("note") or "")
+        else:
+            self.cannot[pair] = obj.get("note") or ""
+        self.stack.append(pair)
 
     def append(self, obj: dict) -> None:
         """The event on disk (every byte written, then fsync'd), then in memory. A write
@@ -107,7 +124,7 @@ class Labels:
                 self._cut_torn_tail(fd)
             start = os.fstat(fd).st_size
             try:
-                _write_all(fd, line)
+                write_all(fd, line)
                 os.fsync(fd)
             except OSError:
                 self._take_back(fd, start)
@@ -135,7 +152,7 @@ class Labels:
             side = _free_name(self.path + ".torn-")
             sfd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
-                _write_all(sfd, torn)
+                write_all(sfd, torn)
                 os.fsync(sfd)
             finally:
                 os.close(sfd)
@@ -151,7 +168,7 @@ def _shown(value) -> str:
     return json.dumps(value) if isinstance(value, (str, bool)) or value is None else repr(value)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         n = os.write(fd, view)

@@ -215,3 +215,28 @@ def test_a_part_that_is_not_the_runs_own_is_neither_replaced_nor_removed(tmp_pat
                                                    "exam-genq generate: it is not replaced; remove it or give "
                                                    "another file name")
     assert stray.read_bytes() == HAND_MADE
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_two_different_answers_to_one_request_are_refused_naming_both_lines(tmp_path, run_cli, name):
+    """The first was used silently (grade 1 where the other answer says 4)."""
+    from tests.backends.test_batch_chat import _service
+
+    cmd = _command(name, tmp_path)
+    requests, results = tmp_path / "requests.jsonl", tmp_path / "results.jsonl"
+    assert run_cli(*cmd, "--batch-out", requests, "-o", tmp_path / "out.jsonl", env=ENV).returncode == 0
+    _service(requests, results, lambda req: "1")
+    lines = results.read_text().splitlines()
+    again = json.loads(lines[0])
+    again["response"]["body"]["choices"][0]["message"]["content"] = "4"
+    results.write_text("\n".join(lines + [json.dumps(again)]) + "\n")
+    res = run_cli(*cmd, "--batch-in", results, "-o", tmp_path / "out.jsonl", env=ENV)
+    said = last_line_refusal(res, code=2)
+    assert said.endswith(f"{results}:{len(lines) + 1}: a second answer to the request "
+                         f"{again['custom_id'][:100]!r}, unlike the first ({results} line 1): which one holds "
+                         "cannot be told; keep one of them"), said
+    assert not (tmp_path / "out.jsonl").exists()
+    # the same answer twice (the file given twice) is one answer
+    results.write_text("\n".join(lines + [lines[0]]) + "\n")
+    res = run_cli(*cmd, "--batch-in", results, "-o", tmp_path / "out.jsonl", env=ENV)
+    assert "a second answer" not in res.stderr, res.stderr

@@ -6,6 +6,7 @@ must be those of NIST's qrels cut to the same pairs."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 from urllib.parse import urlsplit
@@ -166,6 +167,11 @@ def test_the_last_pair_undo_and_the_llm_label_shown_on_request(browser, tmp_path
     assert read_labels(str(folder / "labels" / "ann.jsonl")).given == {p: (1, "") for p in pairs[:-1]}
 
 
+def _unmarked(dom: str) -> str:
+    """The DOM with the query terms' highlighting taken out: the passage's text as sent."""
+    return re.sub(r"</?mark>", "", dom)
+
+
 def test_dump_dom_shows_the_first_pair_and_names_no_other_host(tmp_path):
     exe = _chromium()
     folder, args = _start(tmp_path)
@@ -177,7 +183,8 @@ def test_dump_dom_shows_the_first_pair_and_names_no_other_host(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     dom = r.stdout
     assert f'<p id="query" class="query">what is {pairs[0][0]}?</p>' in dom
-    assert f"text of {pairs[0][1]}" in dom
+    assert f"text of <mark>{pairs[0][0]}</mark>-" in dom   # the query's term highlighted by default
+    assert f"text of {pairs[0][1]}" in _unmarked(dom)
     _no_other_host(dom, urlsplit(server.url).port)
 
 
@@ -203,7 +210,7 @@ def test_dl19_printed_url_renders_the_first_pair_in_dump_dom(shared_data, tmp_pa
     with gzip.open(dl / "passages.jsonl.gz", "rt") as f:
         text = next(o["text"] for o in map(json.loads, f) if o["doc_id"] == docno)
     assert f'<p id="query" class="query">{escape(query, quote=False)}</p>' in r.stdout
-    assert f'<div id="passage" class="passage">{escape(text, quote=False)}</div>' in r.stdout
+    assert f'<div id="passage" class="passage">{escape(text, quote=False)}</div>' in _unmarked(r.stdout)
     _no_other_host(r.stdout, urlsplit(server.url).port)
 
 

@@ -48,7 +48,7 @@ def test_the_draw_is_seeded_uniform_and_extends_as_a_prefix(tmp_path, run_cli):
     runs = _corpus(tmp_path)
     folder = tmp_path / "s"
     res = _label(run_cli, folder, *runs, "-n", "3", "-k", "4", "--seed", "7", "--topics", str(tmp_path / "topics.tsv"),
-                 "--passages", str(tmp_path / "passages.jsonl"), "--no-serve")
+                 "--passages", str(tmp_path / "passages.jsonl"), "--order", "pool", "--no-serve")
     assert res.returncode == 0, res.stderr
     d = read_design(str(folder))
     shared = sorted(f"q{i}" for i in range(7))   # q7 is missing from run0
