@@ -256,8 +256,10 @@ def _run_steps(work: Path, out: Path, backend: str, model: str | None, prompt: s
           f"correlation.txt, agreement.txt, commands.sh); {time.perf_counter() - started:.0f} s")
     # a folder of its own: this one keeps the embedding grader's files to compare with
     t5 = Step._rel(str(out.with_name(out.name.removesuffix("-out") + "-t5")))
+    # the interpreter that ran this demo: a shell without the venv active has no torch in its python
+    python = shlex.quote(Step._rel(sys.executable))
     print("real evaluations grade with google/flan-t5-large or an LLM endpoint, e.g.\n"
-          f"  python -m exam_eval.demo --out {t5} --backend hf-seq2seq --model google/flan-t5-large\n"
+          f"  {python} -m exam_eval.demo --out {t5} --backend hf-seq2seq --model google/flan-t5-large\n"
           "  (see the README, docs/demo-model.md and man exam-grade)")
     return 0
 

@@ -21,6 +21,7 @@ from typing import Callable, Iterator, NoReturn
 
 import click
 
+from .. import __version__
 from ..errors import EXIT_INPUT, EXIT_USAGE, ExamEvalError, OutputClosed, UsageError, missing_library, printable
 from ..io import unfinished
 from ..io.outputs import StdoutGuard, check_database_file, check_output, existing_non_regular, silence_stdout
@@ -283,8 +284,12 @@ def _guard_callbacks(cmd: click.Command) -> None:
 
 
 def make_main(cli: click.Command, prog: str) -> Callable[..., None]:
-    """Entry point wrapper: runs the click command with our exit-code contract."""
+    """Entry point wrapper: runs the click command with our exit-code contract. Every
+    command gets --version here (trec_eval has -v), so none can lack it."""
     _guard_callbacks(cli)
+    if not any("--version" in getattr(p, "opts", ()) for p in cli.params):
+        click.version_option(__version__, "--version", prog_name=prog, message="%(prog)s (exam_eval) %(version)s",
+                             help="Print the version and exit.")(cli)
 
     def invoke(argv: list[str] | None) -> object:
         try:

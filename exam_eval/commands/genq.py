@@ -43,7 +43,8 @@ class _DefaultToGenerate(click.Group):
     """``exam-genq TOPICS`` generates; ``exam-genq import FILE`` imports."""
 
     def parse_args(self, ctx, args):
-        if args and args[0] not in self.commands and args[0] not in CONTEXT_SETTINGS["help_option_names"]:
+        if args and args[0] not in self.commands and args[0] not in (*CONTEXT_SETTINGS["help_option_names"],
+                                                                      "--version"):
             args = ["generate", *args]
         elif not args:
             args = ["generate"]

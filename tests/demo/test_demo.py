@@ -194,6 +194,8 @@ def test_a_failed_run_leaves_the_earlier_demo_as_it_was_and_the_hint_names_a_new
     out, first, _, _ = demo_runs
     (hint,) = [line.strip() for line in first.stdout.splitlines() if "--model google/flan-t5-large" in line]
     argv = shlex.split(hint)
+    # the interpreter that ran the demo, not whatever "python" a shell finds (issue 57 item 3)
+    assert os.path.isabs(argv[0]) and os.path.samefile(argv[0], sys.executable), hint
     named = argv[argv.index("--out") + 1]
     assert (out.parent / named).resolve() != out.resolve() and re.fullmatch(r"[\w.-]+-t5", named), hint
     copy = tmp_path / "demo-out"
