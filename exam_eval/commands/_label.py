@@ -146,7 +146,9 @@ def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missi
         if guidelines is not None:
             design.guidelines = [list(g) for g in read_guidelines(guidelines, design.top_label)]
         if design.mode == "nugget" and design.topics is not None:
-            _topic_texts(design)   # every input read and checked before the folder is written
+            from ..io.topics import read_topics
+
+            read_topics(design.topics)   # every input read and checked before the folder is written
         os.makedirs(folder, exist_ok=True)
         write_design(design, folder)
         _say(f"drew {len(design.queries)} of the {design.shared_queries} queries the runs share (seed "
@@ -228,26 +230,19 @@ def _check_texts(design: Design, pairs, on_missing: str) -> None:
              "sample (design.json lists them)")
 
 
-def _topic_texts(design: Design) -> dict[str, str]:
-    from ..io.topics import read_topics
-
-    return {} if design.topics is None else {q: t.text for q, t in read_topics(design.topics).items()}
-
-
 def _texts(design: Design, show_llm: bool):
     from ..io.passages import read_passages
     from ..io.topics import read_topics
     from ..verify.label_session import Texts
 
+    topics = {} if design.topics is None else read_topics(design.topics)
     if design.mode == "nugget":
         from ..verify.label_nuggets import nugget_texts
 
         if show_llm:
             raise UsageError("--show-llm: nugget mode has no LLM labels to show")
-        topics = {} if design.topics is None else read_topics(design.topics)
         shown = nugget_texts(design, {q: t.text for q, t in topics.items()})
         return Texts(shown["queries"], {}, None, shown["pairs"], topics=_topic_details(topics))
-    topics = {} if design.topics is None else read_topics(design.topics)
     passages = read_passages(design.passages, {d for _, d in design.pair_list()})
     llm = None
     if show_llm:
