@@ -8,7 +8,7 @@ import threading
 
 def interrupt_inside_conditions(monkeypatch, grading: dict) -> list:
     """Patch ``threading.Condition.__enter__`` so that, once armed, the next Condition the
-    thread ``grading["thread"]`` enters raises KeyboardInterrupt after taking its lock,
+    thread ``grading["ident"]`` enters raises KeyboardInterrupt after taking its lock,
     which nothing will release. Returns the switch: ``armed[0] = True`` arms it (a plain
     list, as setting an Event enters a Condition itself)."""
     real_enter = threading.Condition.__enter__
@@ -16,7 +16,10 @@ def interrupt_inside_conditions(monkeypatch, grading: dict) -> list:
 
     def enter(self):
         got = real_enter(self)
-        if armed[0] and threading.current_thread() is grading.get("thread"):
+        # get_ident, not current_thread: on a thread threading never started (a C
+        # library's), current_thread builds a _DummyThread, whose Event enters a Condition,
+        # which comes back here without end (a RecursionError that took a CI worker down).
+        if armed[0] and threading.get_ident() == grading.get("ident"):
             armed[0] = False
             raise KeyboardInterrupt  # the lock is held and nothing will release it
         return got
@@ -33,6 +36,7 @@ def run_as_grading_thread(body, grading: dict, seconds: float = 10) -> dict:
 
     def run():
         grading["thread"] = threading.current_thread()
+        grading["ident"] = threading.get_ident()
         try:
             body()
         except KeyboardInterrupt:
