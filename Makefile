@@ -23,6 +23,8 @@ BENCH_OUT ?= bench-out
 # models); a test file runs whole on one worker, so its module fixtures are built once
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 PYTEST_JOBS = $(if $(filter-out 0 1,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile)
+# more pytest flags for make test and make test-servers (.ci/run: --junitxml, for its list of skips)
+PYTEST_ARGS ?=
 
 .PHONY: install lock test-latest test coverage test-servers bench-servers demo demo-rag bench bench-nuggets bench-device-stage man lint clean system-deps help example
 
@@ -40,7 +42,7 @@ help:
 	@echo "make lock    - resolve lock/requirements.lock anew (uv, every Python >= 3.11); then make test"
 	@echo "make test-latest - the suite on the newest releases pyproject allows (.venv-latest), and what differs from the lock"
 	@echo "make install - create $(VENV) with the package and all extras (CPU-only torch: TORCH_INDEX=https://download.pytorch.org/whl/cpu)"
-	@echo "make system-deps - as root: apt-get install chromium, for the report rendering test"
+	@echo "make system-deps - as root: apt-get install what is missing of chromium, g++, cmake (browser and llama.cpp tests)"
 
 install: $(STAMP)
 
@@ -114,28 +116,36 @@ $(SERVERS_VENV)/.installed:
 
 # the same commands against llama.cpp's server with SmolLM2-135M-Instruct (pytest -m servers)
 test-servers: install $(SERVERS_VENV)/.installed
-	LLAMACPP_PYTHON=$(CURDIR)/$(SERVERS_VENV)/bin/python $(PY) -m pytest -q -m servers
+	LLAMACPP_PYTHON=$(CURDIR)/$(SERVERS_VENV)/bin/python $(PY) -m pytest -q -m servers $(PYTEST_ARGS)
 
 # label mass of SmolLM2 through llama.cpp's server (bench/servers/README.md)
 bench-servers: install $(SERVERS_VENV)/.installed
 	$(PY) bench/servers/llamacpp.py --python $(SERVERS_VENV)/bin/python -- \
 	  $(PY) bench/servers/label_mass.py --out $(BENCH_OUT)/smollm2-llamacpp-label-mass.json
 
-# Debian's chromium renders the HTML report in its test; installed only when missing,
-# and only where we may (root with apt-get). A step of its own that the README names:
-# make test installs nothing into the system; without chromium that one test skips and says why.
+# what the tests that need more than Python use, installed only when missing, and only where
+# we may (root with apt-get): Debian's chromium (the report's rendering and the labelling page,
+# driven by playwright) and a C++ compiler with cmake (make test-servers builds llama.cpp).
+# A step of its own that the README names: make test installs nothing into the system; without
+# these, their tests skip and say why.
+SYSTEM_PACKAGES := chromium:chromium g++:g++ cmake:cmake
 system-deps:
-	@if ! command -v chromium >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  echo "installing chromium for the report rendering test"; \
-	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
-	    || echo "could not install chromium; the rendering test will skip"; \
+	@missing=""; for pair in $(SYSTEM_PACKAGES); do \
+	  command -v $${pair%%:*} >/dev/null 2>&1 || missing="$$missing $${pair#*:}"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "system-deps: chromium, g++ and cmake are here"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "system-deps: installing$$missing"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null) \
+	    || echo "system-deps: could not install$$missing; the tests that need them will skip"; \
+	else echo "system-deps: missing$$missing, and no root with apt-get here; the tests that need them will skip"; \
 	fi
 
 # pip keeps no cache when the install runs for the tests: the suite leaves nothing in
 # XDG_CACHE_HOME or HOME (make install alone keeps pip's cache, for the next install)
 test: export PIP_NO_CACHE_DIR = 1
 test: install
-	$(PY) -m pytest -q $(PYTEST_JOBS)
+	$(PY) -m pytest -q $(PYTEST_JOBS) $(PYTEST_ARGS)
 
 # the suite under coverage.py, its subprocesses included: the least covered modules, then the total
 coverage: export PIP_NO_CACHE_DIR = 1

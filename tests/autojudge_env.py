@@ -16,14 +16,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def autojudge_env(tmp: Path) -> dict:
-    """Environment for a subprocess that imports autojudge_base; skips the test where it
-    is not installed."""
-    if importlib.util.find_spec("autojudge_base") is None:
-        pytest.skip("autojudge-base is not installed")
+def stand_in_nltk_data(tmp: Path) -> Path:
+    """tmp/nltk_data with what autojudge-base looks for on import: our stopword list as
+    nltk's English stopwords, an empty punkt folder."""
     nltk_dir = tmp / "nltk_data"
     (nltk_dir / "tokenizers" / "punkt").mkdir(parents=True, exist_ok=True)
     (nltk_dir / "corpora" / "stopwords").mkdir(parents=True, exist_ok=True)
     (nltk_dir / "corpora" / "stopwords" / "english").write_text(
         (ROOT / "exam_eval" / "data" / "stopwords_en.txt").read_text())
+    return nltk_dir
+
+
+def autojudge_env(tmp: Path) -> dict:
+    """Environment for a subprocess that imports autojudge_base; skips the test where it
+    is not installed."""
+    if importlib.util.find_spec("autojudge_base") is None:
+        pytest.skip("autojudge-base is not installed")
+    nltk_dir = stand_in_nltk_data(tmp)
     return dict(os.environ, NLTK_DATA=str(nltk_dir), PYTHONPATH=str(ROOT), EXAM_EVAL_PROGRESS="0")

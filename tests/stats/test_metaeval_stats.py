@@ -3,11 +3,13 @@ inputs: scipy (Kendall), sklearn (precision/recall/F1, Jaccard, Cohen's kappa, A
 krippendorff package and a coincidence-matrix alpha written here, direct loops over the
 published definitions, and autojudge-evaluate itself where it is installed.
 
-autojudge-evaluate 1.1 does not import offline (its package imports autojudge-base, whose
-document module downloads nltk data at import time, and tira). Its two coefficient
-modules, pyircore.py (tau_AP_b) and tau_gap.py, need only numpy/scipy, so they are loaded
-from the installed distribution by file; the full LeaderboardEvaluator and qrel-evaluate
-comparisons run where the package imports and skip cleanly elsewhere.
+autojudge-evaluate 1.1's package imports autojudge-base, whose document module downloads
+nltk data at import time (offline here: the stand-in data of autojudge_env.py serves it),
+and tira (in the lock, lock/serving.in). Its two coefficient modules, pyircore.py (tau_AP_b)
+and tau_gap.py, need only numpy/scipy and are loaded from the installed distribution by
+file; the full LeaderboardEvaluator and qrel-evaluate comparisons import the package and
+skip, naming the module, only where a dependency is missing (exam_eval[test] without make
+install).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
+
+from autojudge_env import stand_in_nltk_data
 
 from exam_eval.stats.correlation import correlate, kendall_at_k, tau_ap, tau_ap_b, tau_gap
 from exam_eval.stats.qrels_compare import MEAN, POOLED, Scale, adjusted_rand, compare_qrels
@@ -41,17 +45,22 @@ def _autojudge_module(name: str):
     return mod
 
 
-def _import_or_skip(name: str):
+def _import_or_skip(name: str, tmp: Path):
+    """The module imported in this process, autojudge-base's nltk data from the stand-in
+    folder (autojudge_env.py); skips where a dependency is missing."""
+    import nltk
+
+    data = str(stand_in_nltk_data(tmp))
+    nltk.data.path.insert(0, data)
     try:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
-        # make install adds autojudge-evaluate with --no-deps: its coefficient modules need
-        # none of its dependencies, its full package needs tira (and docker) too
-        pytest.skip(f"{name} does not import here: no module {exc.name!r} (make install adds "
-                    "autojudge-evaluate with --no-deps, and its full package needs its dependencies)")
-    except Exception as exc:  # nltk's LookupError when its data cannot download
-        pytest.skip(f"{name} does not import here: {type(exc).__name__}: {exc}"[:300])
-
+        # make install brings tira, its one dependency nothing else needs (lock/serving.in);
+        # a pip install of exam_eval[test] alone does not
+        pytest.skip(f"{name} does not import here: no module {exc.name!r} (make install brings "
+                    "autojudge-evaluate's dependencies: lock/no-deps.in, lock/serving.in)")
+    finally:
+        nltk.data.path.remove(data)
 
 
 def _leaderboards(seed: int, n: int = 25, ties: bool = True):
@@ -160,7 +169,7 @@ def test_kendall_at_k_only_counts_shared_systems():
 
 
 def test_autojudge_leaderboard_evaluator_on_the_same_files(tmp_path):
-    evaluation = _import_or_skip("autojudge_evaluate.evaluation")
+    evaluation = _import_or_skip("autojudge_evaluate.evaluation", tmp_path)
     names, x, y = _leaderboards(3, ties=True)
     truth, pred = tmp_path / "truth.tot", tmp_path / "pred.tot"
     truth.write_text("".join(f"{n} m {t} {v}\n" for n, v in zip(names, x) for t in ("all",)))
@@ -291,8 +300,8 @@ def test_adjusted_rand_equals_sklearn(seed):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_autojudge_qrel_evaluate_on_the_same_qrels(seed):
-    nde = _import_or_skip("autojudge_evaluate.nugget_doc_eval")
+def test_autojudge_qrel_evaluate_on_the_same_qrels(seed, tmp_path):
+    nde = _import_or_skip("autojudge_evaluate.nugget_doc_eval", tmp_path)
     from autojudge_base.qrels import QrelRow, Qrels as AJQrels
 
     scale = Scale(3, 3, 2, 2)
