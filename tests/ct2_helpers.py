@@ -42,6 +42,20 @@ def keyed(path):
     return {(r["query_id"], r["doc_id"], r["item_id"]): (r["grade"], r["probs"], r["engine"]) for r in rows(path)}
 
 
+#: how far a pair's probabilities may move when it is graded in another batch: the same
+#: float32 model gives other sums to other batch compositions (seen under load: 1.6e-9)
+BATCH_TOLERANCE = 1e-6
+
+
+def assert_same_grades(got: dict, want: dict, tolerance: float = BATCH_TOLERANCE) -> None:
+    """``keyed`` outputs alike: the same pairs, grades and engines exactly, probabilities
+    within ``tolerance``."""
+    assert got.keys() == want.keys()
+    for k in want:
+        assert got[k][0] == want[k][0] and got[k][2] == want[k][2], k
+        assert got[k][1] == pytest.approx(want[k][1], abs=tolerance), k
+
+
 def summary(stderr):
     m = re.search(r"(\d+) pairs: (\d+) graded, (\d+) from cache", stderr)
     assert m, stderr

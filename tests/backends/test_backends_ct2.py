@@ -30,12 +30,14 @@ from exam_eval.errors import InputError, UsageError  # noqa: E402
 from exam_eval.grading.prompts import get_prompt  # noqa: E402
 from exam_eval.grading.writer import DEPTH  # noqa: E402
 from ct2_helpers import CMD, ENV, cache_args, ct2_cache  # noqa: E402,F401 (ct2_cache: autouse fixture)
-from ct2_helpers import grade as _grade, keyed as _keyed, rows as _rows, summary as _summary  # noqa: E402
+from ct2_helpers import assert_same_grades, grade as _grade, keyed as _keyed, rows as _rows, summary as _summary  # noqa: E402
 from refusals import one_line_refusal  # noqa: E402
 from tiny_models import make_tiny_t5, tiny_qa, tiny_t5  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "exam_eval" / "demo_data"
+#: int8's probabilities moved by batch composition: up to 0.0033 seen beside another worker
+INT8_BATCH_TOLERANCE = 1e-2
 RATE = get_prompt("question-selfrating")
 EXTRACT = get_prompt("question-extraction")
 PASSAGES = [
@@ -438,12 +440,9 @@ def test_kill_resume_cache_and_no_mixing(tiny_t5, tmp_path):
     rows = _rows(out)
     assert len(rows) == total == len({(x["query_id"], x["doc_id"], x["item_id"]) for x in rows})
     got, want = _keyed(out), _keyed(ref)
-    assert got.keys() == want.keys()
     # batch 1 against the default batches: the same grades; the probabilities to int8 noise, which
     # batch composition moves: up to 0.0033 seen beside the suite's other worker (1e-4 failed there)
-    for k in want:
-        assert got[k][0] == want[k][0] and got[k][2] == want[k][2]
-        assert got[k][1] == pytest.approx(want[k][1], abs=1e-2)
+    assert_same_grades(got, want, tolerance=INT8_BATCH_TOLERANCE)
 
     # the cache answers a rerun of the same engine, and only that engine (a kill between
     # the output's fsync and the cache commit leaves that write's pairs uncached: one
@@ -452,7 +451,8 @@ def test_kill_resume_cache_and_no_mixing(tiny_t5, tmp_path):
     again = tmp_path / "again.jsonl"
     r = _grade(*_args(tiny_t5, tmp_path, "-o", again), env=env)
     pairs, graded, cached = _summary(r.stderr)
-    assert pairs == total and graded <= DEPTH and graded + cached == total and _keyed(again) == got
+    assert pairs == total and graded <= DEPTH and graded + cached == total
+    assert_same_grades(_keyed(again), got, tolerance=INT8_BATCH_TOLERANCE)  # some regraded in other batches
     f32 = tmp_path / "f32.jsonl"
     r = _grade(*_args(tiny_t5, tmp_path, "-o", f32, "--compute-type", "float32"), env=env)
     assert r.returncode == 0 and _summary(r.stderr)[2] == 0
