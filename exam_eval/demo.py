@@ -252,8 +252,10 @@ def _run_steps(work: Path, out: Path, backend: str, model: str | None, prompt: s
     print()
     print(verdict)
     write_text(work / "verdict.txt", verdict + "\n")
-    print(f"\nfiles: {out}/ (grades.jsonl, exam.qrels, exam-qrels.tsv, human-qrels.tsv, exam-cover.tsv, "
-          f"correlation.txt, agreement.txt, commands.sh); {time.perf_counter() - started:.0f} s")
+    # what the folder holds, every file of it moves to ``out``: a list written out by hand
+    # lost verdict.txt once
+    files = ", ".join(sorted(f.name for f in work.iterdir()))
+    print(f"\nfiles: {out}/ ({files}); {time.perf_counter() - started:.0f} s")
     # a folder of its own: this one keeps the embedding grader's files to compare with
     t5 = Step._rel(str(out.with_name(out.name.removesuffix("-out") + "-t5")))
     # the interpreter that ran this demo: a shell without the venv active has no torch in its python

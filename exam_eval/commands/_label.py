@@ -10,8 +10,8 @@ import click
 
 from ..errors import InputError, UsageError
 from ..io.openers import display_name
-from ..verify.label_design import (ORDERS, SCALES, Design, check_follows, extend, new_design, passage_population, read_design,
-                                   write_design)
+from ..verify.label_design import (DESIGN_FILE, ORDERS, SCALES, Design, check_follows, extend, in_folder, new_design,
+                                   passage_population, read_design, write_design)
 from ..verify.label_guidelines import default_guidelines, read_guidelines
 from ._base import CONTEXT_SETTINGS, claim_output, exit_on_next_signal
 
@@ -92,6 +92,7 @@ def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, reports, b
     from ..verify.label_session import LabelSession
     from ..verify.label_store import OneWriter, check_assessor
 
+    folder = _folder(folder)
     if assessor is not None:
         check_assessor(assessor)
     if reports or bank:
@@ -108,6 +109,12 @@ def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, reports, b
             texts = _texts(design, show_llm)
             session = LabelSession(design, folder, texts, show_llm=show_llm, log=_say)
             return _serve(session, lock, port, assessor, new_token)
+
+
+def _folder(folder: str) -> str:
+    """FOLDER as every file in it is named: sample// or ./sample/ is sample, so that the
+    labels, lock and token paths joined to it read as a user writes them."""
+    return in_folder(folder, "")
 
 
 def _check_nugget_flags(runs, reports, bank, passages, llm, scale, depth) -> None:
@@ -152,7 +159,7 @@ def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missi
         os.makedirs(folder, exist_ok=True)
         write_design(design, folder)
         _say(f"drew {len(design.queries)} of the {design.shared_queries} queries the runs share (seed "
-             f"{design.seed}): {len(design.pair_list())} pairs to label; the design is {display_name(folder)}/design.json")
+             f"{design.seed}): {len(design.pair_list())} pairs to label; the design is {in_folder(folder, DESIGN_FILE)}")
         return design
     if (design.mode == "nugget") != bool(reports or bank) and (runs or reports or bank):
         raise UsageError(f"this folder's sample is in {design.mode} mode; a sample of the other mode needs a new "
@@ -161,12 +168,12 @@ def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missi
                 scale, bank)
     check_follows(design, folder, _population(design))   # the runs unchanged, the queries and pairs theirs
     if order is not None and order != design.order:
-        raise UsageError(f"--order {order} differs from the design in {display_name(folder)}/design.json "
+        raise UsageError(f"--order {order} differs from the design in {in_folder(folder, DESIGN_FILE)} "
                          f"({design.order}); a sample of other inputs needs a new FOLDER")
     if guidelines is not None and [list(g) for g in read_guidelines(guidelines, design.top_label)] != \
             (design.guidelines or [list(g) for g in default_guidelines(design.top_label, design.mode)]):
         raise UsageError(f"--guidelines {guidelines} differs from the wording the design's labels were given with "
-                         f"({display_name(folder)}/design.json); a sample of other guidelines needs a new FOLDER")
+                         f"({in_folder(folder, DESIGN_FILE)}); a sample of other guidelines needs a new FOLDER")
     if n is not None and n != len(design.queries):
         added = extend(design, n, *_population(design)(design))
         if design.mode == "passage":
@@ -205,7 +212,7 @@ def _check_same(design: Design, folder, runs, depth, seed, topics, passages, llm
             "--llm": design.llm and design.llm["path"], "--bank": design.bank and design.bank["path"]}
     for flag, value in given.items():
         if value is not None and value != have[flag]:
-            raise UsageError(f"{flag} differs from the design in {display_name(folder)}/design.json ({have[flag]}); "
+            raise UsageError(f"{flag} differs from the design in {in_folder(folder, DESIGN_FILE)} ({have[flag]}); "
                              "a sample of other inputs needs a new FOLDER")
 
 
@@ -287,7 +294,7 @@ def _export(design: Design, folder: str, only: str | None) -> None:
     from ..verify.label_store import assessors, labels_path, read_labels
 
     names = [only] if only else assessors(folder)
-    out_dir = os.path.join(folder, "qrels")   # the command's own folder: it replaces only what it wrote
+    out_dir = in_folder(folder, "qrels")   # the command's own folder: it replaces only what it wrote
     if design.mode == "nugget":
         from ..verify.label_nuggets import write_nugget_export as write_export
     for name in names:
@@ -315,6 +322,7 @@ def label_qrels_cmd(folder, assessor):
     """
     from ..verify.label_store import assessors, check_assessor
 
+    folder = _folder(folder)
     design = read_design(folder)
     if design is None:
         raise InputError("no design.json: not a label folder of exam-verify label", display_name(folder))

@@ -147,15 +147,16 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     topic_map = read_topics(topics)
     skip: set = set()
     base = None
+    base_queries = 0
     if merge_with is not None:
-        skip = existing_units(merge_with, kind)
+        skip, base_queries = existing_units(merge_with, kind)
         base = raw_bytes(merge_with)
     all_units = build_units(topic_map, style, prompt, n, topics_name=display_name(topics))
     units = [u for u in all_units if u.key not in skip]
-    n_kept = len(all_units) - len(units)  # topics the merged bank already covers
+    n_covered = len(all_units) - len(units)  # TOPICS' units the merged bank has already: not asked
 
     if dry_run:
-        click.echo(dry_run_text(units, n_kept, prompt), nl=False)
+        click.echo(dry_run_text(units, n_covered, prompt), nl=False)
         return 0
 
     if not units:
@@ -180,7 +181,8 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
         _log("no items: nothing is written" + (f" to {output}" if output not in (None, "-") else ""))
     _log(f"{len(outcome.items)} {kind}s for {outcome.units_done} of {len(units)} {what} "
          f"({outcome.calls} {'answers read' if batch_in else 'calls'}, {outcome.from_cache} from cache)"
-         + (f"; {n_kept} {what} kept from {merge_with}" if merge_with else "")
+         + (f"; {merge_with} kept whole ({base_queries} queries), {n_covered} {what} of TOPICS already in it"
+            if merge_with else "")
          + (f"; {outcome.pending} {what} wait for their answers (in the batch file): the bank is written by "
             "the round that has them all" if outcome.pending else ""))
     _notes(gen)

@@ -110,7 +110,7 @@ def check_grade_options(labels: str, rel_format: str, given: dict[str, object]) 
                    "of deleted items and of edited items' old text).")
 @click.option("--human", default=None, metavar="QRELS",
               help="Human labels (qrels, e.g. exam-verify label-qrels' NAME.qrels): each replaces the label of "
-                   "LABELS on its pair; the count is said on stderr.")
+                   "LABELS on its pair; the count, and any label off LABELS' scale, is said on stderr.")
 @grader_options
 @output_option
 def cli(labels, runs, measures, per_query, complete, level, no_summary, judged_only, rel_format, zscores_file,
@@ -210,11 +210,17 @@ def _read_labels(labels: str, rel_format: str, runs, grade_options: dict, bank: 
     if human is None:
         return qrels
     from ..measures.grade_labels import read_human_qrels
-    from ..io.openers import display_name
-    from ..measures.human_labels import merge_human
+    from ..io.openers import display_name, stdin_as_file
+    from ..measures.human_labels import merge_human, scale_notice
 
-    qrels, merged = merge_human(qrels, read_human_qrels(human))
+    if human == "-":   # a copy: read again to name the line of a label off the scale
+        human = click.get_current_context().with_resource(stdin_as_file())
+    human_qrels = read_human_qrels(human)
+    notice = scale_notice(qrels, human_qrels, display_name(labels), human)
+    qrels, merged = merge_human(qrels, human_qrels)
     notes.append(merged.note(display_name(human)))
+    if notice is not None:
+        notes.append(notice)
     return qrels
 
 

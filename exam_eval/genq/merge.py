@@ -34,12 +34,14 @@ def raw_bytes(path: str | os.PathLike) -> bytes:
     return data
 
 
-def existing_units(path: str | os.PathLike, kind: str) -> set[tuple[str, str | None]]:
+def existing_units(path: str | os.PathLike, kind: str) -> tuple[set[tuple[str, str | None]], int]:
     """(query_id, facet_id) pairs that already have items of ``kind`` (validates the bank),
     and (query_id, None) for every query that has any: a query-level unit (the dl style)
-    is covered by items under its facets too."""
-    units = {(i.query_id, i.facet_id) for i in read_bank(path, kind=kind, allow_empty=True)}
-    return units | {(q, None) for q, _ in units}
+    is covered by items under its facets too. Then how many queries the bank holds, of
+    any kind and whether TOPICS names them or not: every line is copied, so all are kept."""
+    items = read_bank(path, allow_empty=True)
+    units = {(i.query_id, i.facet_id) for i in items if i.kind == kind}
+    return units | {(q, None) for q, _ in units}, len({i.query_id for i in items})
 
 
 def write_merged(base: bytes | None, items: list[BankItem], out: str | None) -> None:

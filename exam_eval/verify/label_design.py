@@ -20,6 +20,7 @@ import json
 import os
 import random
 from dataclasses import dataclass, field
+from pathlib import PurePath
 from typing import Callable
 
 from ..errors import InputError, UsageError
@@ -30,6 +31,14 @@ from ..trec_eval.trec_files import read_run
 
 FORMAT = "exam-eval-label-design/1"
 DESIGN_FILE = "design.json"
+
+
+def in_folder(folder: str, name: str) -> str:
+    """FOLDER/NAME as messages name it: joined by pathlib, so a FOLDER typed with a trailing
+    slash (sample/, as a shell completes it) gives sample/design.json, not sample//design.json."""
+    return str(PurePath(folder, name))
+
+
 #: what --scale takes: the label scale of the page's keys
 SCALES = {"0-1": 1, "0-2": 2, "0-3": 3}
 
@@ -166,10 +175,10 @@ def check_unchanged(design: Design, folder: str) -> None:
     for entry in design.runs + [e for e in (design.llm, design.bank) if e]:
         if not os.path.exists(entry["path"]):
             raise InputError(f"{entry['path']} is gone; the design of this sample names it (a new sample needs "
-                             "a new label folder)", os.path.join(folder, DESIGN_FILE))
+                             "a new label folder)", in_folder(folder, DESIGN_FILE))
         if sha256_of(entry["path"]) != entry["sha256"]:
             raise InputError(f"{entry['path']} changed since the sample was drawn (its SHA-256 differs); a sample "
-                             "of other inputs needs a new label folder", os.path.join(folder, DESIGN_FILE))
+                             "of other inputs needs a new label folder", in_folder(folder, DESIGN_FILE))
 
 
 _HEX = frozenset("0123456789abcdef")
@@ -261,7 +270,7 @@ def read_design(folder: str) -> Design | None:
     is refused in one line naming the file and the field. That its queries and pairs are
     the draw of its seed and the pool of its runs at its depth is :func:`check_follows`'s
     (it reads the runs)."""
-    path = os.path.join(folder, DESIGN_FILE)
+    path = in_folder(folder, DESIGN_FILE)
     if not os.path.exists(path):
         return None
     name = display_name(path)
@@ -348,7 +357,7 @@ def check_follows(design: Design, folder: str, population=passage_population) ->
     ``population``: the sample's population and pairs (label_nuggets.nugget_population_of
     in nugget mode, which imports this module)."""
     check_unchanged(design, folder)
-    name = display_name(os.path.join(folder, DESIGN_FILE))
+    name = display_name(in_folder(folder, DESIGN_FILE))
     shared, pairs_of = population(design)
     if design.shared_queries != len(shared):
         raise InputError(f"not a label design: field \"shared_queries\" is {design.shared_queries}, but the runs "
@@ -387,6 +396,6 @@ def check_follows(design: Design, folder: str, population=passage_population) ->
 
 
 def write_design(design: Design, folder: str) -> None:
-    with atomic_output(os.path.join(folder, DESIGN_FILE)) as out:
+    with atomic_output(in_folder(folder, DESIGN_FILE)) as out:
         json.dump(design.to_json(), out, indent=1)
         out.write("\n")
