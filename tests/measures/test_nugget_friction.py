@@ -119,8 +119,16 @@ def test_autojudge_offline_stand_in(tmp_path, monkeypatch):
 
     from exam_eval import autojudge_offline
 
+    from nltk.corpus.reader import StopwordsCorpusReader
+    from nltk.corpus.util import LazyCorpusLoader
+
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setattr(nltk.data, "path", [str(tmp_path / "nowhere")])
+    # a fresh loader, as in a new process: nltk's stopwords loader binds to the folder it
+    # first found, and another test of this worker may have imported autojudge in-process
+    # over its own stand-in folder (since deleted)
+    monkeypatch.setattr(nltk.corpus, "stopwords",
+                        LazyCorpusLoader("stopwords", StopwordsCorpusReader, r"(?!README|\.).*", encoding="utf8"))
     root = autojudge_offline.prepare()
     assert root == tmp_path / "exam_eval" / "nltk_data"
     from nltk.corpus import stopwords
