@@ -236,8 +236,9 @@ class CT2Engine(RecheckMixin):
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise UsageError(f"--engine ctranslate2 needs ctranslate2 and transformers ({exc}); "
                              "pip install 'exam_eval[models]'") from None
-        from .hf_common import TokenizerOps, load_failure
+        from .hf_common import TokenizerOps, load_failure, require_hub_model
 
+        require_hub_model(self._ref, self.model_id)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(self._ref, **tokenizer_kwargs)
         except (OSError, ValueError) as exc:

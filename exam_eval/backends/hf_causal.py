@@ -20,7 +20,7 @@ from ..grading.types import GradeRequest
 from .ct2_engine import EngineChoice
 from .hf_common import (HFGenerativeBase, label_columns, TokenizerOps, cuda_token_budget, label_token_ids, load_failure, model_kwargs,
                         penalty_processor, pick_device, pick_dtype, pretrained_source, quiet_gguf_reader,
-                        sampling_kwargs)
+                        require_hub_model, sampling_kwargs)
 
 # a Llama-style window is 4k-128k tokens; grading prompts need far less, and a smaller
 # cap keeps the attention memory of a batch bounded on modest GPUs and CPUs
@@ -41,6 +41,7 @@ class CausalBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     def load(self) -> None:
         if self.model is not None:
             return
+        require_hub_model(self._ref, self.model_id)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

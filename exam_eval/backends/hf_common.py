@@ -226,6 +226,44 @@ def weights_row(labels: Sequence[str], row: Sequence[float]) -> LabelWeights:
     return LabelWeights.of(dict(zip(labels, exps)), mass, best >= row[n])
 
 
+def require_hub_model(ref: str, model: str) -> None:
+    """Before a hub model loads: one that is not in the local cache yet has to be
+    downloaded, and where the hub cannot be reached that is said at once, in one line
+    with how to get the model. Left to transformers, huggingface_hub retries a file that
+    is not cached five times with back-off and logs every try (12 lines over 50 s for
+    flan-t5-large); one request without retries tells the same. A cached model loads as
+    before: for a cached file huggingface_hub falls back to the cache without retrying."""
+    if os.path.isdir(ref) or ref.lower().endswith(".gguf"):
+        return
+    try:
+        from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+        from huggingface_hub.errors import HfHubHTTPError
+    except ImportError:  # pragma: no cover - transformers needs it; its own error says so
+        return
+    try:
+        if isinstance(try_to_load_from_cache(ref, "config.json"), str):
+            return
+        url = hf_hub_url(ref, "config.json")
+    except Exception:  # noqa: BLE001 - an id the hub refuses: transformers' own words say why
+        return
+    how = (f"get it on a connected machine (hf download {model}) and copy the Hugging Face cache "
+           f"({constants.HF_HUB_CACHE}) here, or give --model a local directory")
+    if constants.HF_HUB_OFFLINE:
+        raise InputError(f"not in the Hugging Face cache, and HF_HUB_OFFLINE is set: {how}", model)
+    try:
+        get_hf_file_metadata(url, timeout=constants.HF_HUB_ETAG_TIMEOUT)
+        return
+    except HfHubHTTPError as exc:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        if status is not None and status < 500 and status not in (408, 429):
+            return  # the hub answered (no such model, gated, ...): transformers says which
+        reason = f"HTTP {status}" if status else type(exc).__name__
+    except Exception as exc:  # noqa: BLE001 - refused, no DNS, a proxy, TLS, a timeout: not reachable
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:120]
+    raise InputError(f"not in the Hugging Face cache, and the hub ({constants.ENDPOINT}) cannot be reached "
+                     f"({reason}): {how}", model)
+
+
 def load_failure(model: str, exc: Exception) -> InputError:
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     offline = " (offline? pre-download the model or give a local directory)" if "huggingface" in str(exc).lower() \

@@ -24,7 +24,7 @@ from typing import Sequence
 from ..errors import UsageError
 from .base import finish_parsed, llm_verify, Backend
 from ..grading.types import GradeRequest, GradeResult
-from .hf_common import check_model_ref, load_failure, loaded_dtype, pick_device, pick_dtype
+from .hf_common import check_model_ref, load_failure, loaded_dtype, pick_device, pick_dtype, require_hub_model
 from .model_identity import model_files_id, model_name
 
 
@@ -66,6 +66,7 @@ class QABackend(Backend):
     def load(self) -> None:
         if self.model is not None:
             return
+        require_hub_model(self._ref, self.model_id)
         import torch
         from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 

@@ -17,7 +17,7 @@ from .base import PromptBackend
 from ..grading.types import GradeRequest
 from .ct2_engine import EngineChoice
 from .hf_common import (CUDA_PAD_MULTIPLE, HFGenerativeBase, label_columns, TokenizerOps, cuda_token_budget, label_token_ids,
-                        load_failure, model_kwargs, pick_device, pick_dtype)
+                        load_failure, model_kwargs, pick_device, pick_dtype, require_hub_model)
 
 DEFAULT_MODEL = "google/flan-t5-large"
 
@@ -33,6 +33,7 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
     def load(self) -> None:
         if self.model is not None:
             return
+        require_hub_model(self._ref, self.model_id)
         try:
             import torch
             from transformers import AutoModelForSeq2SeqLM, AutoTokenizer

@@ -19,7 +19,45 @@ _HINT = ("ir_datasets keeps its files under ~/.ir_datasets (or $IR_DATASETS_HOME
 
 
 def looks_like_irds_id(spec: str) -> bool:
-    return "/" in spec and not os.path.exists(spec) and not spec.startswith((".", "/", "~"))
+    """Whether ``spec`` names a dataset of ir_datasets' registry (``msmarco-passage`` as well
+    as ``msmarco-passage/trec-dl-2019/judged``). Asked of the registry itself, not guessed
+    from a slash: top-level IDs have none, and a path may have one. An existing path
+    always wins, so a file called ``msmarco-passage`` in the working directory is read as
+    that file (the design's resolution order: path, then ID)."""
+    if not spec or spec == "-" or os.path.exists(spec):
+        return False
+    try:
+        import ir_datasets
+    except ImportError:  # pragma: no cover - core dependency
+        return False
+    registry = ir_datasets.registry
+    if spec in registry:  # iterates the registered names: nothing is built or fetched
+        return True
+    # families registered by a pattern (clirmatrix/...) are matched by it, not built:
+    # building one (registry[spec]) downloads its listing
+    return any(pattern.match(spec) for pattern, _ in getattr(registry, "_patterns", ()))
+
+
+def unresolved(spec: str) -> InputError:
+    """What a "FILE or ID" input that is neither an existing path nor a registered ID is
+    told: both were tried. Said as a missing ID where the name reads as one (a slash, and
+    no folder of that name), else as a missing file."""
+    folder = os.path.dirname(spec)
+    if folder and not spec.startswith((".", "/", "~")) and not os.path.isdir(folder):
+        return InputError(UNKNOWN_ID, spec)
+    return InputError("no such file (and not an ir_datasets ID such as msmarco-passage/trec-dl-2019/judged)", spec)
+
+
+def refuse_unknown_id(spec: str) -> None:
+    """For readers that open any other name as a file (whose refusal then says what is wrong
+    with the path): refuse a missing name that reads as an ID, saying both were tried."""
+    if spec != "-" and not os.path.lexists(spec):
+        err = unresolved(spec)
+        if err.reason == UNKNOWN_ID:
+            raise err
+
+
+UNKNOWN_ID = "not an existing file, and not a known ir_datasets ID"
 
 
 @contextlib.contextmanager
@@ -68,7 +106,7 @@ def _fail_fast(spec: str, what: str) -> Iterator[None]:
     except InputError:
         raise
     except KeyError:
-        raise InputError("not an existing file, and not a known ir_datasets ID", spec) from None
+        raise InputError(UNKNOWN_ID, spec) from None
     except Exception as exc:  # ir_datasets raises many types for download failures
         text = str(exc)
         if "download" in text.lower() or "connection" in text.lower() or isinstance(exc, OSError):

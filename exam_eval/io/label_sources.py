@@ -8,16 +8,16 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError, UsageError
-from .irds import looks_like_irds_id
+from .irds import looks_like_irds_id, unresolved
 from .openers import display_name, iter_lines
 
 
 def sniff_labels(spec: str) -> str:
     """'grades', 'qrels' or 'irds'."""
     if spec != "-" and not os.path.exists(spec):
-        if looks_like_irds_id(spec):
+        if looks_like_irds_id(spec):  # the registry's, so msmarco-passage too; a path wins
             return "irds"
-        raise InputError("no such file (and not an ir_datasets ID such as msmarco-passage/trec-dl-2019/judged)", spec)
+        raise unresolved(spec)
     if spec == "-":
         raise InputError("labels cannot be read from stdin (the format is sniffed); pass a file", display_name(spec))
     for _, line in iter_lines(spec):

@@ -277,12 +277,17 @@ def _read_long(files: list[str], fmt: str, source: str) -> Leaderboard:
 
 
 def run_name(path: str | os.PathLike) -> str:
-    """Leaderboard name of a run file: the file name without its extensions."""
+    """Leaderboard name of a run file: the file name without its extensions, and for a
+    file named as TREC names submitted runs, ``input.TAG`` (``input.TAG.gz`` in NIST's
+    results area), the TAG: TREC's official leaderboards name runs by tag, so rows of
+    NIST's files would otherwise match none of theirs. ``input`` alone, or ``input.gz``,
+    has no tag and keeps its name."""
     base = os.path.basename(str(path))
     for ext in (".gz", ".run", ".txt", ".trec", ".tsv", ".res"):
         if base.endswith(ext) and len(base) > len(ext):
             base = base[: -len(ext)]
-    return base
+    tag = base.removeprefix("input.")
+    return tag if tag and tag != base else base
 
 
 def _run_from_file(path: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
-from .irds import irds_docs, looks_like_irds_id
+from .irds import irds_docs, looks_like_irds_id, refuse_unknown_id
 from .jsonl import iter_jsonl, json_id, require_fields
 from .openers import display_name, iter_lines
 
@@ -26,8 +26,10 @@ def read_passages(spec: str | os.PathLike, wanted: set[str] | None = None) -> di
     passage judged for several queries) is fine.
     """
     spec_s = str(spec)
-    if spec_s != "-" and not os.path.exists(spec_s) and looks_like_irds_id(spec_s):
+    # an existing path wins over an ID of the same name (looks_like_irds_id checks)
+    if looks_like_irds_id(spec_s):
         return irds_docs(spec_s, wanted)
+    refuse_unknown_id(spec_s)
     name = display_name(spec)
     out: dict[str, str] = {}
     where: dict[str, int] = {}

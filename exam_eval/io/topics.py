@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..errors import InputError
-from .irds import irds_queries, looks_like_irds_id
+from .irds import irds_queries, looks_like_irds_id, refuse_unknown_id
 from .jsonl import iter_jsonl, json_id, require_fields
 from .openers import display_name, iter_lines
 
@@ -157,9 +157,11 @@ def _after_label(text: str, label: str) -> str:
 
 def read_topics(spec: str | os.PathLike) -> dict[str, Topic]:
     spec_s = str(spec)
-    if spec_s != "-" and not os.path.exists(spec_s) and looks_like_irds_id(spec_s):
+    # an existing path wins over an ID of the same name (looks_like_irds_id checks)
+    if looks_like_irds_id(spec_s):
         return {qid: Topic(qid, text, description=desc, narrative=narr)
                 for qid, (text, desc, narr) in irds_queries(spec_s, details=True).items()}
+    refuse_unknown_id(spec_s)
     name = display_name(spec)
     if spec_s == "-":  # the format is sniffed, then the input read: a copy can be read twice
         from .openers import stdin_as_file

@@ -51,7 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from ..errors import UsageError
+from ..errors import InputError, UsageError
 from ..io.bank_items import BankItem
 from ..io.grades import Grade
 from ..io.reports import Report
@@ -449,6 +449,7 @@ def score_checked(reports: Sequence[Report], graded: list[Grade], bank, *, grade
                              f"choose one with {kind_flag}")
         kind = kinds[0]
     th = thresholds_of(graded, support_min, partial_min, "GRADES")
+    as_given = graded  # which topics were graded at all, before the bank's filter
     notes: list[str] = []  # said once nothing is refused (a refusal is one line)
     warn_unparsed(graded, grades_name, notes.append)
     if isinstance(bank, (str, os.PathLike)):
@@ -461,6 +462,29 @@ def score_checked(reports: Sequence[Report], graded: list[Grade], bank, *, grade
     items = items_by_query(bank_items)
     index = None if support is None else support(notes.append)
     require_bank_topics(reports, items, bank_name)
+    reports = covered_reports(reports, as_given, items, grades_name, notes.append)
     for note in notes:
         log(note)
     return score_reports(reports, graded, items, th, support_index=index, kind=kind, log=log, **score), items
+
+
+def covered_reports(reports: Sequence[Report], grades: Sequence[Grade], items: Mapping[str, Sequence[BankItem]],
+                    grades_name: str, note) -> list[Report]:
+    """The reports on topics the grades cover. A topic on which no report has a single
+    grade line (parsed or not) was not graded at all: a partial labelling (an assignment
+    file of some topics, a grading run over part of a track). Scored, its reports would
+    get 0 for every item, and a run's mean would fall by a topic nobody judged; it is left
+    out instead and named. Grades of none of the topics are refused: nothing is scored."""
+    graded = {(g.query_id, g.doc_id) for g in grades if g.item_id is not None}
+    topics = sorted({r.topic_id for r in reports if items.get(r.topic_id)})
+    covered = {r.topic_id for r in reports if any((r.topic_id, d) in graded for d in report_doc_ids(r))}
+    left = [t for t in topics if t not in covered]
+    if not left:
+        return list(reports)
+    named = ", ".join(left[:20]) + (f" and {len(left) - 20} more" if len(left) > 20 else "")
+    if len(left) == len(topics):
+        raise InputError(f"no grade on any of the {len(topics)} topics of the reports ({named}): "
+                         "grades of other topics?", grades_name)
+    note(f"{grades_name}: no grade on {len(left)} of the {len(topics)} topics of the reports: "
+         f"{named} left out (not scored 0)")
+    return [r for r in reports if r.topic_id not in left]

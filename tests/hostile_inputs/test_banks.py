@@ -47,7 +47,11 @@ def test_duplicate_item_ids(tmp_path):
     """Decided: an exact repeat (same query, id and text) is dropped with a notice by every
     command that reads a bank; the same id for another text is an error naming both lines;
     ids are unique per query (AutoJudge ids are md5(text), without the query)."""
-    g = write(tmp_path / "g.jsonl", [grade_json(kind="nugget", prompt="nugget-selfrating")])
+    from exam_eval.io.reports import sentence_id
+
+    # a grade of the report's one sentence: grades of none of its documents are refused
+    g = write(tmp_path / "g.jsonl", [grade_json(kind="nugget", prompt="nugget-selfrating",
+                                                doc_id=sentence_id("r", "101", 1, "Bees."))])
     (tmp_path / "runs").mkdir()
     r = write(tmp_path / "runs" / "r.jsonl", [report_json()])
     exact = write(tmp_path / "exact.jsonl", [item_json(), item_json(importance="vital")])
