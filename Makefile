@@ -168,6 +168,7 @@ bench: install
 	$(PY) bench/bench_pipeline.py --ct2-alone --out $(BENCH_OUT)
 	$(PY) bench/bench_nuggetizer.py --json $(BENCH_OUT)/bench_nuggetizer.json
 	$(PY) bench/bench_label_page.py --out $(BENCH_OUT)
+	$(PY) bench/bench_compare.py --out $(BENCH_OUT)
 
 # what bench/device_run.sh needs on the GPU machine, where only the checkout travels: the
 # DL19 inputs into .device/ (DEVICE_STAGE_FLAGS=--ct2 adds CTranslate2's cp312 wheel: on the

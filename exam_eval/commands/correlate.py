@@ -1,12 +1,10 @@
 """exam-correlate: how far an automatic leaderboard or LLM labels can be trusted.
 
-Four subcommands: ``leaderboard`` (rank correlation of leaderboards, in TSV, tot,
-ir_measures or trec_eval shape, with the TREC AutoJudge meta-evaluation's
-coefficients), ``qrels`` (predicted vs truth qrels: set overlap, kappa, Krippendorff's
-alpha, as AutoJudge's qrel-evaluate), ``agreement`` (Cohen's kappa of LLM labels
-against human judgments) and ``interval``
-(confidence intervals for a run's metric from a few human-labelled queries plus LLM
-labels on all queries: empirical bootstrap, PPI, CRC).
+``leaderboard`` (rank correlation of leaderboards, with the TREC AutoJudge meta-evaluation's
+coefficients), ``qrels`` (predicted vs truth qrels, as AutoJudge's qrel-evaluate),
+``agreement`` (Cohen's kappa against human judgments), ``interval`` (a run's metric from
+few human labels plus LLM labels: bootstrap, PPI, CRC) and ``compare`` (which runs differ:
+paired tests, and PPI on the differences).
 """
 
 from __future__ import annotations
@@ -120,9 +118,35 @@ def leaderboard_cmd(truth, preds, truth_columns, pred_columns, truth_format, pre
             out.write("\t".join(row) + "\n")
 
 
-def _check_interval_methods(ctx: click.Context, chosen: list[str], per_query: bool, metric: str) -> None:
-    """-q computes per-query CRC intervals only, --crc-correction is CRC's, -l p@K's and
-    --min-grade exam-cover's: given where they change nothing, they are usage errors."""
+def _metric_options(default: str):
+    """-m, -l, --min-grade: the metric flags interval and compare share."""
+    def add(f):
+        f = click.option("--min-grade", type=int, default=4, show_default=True, metavar="TAU",
+                         help="exam-cover: a grade >= TAU answers the item (as exam-cover --min-grade).")(f)
+        f = click.option("-l", "--rel-level", type=int, default=1, show_default=True, metavar="L",
+                         help="Relevance level for p@K (as trec_eval -l).")(f)
+        return click.option("-m", "--metric", default=default, show_default=True, metavar="M",
+                            help="dcg@K, ndcg@K, p@K (labels >= --rel-level), or exam-cover@K (default K 20; HUMAN "
+                                 "and LLM are then grades files).")(f)
+    return add
+
+
+def _label_options(f):
+    """Which queries carry human labels, and how LLM labels map onto the human scale."""
+    f = click.option("--mapping", type=click.Choice(["calibrated", "identity"]), default="calibrated",
+                     show_default=True, help="calibrated: LLM labels -> P(human label | LLM label) counted on the "
+                     "labelled queries; identity: LLM labels are on the human scale already.")(f)
+    f = click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Seed of every random choice.")(f)
+    f = click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - alpha is the coverage.")(f)
+    f = click.option("--n-labelled", type=int, default=None, metavar="N",
+                     help="Use human judgments of N random judged queries (seeded by --seed).")(f)
+    return click.option("--labelled", "labelled_file", default=None, metavar="FILE",
+                        help="Queries whose human judgments may be used (one query id per line).")(f)
+
+
+def _check_metric_flags(ctx: click.Context, metric: str) -> None:
+    """-l is p@K's and --min-grade exam-cover's: given where they change nothing, usage errors."""
     import re
 
     name = metric.strip().lower()
@@ -130,10 +154,23 @@ def _check_interval_methods(ctx: click.Context, chosen: list[str], per_query: bo
         refuse_given(ctx, ("rel_level",), f"is the relevance level of p@K: -m {metric} uses the graded labels")
     if not name.startswith("exam-cover"):
         refuse_given(ctx, ("min_grade",), f"applies to -m exam-cover@K, not to -m {metric}")
+
+
+def _check_interval_methods(ctx: click.Context, chosen: list[str], per_query: bool, metric: str) -> None:
+    """-q (per-query CRC only) and --crc-correction, given where they change nothing: usage errors."""
+    _check_metric_flags(ctx, metric)
     if per_query and chosen != ["crc"]:
         refuse_given(ctx, ("methods",), "with -q: -q gives per-query CRC intervals only (give crc, or no --methods)")
     if not per_query and "crc" not in chosen:
         refuse_given(ctx, ("crc_correction",), "applies to the crc method, which --methods leaves out")
+
+
+def _methods(methods: str, known) -> list[str]:
+    chosen = list(dict.fromkeys(m.strip() for m in methods.split(",") if m.strip()))  # a repeat: one row
+    bad = [m for m in chosen if m not in known]
+    if bad or not chosen:
+        raise UsageError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(known)}")
+    return chosen
 
 
 # --------------------------------------------------------------------------- agreement
@@ -145,10 +182,13 @@ def _check_interval_methods(ctx: click.Context, chosen: list[str], per_query: bo
               help="Human label >= L is relevant (TREC DL: 2).")
 @click.option("--llm-min", type=int, default=1, show_default=True, metavar="G",
               help="LLM label >= G is relevant (EXAM++ self-ratings: 4 strict, 1 lenient).")
+@click.option("--assessor-min", type=int, default=None, metavar="G",
+              help="LLM is a second assessor's qrels, relevant at label >= G: the report names that side "
+                   "'assessor' and leaves out the LLM self-rating tables (instead of --llm-min).")
 @click.option("--per-topic", is_flag=True, help="Also print the kappa of every topic.")
 @grader_options
 @output_option
-def agreement_cmd(human, llm, human_min, llm_min, per_topic, model, prompt, kind, output):
+def agreement_cmd(human, llm, human_min, llm_min, assessor_min, per_topic, model, prompt, kind, output):
     """Agreement of LLM labels with human judgments, on the pairs the human judged.
 
     HUMAN is a qrels file or an ir_datasets ID (e.g. msmarco-passage/trec-dl-2019/judged);
@@ -166,15 +206,18 @@ def agreement_cmd(human, llm, human_min, llm_min, per_topic, model, prompt, kind
     """
     from ..stats.agreement import agreement, render_agreement
 
+    if assessor_min is not None:
+        refuse_given(click.get_current_context(), ("llm_min",), "and --assessor-min: give the threshold once")
+    other = "LLM" if assessor_min is None else "assessor"
     h = read_human_qrels(human)
     l_ = read_llm_qrels(llm, model, prompt, kind, _info)
-    a = agreement(h, l_, human_min, llm_min)
+    a = agreement(h, l_, human_min, llm_min if assessor_min is None else assessor_min)
     if a.n_pairs == 0:
         raise InputError(f"no judged pair of {display_name(human)} has a label here (different query or "
                          "document ids?)", display_name(llm))
     if a.human_only:
-        _info(f"{a.human_only} judged pair(s) of {display_name(human)} have no LLM label (left out)")
-    text = render_agreement(a)
+        _info(f"{a.human_only} judged pair(s) of {display_name(human)} have no {other} label (left out)")
+    text = render_agreement(a, other)
     if per_topic:
         text += "\n# kappa per topic\n" + "".join(f"{q}\t{_fmt(v)}\n" for q, v in a.topic_kappa.items())
     with atomic_output(output) as out:
@@ -259,24 +302,10 @@ def qrels_cmd(truth, pred, truth_max, pred_max, truth_min, pred_min, topic_polic
 @click.argument("human", metavar="HUMAN")
 @click.argument("llm", metavar="LLM")
 @click.argument("runs", metavar="RUN...", nargs=-1, required=True)
-@click.option("-m", "--metric", default="dcg@10", show_default=True, metavar="M",
-              help="dcg@K, ndcg@K, p@K (labels >= --rel-level), or exam-cover@K (default K 20; HUMAN and "
-                   "LLM are then grades files).")
-@click.option("-l", "--rel-level", type=int, default=1, show_default=True, metavar="L",
-              help="Relevance level for p@K (as trec_eval -l).")
-@click.option("--min-grade", type=int, default=4, show_default=True, metavar="TAU",
-              help="exam-cover: a grade >= TAU answers the item (as exam-cover --min-grade).")
-@click.option("--labelled", "labelled_file", default=None, metavar="FILE",
-              help="Queries whose human judgments may be used (one query id per line).")
-@click.option("--n-labelled", type=int, default=None, metavar="N",
-              help="Use human judgments of N random judged queries (seeded by --seed).")
-@click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - alpha is the coverage.")
+@_metric_options("dcg@10")
+@_label_options
 @click.option("--samples", type=int, default=10000, show_default=True, metavar="M",
               help="Bootstrap samples (empirical bootstrap, and CRC's calibration batches).")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of every random choice.")
-@click.option("--mapping", type=click.Choice(["calibrated", "identity"]), default="calibrated", show_default=True,
-              help="calibrated: LLM labels -> P(human label | LLM label) counted on the labelled "
-                   "queries; identity: LLM labels are on the human scale already.")
 @click.option("--methods", default="bootstrap,ppi,ppi_tuned,crc", show_default=True, metavar="LIST",
               help="Comma-separated subset of bootstrap, ppi, ppi_tuned, crc.")
 @click.option("--crc-correction", type=click.Choice(["paper", "crc"]), default="paper", show_default=True,
@@ -285,8 +314,8 @@ def qrels_cmd(truth, pred, truth_max, pred_max, truth_min, pred_min, topic_polic
 @click.option("-q", "per_query", is_flag=True, help="Per-query CRC intervals instead of dataset-level ones.")
 @grader_options
 @output_option
-def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, n_labelled, alpha, samples, seed,
-                 mapping, methods, crc_correction, per_query, model, prompt, kind, output):
+def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, n_labelled, alpha, seed, mapping,
+                 samples, methods, crc_correction, per_query, model, prompt, kind, output):
     """Confidence intervals for each RUN's mean metric over the LLM-labelled queries.
 
     HUMAN: qrels or an ir_datasets ID (only the labelled queries' judgments are used);
@@ -320,12 +349,7 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
         raise UsageError("--alpha must be between 0 and 1")
     if samples < 100:
         raise UsageError("--samples must be at least 100")
-    chosen = list(dict.fromkeys(m.strip() for m in methods.split(",") if m.strip()))  # a repeat: one row
-    bad = [m for m in chosen if m not in METHODS]
-    if bad or not chosen:
-        raise UsageError(f"unknown method(s) {', '.join(bad) or '(none)'}; choose from {', '.join(METHODS)}")
-    if labelled_file and n_labelled is not None:
-        raise UsageError("give --labelled or --n-labelled, not both")
+    chosen = _methods(methods, METHODS)
     _check_interval_methods(click.get_current_context(), chosen, per_query, metric)
     # the shared bar, once the inputs are read: rich's own Progress around the reading left a
     # blank line on a stderr that is no terminal, before a refused input's line
@@ -347,6 +371,74 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
         return 3
     return 0
 
+
+
+# --------------------------------------------------------------------------- compare
+
+@cli.command("compare", context_settings=CONTEXT_SETTINGS)
+@click.argument("human", metavar="HUMAN")
+@click.argument("inputs", metavar="[LLM] RUN...", nargs=-1, required=True)
+@_metric_options("ndcg@10")
+@click.option("--baseline", default=None, metavar="RUN", help="Compare each other run with RUN only.")
+@click.option("--test", type=click.Choice(["t", "randomization"]), default="t", show_default=True,
+              help="Without LLM labels: paired t-test or paired randomization (sign-flip) test.")
+@click.option("--correction", type=click.Choice(["holm", "bonferroni", "none"]), default="holm", show_default=True,
+              help="Adjust the p-values for the pairs compared.")
+@_label_options
+@click.option("--samples", type=int, default=100000, show_default=True, metavar="M",
+              help="Randomization test: sign patterns drawn (all 2^n where they are at most M).")
+@click.option("--methods", default="ppi,ppi_tuned", show_default=True, metavar="LIST",
+              help="With LLM labels: comma-separated subset of ppi, ppi_tuned, t, randomization (t and "
+                   "randomization: the labelled queries' human labels alone).")
+@click.option("--plot", default=None, metavar="FILE.png|svg", callback=check_output_param,
+              help="Also draw the runs by score with their intervals, marking those that do not differ from the "
+                   "best (or from --baseline); .svg: SVG, .pdf: PDF, else PNG.")
+@grader_options
+@output_option
+def compare_cmd(human, inputs, metric, rel_level, min_grade, baseline, test, correction, labelled_file, n_labelled,
+                alpha, seed, mapping, samples, methods, plot, model, prompt, kind, output):
+    """Which runs differ: paired tests of every pair of RUNs (or each against --baseline).
+
+    HUMAN: qrels or an ir_datasets ID; per-query values over the queries it judges (a run
+    missing one scores 0, as trec_eval -c). With --labelled or --n-labelled the next argument
+    is LLM (qrels or grades), and PPI combines the labelled queries' human differences with
+    the LLM-predicted ones. Output: TSV (see exam-correlate(1)); 'K of M pairs differ' on stderr.
+
+    \b
+    Examples:
+      exam-correlate compare qrels.txt runs/*.run > differences.tsv
+      exam-correlate compare qrels.txt runs/*.run --baseline bm25 --test randomization --plot runs.png
+      exam-correlate compare qrels.txt llm.qrels runs/*.run --n-labelled 20 --seed 1
+    """
+    from ..stats.compare_table import HEADER, METHODS, compare_rows
+    from ._runs import run_names
+
+    ctx = click.get_current_context()
+    llm, runs = (inputs[0], inputs[1:]) if labelled_file or n_labelled is not None else (None, inputs)
+    _check_metric_flags(ctx, metric)
+    if llm is not None:
+        refuse_given(ctx, ("test",), "applies without LLM labels; with them, name t or randomization in --methods")
+        chosen = _methods(methods, METHODS)
+    else:
+        refuse_given(ctx, ("methods", "mapping", "model", "prompt", "kind"),
+                     "applies to LLM labels, which only --labelled or --n-labelled bring in")
+        chosen = [test]
+    if "randomization" not in chosen:
+        refuse_given(ctx, ("samples",), "applies to the randomization test, which is not run")
+    if samples < 100:
+        raise UsageError("--samples must be at least 100")
+    table = compare_rows(human, llm, list(run_names(runs)), metric=metric, rel_level=rel_level,
+                         min_grade=min_grade, labelled_file=labelled_file, n_labelled=n_labelled, alpha=alpha,
+                         samples=samples, seed=seed, mapping=mapping, methods=chosen, correction=correction,
+                         baseline=baseline, model=model, prompt=prompt, kind=kind, log=_info)
+    with atomic_output(output) as out:
+        out.write("\t".join(HEADER) + "\n" + "".join("\t".join(row) + "\n" for row in table.rows))
+    if plot:
+        from ..verify.plots import compare_plot
+
+        compare_plot(plot, table.scores, f"{table.metric}, {table.scores.method} ({correction}), alpha {alpha:g}")
+    for line in table.summaries:
+        _info(line)
 
 main = make_main(cli, PROG)
 

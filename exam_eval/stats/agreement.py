@@ -124,15 +124,18 @@ def _f(v: float) -> str:
     return "nan" if math.isnan(v) else f"{v:.4f}"
 
 
-def render_agreement(a: Agreement) -> str:
-    """Plain-text report: summary lines (name<TAB>value), then the papers' tables."""
-    hm = a.human_min
+def render_agreement(a: Agreement, other: str = "LLM") -> str:
+    """Plain-text report: summary lines (name<TAB>value), then the papers' tables. ``other``
+    names the second side: "LLM", or "assessor" when it is a second human's qrels, whose
+    report then says nothing of LLMs and leaves out LENIENT and STRICT (thresholds of LLM
+    self-ratings, meaningless on an assessor's scale)."""
+    hm, lo, up = a.human_min, other.lower(), other
     lines = [
         f"human_min\t{a.human_min}",
-        f"llm_min\t{a.llm_min}",
+        f"{lo}_min\t{a.llm_min}",
         f"pairs\t{a.n_pairs}",
-        f"human_judged_without_llm_label\t{a.human_only}",
-        f"llm_labelled_not_judged\t{a.llm_only}",
+        f"human_judged_without_{lo}_label\t{a.human_only}",
+        f"{lo}_labelled_not_judged\t{a.llm_only}",
         f"kappa\t{_f(a.kappa)}",
         f"kappa_mean_per_topic\t{_f(a.mean_topic_kappa)}",
         f"topics\t{a.n_topics}",
@@ -141,20 +144,20 @@ def render_agreement(a: Agreement) -> str:
         f"kappa_graded_linear\t{_f(a.kappa_linear)}",
         f"kappa_graded_quadratic\t{_f(a.kappa_quadratic)}",
         "",
-        "# confusion (rows: LLM >= llm_min, columns: human >= human_min)",
+        f"# confusion (rows: {up} >= {lo}_min, columns: human >= human_min)",
         f"\thuman>={hm}\thuman<{hm}\ttotal",
-        f"LLM>={a.llm_min}\t{a.binary.tp}\t{a.binary.fp}\t{a.binary.tp + a.binary.fp}",
-        f"LLM<{a.llm_min}\t{a.binary.fn}\t{a.binary.tn}\t{a.binary.fn + a.binary.tn}",
+        f"{up}>={a.llm_min}\t{a.binary.tp}\t{a.binary.fp}\t{a.binary.tp + a.binary.fp}",
+        f"{up}<{a.llm_min}\t{a.binary.fn}\t{a.binary.tn}\t{a.binary.fn + a.binary.tn}",
         "",
-        "# graded table (rows: LLM label, columns: human label; kappa of LLM >= row label vs human >= human_min)",
-        "\t".join(["LLM\\human", *map(str, a.human_labels), "total", f"human>={hm}", f"human<{hm}", "kappa"]),
+        f"# graded table (rows: {up} label, columns: human label; kappa of {up} >= row label vs human >= human_min)",
+        "\t".join([f"{up}\\human", *map(str, a.human_labels), "total", f"human>={hm}", f"human<{hm}", "kappa"]),
     ]
     for i, g in enumerate(a.llm_labels):
         row = a.graded[i]
         rel = int(sum(row[j] for j, v in enumerate(a.human_labels) if v >= hm))
         lines.append("\t".join([str(g), *map(str, row), str(int(row.sum())), str(rel),
                                 str(int(row.sum()) - rel), _f(a.graded_rows[i].kappa)]))
-    for t in (a.lenient, a.strict):
+    for t in (a.lenient, a.strict) if other == "LLM" else ():
         lines += [
             "",
             f"# {t.name}: LLM label >= {t.llm_min} against human label >= {hm}",

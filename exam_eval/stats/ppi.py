@@ -46,29 +46,50 @@ class PPIResult:
         return self.upper - self.lower
 
 
+def _var(x: np.ndarray) -> np.ndarray:
+    return np.var(x, axis=-1, ddof=1)
+
+
+def tuned_lambdas(truth: np.ndarray, pred_labelled: np.ndarray, pred_unlabelled: np.ndarray) -> np.ndarray:
+    """lam* of every row (rows: one mean each; columns: queries)."""
+    n, big_n = truth.shape[-1], pred_unlabelled.shape[-1]
+    denom = _var(pred_labelled) + (n / big_n) * _var(pred_unlabelled)
+    centred = (truth - truth.mean(axis=-1, keepdims=True)) * (pred_labelled - pred_labelled.mean(axis=-1, keepdims=True))
+    cov = centred.sum(axis=-1) / (n - 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lam = np.where(denom > 0, cov / np.where(denom > 0, denom, 1.0), 0.0)
+    return np.clip(lam, 0.0, 1.0)
+
+
 def tuned_lambda(truth: np.ndarray, pred_labelled: np.ndarray, pred_unlabelled: np.ndarray) -> float:
-    n, big_n = len(truth), len(pred_unlabelled)
-    denom = np.var(pred_labelled, ddof=1) + (n / big_n) * np.var(pred_unlabelled, ddof=1)
-    if denom <= 0:
-        return 0.0
-    cov = np.cov(truth, pred_labelled, ddof=1)[0, 1]
-    return float(np.clip(cov / denom, 0.0, 1.0))
+    return float(tuned_lambdas(*(np.asarray(a, dtype=float)[None, :]
+                                 for a in (truth, pred_labelled, pred_unlabelled)))[0])
+
+
+def ppi_rows(truth: np.ndarray, pred_labelled: np.ndarray, pred_unlabelled: np.ndarray,
+             lam: float | None = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(estimate, standard error, lambda) of many means at once, one per row: the run
+    comparisons put every pair of runs' per-query differences in one array (rows: pairs,
+    columns: queries), so that the bench's thousands of draws stay array operations.
+    ``lam=None`` for power tuning, row by row."""
+    truth, pred_labelled, pred_unlabelled = (np.asarray(a, dtype=float) for a in
+                                             (truth, pred_labelled, pred_unlabelled))
+    n, big_n = truth.shape[-1], pred_unlabelled.shape[-1]
+    if n < 2 or big_n < 2:
+        raise CoverageError(f"PPI needs at least 2 labelled and 2 unlabelled queries, got {n} and {big_n}")
+    lams = (tuned_lambdas(truth, pred_labelled, pred_unlabelled) if lam is None
+            else np.full(truth.shape[:-1], float(lam)))
+    residual = truth - lams[..., None] * pred_labelled
+    estimate = lams * pred_unlabelled.mean(axis=-1) + residual.mean(axis=-1)
+    variance = lams ** 2 * _var(pred_unlabelled) / big_n + _var(residual) / n
+    return estimate, np.sqrt(variance), lams
 
 
 def ppi_mean(truth: np.ndarray, pred_labelled: np.ndarray, pred_unlabelled: np.ndarray, alpha: float,
              lam: float | None = 1.0) -> PPIResult:
     """``lam=None`` for power tuning."""
-    truth = np.asarray(truth, dtype=float)
-    pred_labelled = np.asarray(pred_labelled, dtype=float)
-    pred_unlabelled = np.asarray(pred_unlabelled, dtype=float)
-    n, big_n = len(truth), len(pred_unlabelled)
-    if n < 2 or big_n < 2:
-        raise CoverageError(f"PPI needs at least 2 labelled and 2 unlabelled queries, got {n} and {big_n}")
-    if lam is None:
-        lam = tuned_lambda(truth, pred_labelled, pred_unlabelled)
-    residual = truth - lam * pred_labelled
-    estimate = lam * pred_unlabelled.mean() + residual.mean()
-    variance = lam ** 2 * np.var(pred_unlabelled, ddof=1) / big_n + np.var(residual, ddof=1) / n
+    est, se, lams = (float(v[0]) for v in ppi_rows(*(np.asarray(a, dtype=float)[None, :] for a in
+                                                    (truth, pred_labelled, pred_unlabelled)), lam))
     # isf(alpha/2), not ppf(1 - alpha/2): below alpha ~ 1e-16, 1 - alpha/2 is 1.0 and z infinite
-    half = stats.norm.isf(alpha / 2) * np.sqrt(variance)
-    return PPIResult(float(estimate - half), float(estimate), float(estimate + half), float(lam))
+    half = stats.norm.isf(alpha / 2) * se
+    return PPIResult(float(est - half), est, float(est + half), lams)

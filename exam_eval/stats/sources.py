@@ -1,6 +1,7 @@
 """Where an interval's two sides come from: human labels on a few queries and LLM labels
 on all of them, for a rank metric (dcg/ndcg/p, from qrels or label distributions) or for
-EXAM-Cover@k (from grades). exam-correlate interval builds one per metric."""
+EXAM-Cover@k (from grades). exam-correlate interval builds one per metric, and so does
+exam-correlate compare, whose human-only tests read no LLM side (``llm=None``)."""
 
 from __future__ import annotations
 
@@ -30,10 +31,12 @@ class RankMetricSource:
         self.metric = parse_metric(metric, rel_level)
         self.name = self.metric.name
         self.human = read_human_qrels(human)
-        self.dists, self.has_probs = read_llm_dists(llm, model, prompt, kind, log)
         self.log = log
-        self.llm_queries = set(self.dists.dists)
         self.human_queries = set(self.human)
+        self.llm_queries: set[str] = set()
+        if llm is not None:
+            self.dists, self.has_probs = read_llm_dists(llm, model, prompt, kind, log)
+            self.llm_queries = set(self.dists.dists)
 
     def prepare(self, labelled, mapping):
         if mapping == "calibrated":
@@ -45,9 +48,12 @@ class RankMetricSource:
         top = max((max(docs.values()) for docs in self.human.values() if docs), default=0)
         return value_range(self.metric, top)
 
+    def human_values(self, run, queries) -> np.ndarray:
+        """Per-query values with human labels (a query the run lacks: 0, as trec_eval -c)."""
+        return human_values(self.metric, run, self.human, queries)
+
     def build(self, run, queries, labelled):
-        return (PredictedMetric(self.metric, run, self.dists, queries),
-                human_values(self.metric, run, self.human, labelled))
+        return PredictedMetric(self.metric, run, self.dists, queries), self.human_values(run, labelled)
 
 
 class CoverSource:
@@ -56,18 +62,22 @@ class CoverSource:
     def __init__(self, human, llm, k, min_grade, model, prompt, kind, log: Log):
         self.log = log
         for path, side in ((human, "HUMAN"), (llm, "LLM")):
-            if not looks_like_grades(path):
+            if path is not None and not looks_like_grades(path):
                 raise UsageError(f"exam-cover needs grades on both sides; {side} {display_name(path)} "
                                  "looks like a qrels file")
         self.k, self.min_grade = k, min_grade
         self.name = f"exam-cover@{k}"
         self.human_grades = read_grades(human)
+        self.index = build_index(self.human_grades, self.min_grade)
+        self.human_queries = {g.query_id for g in self.human_grades if g.item_id is not None}
+        self.llm_queries: set[str] = set()
+        if llm is None:
+            return
         self.llm_grades = read_grades(llm, model=model, prompt=prompt, kind=kind)
         self.llm_path = llm
         self.llm_source = display_name(llm)
         self.has_probs = any(g.probs for g in self.llm_grades)
         self.llm_queries = {g.query_id for g in self.llm_grades if g.item_id is not None}
-        self.human_queries = {g.query_id for g in self.human_grades if g.item_id is not None}
         if not self.llm_queries:
             raise InputError("no grades of bank items (only direct relevance grades?)", self.llm_source)
 
@@ -82,15 +92,16 @@ class CoverSource:
             self.answers = AnswerProbs.from_grades(self.llm_grades, self.min_grade, self.llm_source, table)
         except GradeError as exc:
             raise located(exc, self.llm_path) from None
-        self.index = build_index(self.human_grades, self.min_grade)
 
     def value_range(self) -> tuple[float, float]:
         return 0.0, 1.0
 
-    def build(self, run, queries, labelled):
+    def human_values(self, run, queries) -> np.ndarray:
         human = exam_cover(self.index, run, self.k, complete=True).per_query
-        return (PredictedCover(self.answers, run, queries, self.k),
-                np.array([human[q][0] for q in labelled]))
+        return np.array([human[q][0] if q in human else 0.0 for q in queries])
+
+    def build(self, run, queries, labelled):
+        return PredictedCover(self.answers, run, queries, self.k), self.human_values(run, labelled)
 
 
 def warn_one_hot(log: Log) -> None:

@@ -88,3 +88,37 @@ def leaderboard_scatter(path, tvals, pvals, tcol, pcol, result, truth, pred) -> 
     with atomic_output(path, binary=True) as out:
         fig.savefig(out, format="png", dpi=150)
     plt.close(fig)
+
+
+def compare_plot(path, scores, title: str) -> None:
+    """exam-correlate compare --plot: the runs ordered by score, best on top, each with its
+    interval; a filled dot for a run that does not differ from the reference run (the best,
+    or --baseline), a hollow grey one for a run that does. SVG or PDF by FILE's extension, else PNG."""
+    import numpy as np
+
+    from ..io.outputs import atomic_output
+
+    plt = _pyplot()
+    order = np.argsort(-np.asarray(scores.score), kind="stable")
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.24 * len(order) + 1.2)))
+    try:
+        for y, i in enumerate(order[::-1]):  # the best run on the top row
+            same = scores.same[i]
+            colour = "#2b6cb0" if same else "#a0a0a0"
+            ax.plot([scores.lower[i], scores.upper[i]], [y, y], color=colour, lw=1.4)
+            ax.plot(scores.score[i], y, "o", ms=5, color=colour, mfc=colour if same else "white")
+        ax.set_yticks(range(len(order)))
+        ax.set_yticklabels([scores.names[i] + (" *" if scores.names[i] == scores.reference else "")
+                            for i in order[::-1]], fontsize=7)
+        n_same = sum(scores.same) - 1
+        ax.set_xlabel(f"score and interval ({scores.method}); filled: does not differ from "
+                      f"{scores.reference} (*), {n_same} run(s)")
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, axis="x", alpha=0.3)
+        fig.tight_layout()
+        suffix = os.path.splitext(str(path))[1].lower().lstrip(".")
+        fmt = suffix if suffix in ("svg", "pdf") else "png"  # /dev/stdout, a FIFO: the PNG of leaderboard --plot
+        with atomic_output(path, binary=True) as out:
+            fig.savefig(out, format=fmt, dpi=150)
+    finally:
+        plt.close(fig)

@@ -289,6 +289,10 @@ def _recipe(command_path, param_name: str, tmp_path, kind: str | None) -> list[s
     if key == (("exam-correlate", "interval"), "output"):
         return sub + [f["qrels.txt"], f["llm.qrels"], f["good.run"], f["poor.run"], "--n-labelled", "2",
                       "--samples", "100", "-o", out]
+    if key == (("exam-correlate", "compare"), "output"):
+        return sub + [f["qrels.txt"], f["good.run"], f["poor.run"], "-o", out]
+    if key == (("exam-correlate", "compare"), "plot"):
+        return sub + [f["qrels.txt"], f["good.run"], f["poor.run"], "--plot", out, "-o", other("pairs.tsv")]
     # ---- exam-grade
     if key == (("exam-grade",), "output"):
         return scripted_grade(f["good.run"], "-k", "2", "--no-cache", "-o", out)
