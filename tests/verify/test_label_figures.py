@@ -20,7 +20,7 @@ def _one(pattern: str, text: str, where: str) -> re.Match:
 
 def _readme() -> dict:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    example = _one(r"exam-verify label sample/ runs/\*\.run -n \d+ -k (\d+) --seed (\d+) ", text, "README.md")
+    example = _one(r"exam-verify label sample/ runs/\* -n \d+ -k (\d+) --seed (\d+) ", text, "README.md")
     figures = _one(r"What it costs, on TREC DL 2019 with the six first-stage runs in `\.\./shared/data/dl19`: "
                    r"(\d+)\s+queries at `-k (\d+)` are (\d+) pairs \((\d+) more pooled passages have no text there"
                    r"[^)]*\), (\d+) queries are (\d+) pairs", text, "README.md")
