@@ -190,7 +190,7 @@ def main() -> int:
     scratch.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cores = len(os.sched_getaffinity(0))
-    # exam-qrels forks workers only for the cores idle when it starts (see exam_eval/parallel.py);
+    # exam-qrels forks workers only for the cores idle when it starts (see exam_eval/trec_eval/parallel.py);
     # the third arm forks one per core whatever the load, to show what the fork gives here
     forked_env = dict(env, EXAM_EVAL_WORKERS=str(cores))
     single_env = dict(env, EXAM_EVAL_WORKERS="1")

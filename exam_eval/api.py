@@ -28,12 +28,25 @@ import os
 import warnings
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from .backends.factory import make_grader
 from .errors import InputError, UsageError
+from .grading import engine
+from .grading.grade_files import read_grades as _read_grades
+from .grading.inputs import API_NAMES, Sources, read_inputs
+from .grading.prompts import get_prompt
+from .grading.report_units import default_unit
+from .grading.session import GradingSession
 from .io.bank_items import BankItem
+from .io.banks import items_by_query, read_bank as _read_bank
 from .io.grades import Grade
 from .io.reports import Report, parse_report, read_requests, resolve_track_spec
 from .io.reports import read_reports as _read_reports
+from .measures import nugget_scores as ns
+from .measures.exam_cover import build_index, exam_cover
 from .measures.exam_measures import SCORE_MEASURES, cover_values
+from .measures.exam_qrels import grades_to_qrels
+from .progress import silence_library_progress
+from .trec_eval.trec_files import read_run as _read_run
 
 __all__ = ["read_reports", "read_requests", "read_bank", "read_grades", "read_run", "as_reports", "as_queries",
            "grade", "qrels", "cover", "nugget_scores", "citation_qrels", "NUGGET_MEASURES"]
@@ -53,8 +66,6 @@ def read_bank(path: str, *, kind: str | None = None) -> dict[str, list[BankItem]
     """topic id -> bank items (questions or nuggets), any bank format exam-grade reads."""
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"read_bank takes a path, not {type(path).__name__}")
-    from .io.banks import items_by_query
-    from .io.banks import read_bank as _read_bank
 
     return items_by_query(_read_bank(path, kind=kind))
 
@@ -66,7 +77,6 @@ def read_grades(path: str, *, model: str | None = None, prompt: str | None = Non
     refused unless ``model``/``prompt`` choose one."""
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"read_grades takes a path, not {type(path).__name__}")
-    from .grading.grade_files import read_grades as _read_grades
 
     return _read_grades(str(path), model=model, prompt=prompt, kind=kind)
 
@@ -76,7 +86,6 @@ def read_run(path: str) -> dict[str, dict[str, float]]:
     topic -> doc -> score, the shape :func:`cover` takes, read as exam-cover reads it."""
     if not isinstance(path, (str, os.PathLike)):
         raise UsageError(f"read_run takes a path, not {type(path).__name__}")
-    from .trec_eval.trec_files import read_run as _read_run
 
     return _read_run(str(path))
 
@@ -143,8 +152,6 @@ def _one_grader(grades: Sequence[Grade]) -> None:
 
 
 def _as_bank(bank) -> dict[str, list[BankItem]]:
-    from .io.banks import items_by_query
-
     if isinstance(bank, (str, os.PathLike)):
         return read_bank(str(bank))
     wrong = UsageError("bank= takes a bank file, topic id -> BankItems, or BankItems (api.read_bank reads a file)")
@@ -197,17 +204,7 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
     ``output`` holding grades of the same model and prompt from another engine or compute
     type (int8 against float32) is refused with an InputError, as is a model that cannot
     be loaded."""
-    from .backends.factory import make_grader
-    from .grading import engine
-    from .grading.inputs import API_NAMES, Sources, read_inputs
-    from .grading.prompts import get_prompt
-    from .grading.report_units import default_unit
-    from .grading.session import GradingSession
-    from .grading.grade_files import read_grades
-
     if not progress:  # no bars of ours, and none of the libraries' ("Loading weights")
-        from .progress import silence_library_progress
-
         silence_library_progress()
     if not isinstance(prompt, str):
         raise UsageError(f"prompt= takes a prompt id (see exam-grade --list-prompts), not {prompt!r}")
@@ -248,7 +245,7 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
         items = work.items
         wanted = {(q, d, i) for q, ds in work.docs.items() for d in ds
                   for i in ([None] if items is None else [it.item_id for it in items[q]])}
-        return [g for g in read_grades(output, model=grader.model_id, prompt=the_prompt.id)
+        return [g for g in _read_grades(output, model=grader.model_id, prompt=the_prompt.id)
                 if (g.query_id, g.doc_id, g.item_id) in wanted]
     return sink.grades
 
@@ -256,8 +253,6 @@ def grade(reports: Iterable[Any], *, bank=None, prompt: str, backend: str = "emb
 def qrels(grades: Iterable[Grade], *, label: str = "max", min_grade: int | None = None) -> dict[str, dict[str, int]]:
     """EXAM-Qrels (as exam-qrels): topic -> graded unit -> label (best grade by default;
     ``label`` count or binary: of the grades >= ``min_grade``, 4 unless given)."""
-    from .measures.exam_qrels import grades_to_qrels
-
     grades = _grades(grades)
     _one_grader(grades)
     if label == "max" and min_grade is not None:
@@ -278,8 +273,6 @@ def cover(grades: Sequence[Grade], runs: Mapping[str, Mapping[str, Mapping[str, 
     run -> {"exam_cover", "n_exam_cover"} means over topics (n_exam_cover None where no
     topic has an item any passage answers: undefined, not 0)."""
     import math
-
-    from .measures.exam_cover import build_index, exam_cover
 
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise UsageError(f"k must be a whole number of 1 or more, not {k!r}")
@@ -327,8 +320,6 @@ def nugget_scores(reports: Iterable[Any], grades: Sequence[Grade], bank, *, supp
     :data:`NUGGET_MEASURES`. What the command says on stderr (unparsed, stale or missing
     grades, reports off the bank's topics) goes to ``log``, by default as a
     :class:`UserWarning`."""
-    from .measures import nugget_scores as ns
-
     _check_thresholds(support_min, partial_min)
     if log is not None and not callable(log):
         raise UsageError(f"log= takes a function of one message, not {type(log).__name__}")
@@ -354,8 +345,6 @@ def citation_qrels(reports: Iterable[Any], grades: Sequence[Grade], *, support_m
                    partial_min: int | None = None) -> dict[str, dict[str, int]]:
     """Document qrels from citations (as ``exam-nuggets qrels --from nuggets``): a cited
     document's label (0-2) is the best nugget support level of the sentences citing it."""
-    from .measures import nugget_scores as ns
-
     _check_thresholds(support_min, partial_min)
     grades = _grades(grades)
     _one_grader(grades)

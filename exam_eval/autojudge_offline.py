@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .grading.cache import user_cache_dir
+
 
 def prepare() -> Path | None:
     """Make ``import autojudge_base`` work offline; returns the stand-in folder it put on
@@ -25,7 +27,6 @@ def prepare() -> Path | None:
         return None
     except LookupError:
         pass
-    from .grading.cache import user_cache_dir
 
     root = user_cache_dir() / "nltk_data"
     (root / "tokenizers" / "punkt").mkdir(parents=True, exist_ok=True)

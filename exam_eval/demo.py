@@ -39,6 +39,10 @@ import time
 from importlib import resources
 from pathlib import Path
 
+from exam_eval.errors import OutputError
+from exam_eval.io.leaderboard import read_leaderboard
+from exam_eval.io.outputs import ensure_output_dir, special_kind, write_error
+
 RUNS = ("good", "mediocre", "poor", "random")
 MIN_GRADE = 4  # "answered": the EXAM papers' strict threshold on the 0-5 self-rating scale
 HUMAN_MIN = 2  # TREC DL: human label >= 2 is relevant
@@ -115,8 +119,6 @@ class Step:
 
 def write_text(path: Path, text: str, mode: str = "w") -> None:
     """The demo's own small files; a failure (disk full, no permission) names the file."""
-    from exam_eval.io.outputs import write_error
-
     try:
         with path.open(mode, encoding="utf-8") as fh:
             fh.write(text)
@@ -125,8 +127,6 @@ def write_text(path: Path, text: str, mode: str = "w") -> None:
 
 
 def read_tsv(path: Path) -> dict[str, dict[str, float]]:
-    from exam_eval.io.leaderboard import read_leaderboard
-
     return {run: {k: v for k, v in row.items()} for run, row in read_leaderboard(path).rows.items()}
 
 
@@ -140,8 +140,6 @@ def run_demo(out: Path, backend: str, model: str | None, prompt: str, extra: lis
     earlier demo's files as they were, its grades beside its leaderboards."""
     import shutil
     import tempfile
-
-    from exam_eval.io.outputs import ensure_output_dir
 
     made = not out.exists()
     ensure_output_dir(out)
@@ -169,9 +167,6 @@ def _check_replaceable(path: Path) -> None:
     """The demo's files replace an earlier demo's (regular files, or links, which a rename
     replaces and whose targets stay): a folder, a device or a FIFO put in their place is
     not renamed over (/dev/null made a regular file, as root, for every program)."""
-    from exam_eval.errors import OutputError
-    from exam_eval.io.outputs import special_kind
-
     if path.is_symlink():
         return
     kind = "a folder" if path.is_dir() else special_kind(path)

@@ -46,15 +46,14 @@ from pathlib import Path
 
 from .io.outputs import ensure_output_dir
 from .demo import HUMAN_MIN, PRIMARY, RUNS, Step, best_vs_worst, demo_data_dir, read_tsv, show_file, write_text
+from .io.passages import read_passages
+from .io.reports import reports_from_run
+from .trec_eval.trec_files import read_run
 
 DEPTH = 3
 
 
 def build_reports(data: Path, out: Path) -> None:
-    from .io.passages import read_passages
-    from .io.reports import reports_from_run
-    from .trec_eval.trec_files import read_run
-
     texts = read_passages(str(data / "passages.jsonl"))
     out.mkdir(parents=True, exist_ok=True)
     for name in RUNS:

@@ -5,7 +5,7 @@ file for every program on the machine, and later tests failed far from the cause
 each test file /dev/null must still be a character device; the file that broke it is named
 (its last test errors at teardown) and, where we may (root), the device is put back:
 a fresh node renamed over it, atomically, so that no other process misses it.
-``EXAM_EVAL_GUARDED_NULL`` names another node to guard (tests/test_machine_guard.py
+``EXAM_EVAL_GUARDED_NULL`` names another node to guard (tests/architecture/test_machine_guard.py
 guards one of its own, so that it can break it).
 """
 

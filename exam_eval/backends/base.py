@@ -27,8 +27,11 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
 
 from ..errors import UsageError
+from ..grading.answer_check import matches
+from ..grading.reasoning import join_reasoning
 from ..grading.types import CUT_OFF_REASONING, FAILED, GradeRequest, GradeResult
 from ..io.judge_detail import JudgeDetail
+from .registry import client_class, register as register_role
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..grading.prompts.base import Prompt
@@ -309,7 +312,6 @@ class PromptBackend(Backend):
         apply the answer key when the bank has one."""
         if text is None:
             return FAILED
-        from ..grading.reasoning import join_reasoning
 
         said = join_reasoning(getattr(text, "reasoning", None), str(text), bool(getattr(text, "cut_off", False)))
         served = getattr(text, "served_model", None)
@@ -325,8 +327,6 @@ class PromptBackend(Backend):
 
 def answer_of(text: str) -> str | None:
     """A generated text's answer after any reasoning (None: cut off while reasoning)."""
-    from ..grading.reasoning import join_reasoning
-
     said = join_reasoning(getattr(text, "reasoning", None), str(text), bool(getattr(text, "cut_off", False)))
     if said.unfinished:
         return None
@@ -418,7 +418,6 @@ def finish_parsed(req: GradeRequest, parsed: "Parsed") -> tuple[int | None, bool
     if req.answer_keys:
         if parsed.grade == 0:  # unanswerable expressions stay 0 whatever the key
             return 0, True
-        from ..grading.answer_check import matches
 
         return (1 if matches(parsed.answer, list(req.answer_keys)) else 0), True
     return (parsed.grade if parsed.grade is not None else 1), True
@@ -429,14 +428,10 @@ def finish_parsed(req: GradeRequest, parsed: "Parsed") -> tuple[int | None, bool
 def register(name: str, target: str | type[Backend]) -> None:
     """Add a grading back end: ``"module:Class"`` (imported on use) or the class itself (the
     ``score`` role of :mod:`exam_eval.backends.registry`)."""
-    from .registry import register as register_role
-
     register_role(name, "score", target)
 
 
 def backend_class(name: str) -> type[Backend]:
-    from .registry import client_class
-
     return client_class(name, "score")
 
 

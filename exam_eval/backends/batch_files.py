@@ -34,6 +34,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..errors import InputError, OutputError, UsageError
 from ..grading.types import NO_ANSWER, NOT_ASKED_AGAIN, NOT_SENT
+from ..io.jsonl import iter_jsonl
+from ..io.openers import display_name
 from ..io.outputs import IN_PLACE, atomic_output, existing_non_regular, special_kind
 from .http_client import CHAT_ROUTE, COMPLETIONS_ROUTE, ChatResult, chat_body, completion_body, reply_of
 from .token_usage import TokenUsage
@@ -225,9 +227,6 @@ def read_results(paths: Iterable[str], tag: str, what: str) -> dict[str, Answer]
     line. Of several answers to one request a successful one wins (an error answered in one
     round, the answer in the next); two successful answers that differ refuse the file
     (naming both lines); the same answer twice (a results file given twice) is one."""
-    from ..io.jsonl import iter_jsonl
-    from ..io.openers import display_name
-
     answers: dict[str, Answer] = {}
     for path in paths:
         name = display_name(path)
@@ -253,12 +252,6 @@ def read_results(paths: Iterable[str], tag: str, what: str) -> dict[str, Answer]
             if first is None or (first.body is None and answer.body is not None):
                 answers[digest] = answer
     return answers
-
-
-def split_known(answers: dict[str, Answer], names: dict[str, str]) -> tuple[dict[str, Answer], int]:
-    """The answers to requests this run knows, and how many answer others."""
-    known = {d: a for d, a in answers.items() if d in names}
-    return known, len(answers) - len(known)
 
 
 def request_line(cid: str, route: str, body: dict) -> str:

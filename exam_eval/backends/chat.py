@@ -22,9 +22,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InputError, UsageError
-from ..grading.types import InterruptedBatch
-from .endpoint import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT, check_served_model, checked_endpoint
-from .http_client import ChatResult, OpenAIClient
+from ..grading.fitting import BatchLimit, TooLarge, call_in_halves
+from ..grading.prompts.base import Prompt
+from ..grading.reasoning import join_reasoning
+from ..grading.types import GradeRequest, InterruptedBatch
+from ..io.jsonl import iter_jsonl
+from ..io.openers import display_name
+from . import get_backend
+from .endpoint import DEFAULT_CONCURRENCY, chat_extras, check_served_model, checked_endpoint, extras_identity
+from .http_client import DEFAULT_TIMEOUT, ChatResult, OpenAIClient, server_identity
+from .registry import client_class
 
 # The nuggetizer sends max_completion_tokens=2048 on every call (core/llm.py).
 NUGGETIZER_MAX_TOKENS = 2048
@@ -37,8 +44,6 @@ def after_reasoning(results: Sequence[ChatResult]) -> list[ChatResult]:
     model's nugget list or questions come after its thinking, and an answer cut off while
     reasoning is empty, so that it is read as unparsed and asked again."""
     import dataclasses
-
-    from ..grading.reasoning import join_reasoning
 
     out = []
     for res in results:
@@ -62,8 +67,6 @@ def generate_fitting(backend, requests: Sequence, max_tokens: int, limit, advanc
     its reason (a rerun asks again), never the run. ``advance(n)`` after each call.
     An interrupt raises :class:`InterruptedBatch` with the calls finished before it (None
     for the rest), so that the caller keeps the answers already computed."""
-    from ..grading.fitting import TooLarge, call_in_halves
-
     out: list[ChatResult] = []
     start = 0
     while start < len(requests):
@@ -95,9 +98,6 @@ class EndpointChat:
                  concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5, timeout: float = DEFAULT_TIMEOUT,
                  max_tokens: int = NUGGETIZER_MAX_TOKENS, backend_options: dict | None = None,
                  cache_any_server: bool | None = None, **_ignored: Any):
-        from .endpoint import chat_extras, extras_identity
-        from .http_client import server_identity
-
         base_url = checked_endpoint(base_url, model)
         self._server = server_identity(base_url, cache_any_server)
         self.model_id = model
@@ -140,7 +140,6 @@ class HFChat:
                  backend_options: dict | None = None, **_ignored: Any):
         if not model:
             raise UsageError("the hf-causal back end needs --model (a Hugging Face id or path)")
-        from . import get_backend
 
         options = {"model": model, "max_new_tokens": max_tokens}
         options.update(backend_options or {})
@@ -168,10 +167,6 @@ class HFChat:
         return f"chat:{self.backend.cache_identity}:max_tokens={self.max_tokens}"
 
     def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
-        from ..grading.fitting import BatchLimit
-        from ..grading.prompts.base import Prompt
-        from ..grading.types import GradeRequest
-
         if not self._loaded:
             self.backend.load()
             self._loaded = True
@@ -204,9 +199,6 @@ class ScriptedChat:
     name = "scripted"
 
     def __init__(self, *, script: str | None = None, model: str | None = None, **_ignored: Any):
-        from ..io.jsonl import iter_jsonl
-        from ..io.openers import display_name
-
         if not script:
             raise UsageError("--backend scripted needs --script FILE (JSONL rules: match, output)")
         self.model_id = model or "scripted"
@@ -241,6 +233,4 @@ class ScriptedChat:
 
 
 def get_chat_model(name: str, **options: Any):
-    from .registry import client_class
-
     return client_class(name, "chat")(**options)

@@ -30,6 +30,7 @@ from ..errors import UsageError
 from .ct2_engine import CT2Engine
 from .ct2_recheck import label_score
 from .hf_causal import CausalBackend
+from .hf_common import load_failure
 
 #: generation_config.json settings that cannot change what this back end generates: the
 #: token ids (eos is mapped to CTranslate2's end tokens), caching and output switches, and
@@ -104,8 +105,6 @@ class CT2CausalBackend(CT2Engine, CausalBackend):
             return
         self.load_ct2(padding_side="left")
         from transformers import AutoConfig, GenerationConfig
-
-        from .hf_common import load_failure
 
         try:
             self._model_config = AutoConfig.from_pretrained(self._ref)

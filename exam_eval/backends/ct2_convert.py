@@ -27,6 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import InputError
+from .model_identity import files_listing
+from ..grading.cache import user_cache_dir
 
 #: What CTranslate2 computes in (``ctranslate2.Translator(compute_type=...)``).
 COMPUTE_TYPES = ("int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16", "float16", "bfloat16", "float32")
@@ -42,8 +44,6 @@ _META = "exam_eval_conversion.json"
 
 
 def cache_root() -> Path:
-    from ..grading.cache import user_cache_dir
-
     env = os.environ.get("EXAM_EVAL_CT2_CACHE")
     return Path(env) if env else user_cache_dir() / "ct2"
 
@@ -110,8 +110,6 @@ def _local_checkpoint(ref: str) -> tuple[str, str]:
     """(local directory, identity): a hub id is resolved to its downloaded snapshot,
     whose folder name is the commit hash."""
     if os.path.isdir(ref):
-        from .model_identity import files_listing
-
         real = os.path.realpath(ref)
         return real, json.dumps(["dir", real, files_listing(real, hidden=True)])
     from huggingface_hub import snapshot_download

@@ -24,6 +24,7 @@ from ..errors import UsageError
 from .base import PromptBackend
 from .ct2_convert import check_compute_type, check_convertible, converted_model, convertible
 from .ct2_recheck import RecheckMixin
+from .hf_common import TokenizerOps, check_model_ref, load_failure, require_hub_model
 
 ENGINES = ("auto", "torch", "ctranslate2")
 
@@ -64,8 +65,6 @@ class EngineChoice:
         """The class that runs the engine ``options`` ask for (``get_backend`` calls this)."""
         engine = choose_engine(options.get("engine"), options.get("compute_type"), options.get("dtype"), cls.auto_ct2)
         if engine == "ctranslate2" and options.get("engine") in (None, "auto") and not options.get("compute_type"):
-            from .hf_common import check_model_ref
-
             # auto: an architecture CTranslate2 does not run (LongT5, ...), or a GGUF file, stays on torch
             model = options.get("model") or cls.default_model
             if model and (model.lower().endswith(".gguf") or not convertible(check_model_ref(model), cls.ct2_kind)):
@@ -236,7 +235,6 @@ class CT2Engine(RecheckMixin):
         except ImportError as exc:  # pragma: no cover - depends on the install
             raise UsageError(f"--engine ctranslate2 needs ctranslate2 and transformers ({exc}); "
                              "pip install 'exam_eval[models]'") from None
-        from .hf_common import TokenizerOps, load_failure, require_hub_model
 
         require_hub_model(self._ref, self.model_id)
         try:
@@ -260,8 +258,6 @@ class CT2Engine(RecheckMixin):
         """The checkpoint converted to ``compute_type`` (once, cached), loaded; on a GPU
         run once, so that missing CUDA libraries show now, as one line."""
         import ctranslate2
-
-        from .hf_common import load_failure
 
         folder = converted_model(self._ref, self.model_id, compute_type,
                                  log=lambda msg: print(f"exam_eval: {msg}", file=sys.stderr, flush=True))

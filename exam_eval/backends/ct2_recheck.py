@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Sequence
 
 from ..errors import UsageError
+from ..grading.types import LabelWeights
 
 #: In standard deviations of the vocabulary logits (bench/README.md: chosen on one seeded
 #: pool and random model, checked on other pools, random models and SmolLM2).
@@ -46,8 +47,6 @@ def label_score(logits, labels: Sequence[str], ids: Sequence[int]) -> LabelScore
     """The softmax over the labels' logits (p(label) / sum p(labels), as the torch engines
     compute it, in float64 here), and the gap of the two best labels in the logits' scale."""
     import numpy as np
-
-    from ..grading.types import LabelWeights
 
     vocab = np.asarray(logits, dtype=np.float64)
     x = vocab[list(ids)]

@@ -38,6 +38,7 @@ from typing import Any, Sequence
 from ..errors import InputError, UsageError
 from .base import Backend
 from ..grading.types import GradeRequest, GradeResult
+from .hf_common import pick_device
 from .model_identity import model_files_id, model_name
 
 PACKAGED_NAMES = ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2", "minilm")
@@ -101,8 +102,6 @@ class Encoder:
             # Local files: make sure sentence-transformers never asks the hub about them.
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
-
-        from .hf_common import pick_device
 
         try:
             self._model = SentenceTransformer(path, device=pick_device(self.device))

@@ -32,12 +32,9 @@ import os
 from typing import Sequence
 
 from ..errors import UsageError
-from ..grading.types import InterruptedBatch
+from ..grading.types import FAILED, GradeRequest, GradeResult, Generated, InterruptedBatch, LabelWeights
 from .base import flag_option, label_mass_fallback, scored_result, PromptBackend
-# seconds a request may take: defined once, beside the client that waits (re-exported here
-# for the commands' flag blocks)
-from .http_client import DEFAULT_TIMEOUT  # noqa: F401
-from ..grading.types import FAILED, GradeRequest, GradeResult
+from .http_client import DEFAULT_TIMEOUT, DOWN_AFTER, OpenAIClient, check_base_url, server_identity
 from ..io.judge_detail import JudgeDetail
 
 
@@ -100,8 +97,6 @@ def check_served_model(client, model: str) -> None:
 def checked_endpoint(base_url: str | None, model: str | None) -> str:
     """The base URL (or $OPENAI_BASE_URL), refused with a usage error when it or the
     model name is missing or the URL is not http(s)."""
-    from .http_client import check_base_url
-
     base_url = base_url or os.environ.get("OPENAI_BASE_URL")
     if not base_url:
         raise UsageError("the endpoint back end needs --base-url (or $OPENAI_BASE_URL), e.g. http://localhost:8000/v1")
@@ -145,8 +140,6 @@ class EndpointBackend(PromptBackend):
                  backoff: float | str | None = None, down_after: float | str | None = None,
                  reasoning_effort: str | None = None, chat_template_kwargs: str | dict | None = None,
                  cache_any_server: bool | None = None):
-        from .http_client import server_identity
-
         self.base_url = checked_endpoint(base_url, model)
         self._server = server_identity(self.base_url, cache_any_server)
         self.model_id = model
@@ -169,7 +162,6 @@ class EndpointBackend(PromptBackend):
         self.errors: dict[str, int] = {}  # error message -> count, reported by exam-grade
         self.cut_off = 0  # generated answers the server cut at max_new_tokens
         self.backoff = _number("backoff", backoff, 1.0)
-        from .http_client import DOWN_AFTER
 
         self.down_after = _number("down_after", down_after, DOWN_AFTER)
         self.extras = request_extras(reasoning_effort, chat_template_kwargs)
@@ -197,8 +189,6 @@ class EndpointBackend(PromptBackend):
         return self._window
 
     def load(self) -> None:
-        from .http_client import OpenAIClient
-
         if self.client is None:
             self.client = OpenAIClient(self.base_url, self.model_id, api_key_env=self.api_key_env,
                                        concurrency=self.concurrency, max_retries=self.max_retries,
@@ -252,8 +242,6 @@ class EndpointBackend(PromptBackend):
 
     def _said(self, reply):
         """A reply's text with what came beside it (None: the call failed)."""
-        from ..grading.types import Generated
-
         if reply.error is not None or reply.text is None:
             return None
         served = getattr(reply, "model", None)
@@ -331,8 +319,6 @@ def label_weights(labels: Sequence[str], top_logprobs: list[dict[str, float]] | 
     when the labels stay distinct that way, case-insensitively ("yes"/"Yes"); variants
     of one label add up.
     """
-    from ..grading.types import LabelWeights
-
     if not top_logprobs or not top_logprobs[0]:
         return None
     first = top_logprobs[0]

@@ -5,6 +5,9 @@ build their graders here; nothing is loaded until the first batch."""
 from __future__ import annotations
 
 from ..errors import UsageError
+from .base import PromptBackend, backend_class, get_backend
+from ..grading.parsing import RATING_RULES
+from ..grading.prompts import get_prompt
 
 
 #: settings that are flags in every command that talks to a model (not -O pairs)
@@ -41,8 +44,6 @@ def _check_numbers(backend: str, extra: dict, label: str = "--backend-option ") 
     import inspect
     import math
 
-    from .base import backend_class
-
     # the class as registered: an engine's own class (select_class) may take more
     # options, which are then not checked here
     params = inspect.signature(backend_class(backend).__init__).parameters
@@ -66,8 +67,6 @@ def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], p
     """The back end of the flags (``options``, None where not given) and the --backend-option
     pairs, checked against ``prompt``; validates options and model path, loads nothing.
     ``options`` takes the --backend-option values too (the verifier reads them)."""
-    from .base import get_backend
-
     extra = split_backend_options(backend_options)
     flagged = sorted(set(extra) & set(FLAGS))
     if flagged:  # -O carries a server's own extras; the settings every command shares are flags
@@ -89,8 +88,6 @@ def make_grader(backend: str, options: dict, backend_options: tuple[str, ...], p
 def _check_rating_rule(grader, backend: str, prompt) -> None:
     """--rating-rule reads a generated rating; where the back end scores the labels (or
     reads no text at all) it would change nothing but the prompt's id."""
-    from ..grading.parsing import RATING_RULES
-
     rule = next((name for name, parser in RATING_RULES.items() if parser == prompt.parser), "strict")
     will_score = getattr(grader, "will_score", None)
     if rule != "strict" and (will_score is None or will_score(prompt)):
@@ -102,9 +99,6 @@ def _check_rating_rule(grader, backend: str, prompt) -> None:
 def attach_verifier(grader, backend: str, verifier_model, verifier_backend: str, options: dict) -> None:
     """EXAM++'s LLM answer verification, by the grading model or by a model of its own."""
     import inspect
-
-    from ..grading.prompts import get_prompt
-    from .base import PromptBackend, backend_class, get_backend
 
     verifier = get_prompt("answer-verification")
     if not grader.can_verify:

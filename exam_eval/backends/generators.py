@@ -10,13 +10,18 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from .chat import NUGGETIZER_MAX_TOKENS
-from .endpoint import DEFAULT_CONCURRENCY
-from .http_client import ChatResult, OpenAIClient
+from .base import get_backend
+from .chat import NUGGETIZER_MAX_TOKENS, after_reasoning, generate_fitting
+from .endpoint import DEFAULT_CONCURRENCY, chat_extras, check_served_model, checked_endpoint, extras_identity
+from .http_client import DEFAULT_TIMEOUT, ChatResult, OpenAIClient, server_identity
 from .registry import client_class
 from ..errors import InputError, UsageError
+from ..grading.fitting import BatchLimit
+from ..grading.prompts.base import Prompt
+from ..grading.types import GradeRequest
 from ..io.jsonl import iter_jsonl
 from ..io.openers import display_name
+from ..progress import progress_bar
 
 
 def generator_class(name: str) -> type:
@@ -37,8 +42,6 @@ class EndpointGenerator:
                  **_ignored: Any):
         if not model:
             raise UsageError("--model is required for the endpoint back end")
-        from .endpoint import DEFAULT_TIMEOUT, chat_extras, checked_endpoint, extras_identity
-        from .http_client import server_identity
 
         base_url = checked_endpoint(base_url, model)
         self._server = server_identity(base_url, cache_any_server)
@@ -68,10 +71,6 @@ class EndpointGenerator:
     def generate(self, prompts: Sequence[str], keys: Sequence[tuple],
                  temperature: float | None = None) -> list[ChatResult]:
         """``temperature``: this call's (a re-ask's); None: the generator's own."""
-        from .chat import after_reasoning
-        from .endpoint import check_served_model
-        from ..progress import progress_bar
-
         if not self._checked:
             check_served_model(self.client, self.model)
             self._checked = True
@@ -158,7 +157,6 @@ class HFGenerator:
                  backend_options: dict | None = None, **_ignored: Any):
         if not model:
             raise UsageError(f"--model is required for the {name} back end")
-        from .base import get_backend
 
         options = {"model": model, "device": device, "dtype": dtype, "batch_size": batch_size,
                    "max_new_tokens": max_tokens}
@@ -183,12 +181,6 @@ class HFGenerator:
                  temperature: float | None = None) -> list[ChatResult]:
         """Greedy decoding whatever ``temperature`` (a re-ask repeats the answer unless the
         back end samples, -O do_sample=true)."""
-        from ..grading.types import GradeRequest
-        from .chat import generate_fitting
-        from ..grading.fitting import BatchLimit
-        from ..grading.prompts.base import Prompt
-        from ..progress import progress_bar
-
         if not self._loaded:
             self.backend.load()
             self._loaded = True

@@ -12,6 +12,7 @@ from typing import Sequence
 
 from ..errors import InputError, UsageError
 from ..grading.types import LabelWeights
+from .hf_attention import attention_kwargs
 from .model_identity import model_files_id, model_name
 
 
@@ -117,7 +118,6 @@ def model_kwargs(device: str, source: str | None = None) -> dict:
     transformers' own choices stand (the CPU defaults are measured with them)."""
     if not device.startswith("cuda"):
         return {}
-    from .hf_attention import attention_kwargs
 
     return {"device_map": device, **attention_kwargs(source, device)}
 
@@ -386,7 +386,7 @@ class HFGenerativeBase:
 
     def _encoder(self):
         if self._prompt_ids is None and self.use_prompt_ids and getattr(self.tokenizer, "is_fast", False):
-            from .prompt_ids import PromptEncoder
+            from .prompt_ids import PromptEncoder  # numpy: not loaded for a command's --help
 
             self._prompt_ids = PromptEncoder(self.tokenizer, self._full_text, window=self.context_window,
                                              reserve=self.reserve_tokens, special_tokens=self.special_tokens,

@@ -23,7 +23,7 @@ from typing import Sequence
 
 from ..errors import UsageError
 from .base import finish_parsed, llm_verify, Backend
-from ..grading.types import GradeRequest, GradeResult
+from ..grading.types import GradeRequest, GradeResult, Parsed
 from .hf_common import check_model_ref, load_failure, loaded_dtype, pick_device, pick_dtype, require_hub_model
 from .model_identity import model_files_id, model_name
 
@@ -132,8 +132,6 @@ class QABackend(Backend):
                 for i in range(len(questions))]
 
     def grade(self, requests: Sequence[GradeRequest]) -> list[GradeResult]:
-        from ..grading.types import Parsed
-
         self.load()
         answers = self.answer([r.item_text or "" for r in requests], [r.context for r in requests])
         results: list[GradeResult | None] = []

@@ -14,8 +14,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from .base import PromptBackend
+from ..errors import UsageError
 from ..grading.types import GradeRequest
 from .ct2_engine import EngineChoice
+from .hf_attention import NAME
 from .hf_common import (CUDA_PAD_MULTIPLE, HFGenerativeBase, label_columns, TokenizerOps, cuda_token_budget, label_token_ids,
                         load_failure, model_kwargs, pick_device, pick_dtype, require_hub_model)
 
@@ -38,7 +40,6 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
             import torch
             from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
         except ImportError as exc:  # pragma: no cover - depends on the install
-            from ..errors import UsageError
             raise UsageError(f"hf-seq2seq needs torch and transformers ({exc}); pip install 'exam_eval[models]'") from None
         self.device = pick_device(self._device_opt)
         try:
@@ -95,7 +96,6 @@ class Seq2SeqBackend(EngineChoice, HFGenerativeBase, PromptBackend):
         known = self.__dict__.get("_key_mask")
         if known is not None and known[0] is model:
             return known[1]
-        from .hf_attention import NAME
 
         answer = getattr(getattr(model, "config", None), "_attn_implementation", None) in ("sdpa", NAME)
         self._key_mask = (model, answer)

@@ -84,7 +84,7 @@ from .http_replies import (MAX_BODY, BadReply, chat_logprobs, completion_logprob
                            usage_counts)
 from .token_usage import TokenUsage
 
-__all__ = ["ChatResult", "OpenAIClient", "TokenUsage"]
+__all__ = ["ChatResult", "OpenAIClient"]
 
 # A server asking us to wait longer than this is treated as if it had asked for this long:
 # a misconfigured Retry-After must not stall a grading job for hours.

@@ -15,7 +15,10 @@ from typing import Callable
 
 import click
 
+from ..backends.batch_files import Replay, check_batch_out, grader_tag, read_results, request_line, write_requests
+from ..backends.http_client import NO_SERVER
 from ..errors import UsageError
+from ..grading.asking import RETRY_TEMPERATURE
 from ._base import claim_output
 
 
@@ -39,7 +42,6 @@ def check_batch(backend: str, batch_out: str | None, batch_in: tuple, base_url: 
     if backend != "endpoint":
         raise UsageError(f"{flag} takes the requests of the endpoint back end: give --backend endpoint and --model "
                          "(the name the batch service serves)")
-    from ..backends.http_client import NO_SERVER
 
     return base_url or NO_SERVER
 
@@ -52,8 +54,6 @@ def attach(model, command: str, batch_out: str | None, batch_in: tuple, *, ident
     (default the nuggetizer's 0.2)."""
     if not batch_out and not batch_in:
         return None
-    from ..backends.batch_files import Replay, check_batch_out, grader_tag, read_results
-    from ..grading.asking import RETRY_TEMPERATURE
 
     tag = grader_tag(command, identity)
     if batch_out:
@@ -86,8 +86,6 @@ def finish(replay, batch_out: str | None, log: Callable[[str], None]) -> bool:
         log(f"{unused} answers in the results files were not asked for by this run (answered already, or of other "
             "inputs): not used")
     if batch_out:
-        from ..backends.batch_files import request_line, write_requests
-
         written = write_requests(batch_out, [request_line(cid, route, body) for cid, route, body in replay.asked],
                                  tag=replay.tag)
         log(f"{len(replay.asked):,} requests written to {written.summary()}" + (

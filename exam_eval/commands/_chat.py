@@ -7,10 +7,16 @@ from __future__ import annotations
 import click
 
 from ..backends import registry
+from ..backends.chat import get_chat_model
+from ..backends.context_limit import too_long_line
+from ..backends.factory import split_backend_options
+from ..backends.registry import client_class
 from ..errors import UsageError
+from ..grading.cache import GradeCache, NullCache
 from ._base import refuse_untaken
 from ._model_flags import (NUGGETIZER_REFUSES_TEMPERATURE, SERVER_OPTIONS, cache_option, flag_block, max_tokens_option,
                            no_cache_option, retries_option, temperature_option)
+from ._session import cache_file
 
 
 def chat_options(f):
@@ -44,14 +50,10 @@ CHAT_KEYWORDS = ("base_url", "api_key_env", "concurrency", "max_retries", "timeo
 def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens, backend_options,
               script=None, cache_any_server=None):
     """The chat model of the flags; checks them, loads nothing."""
-    from ..backends.chat import get_chat_model
-    from ..backends.factory import split_backend_options
-
     if backend_options and backend not in ("hf-causal", "endpoint"):
         raise UsageError("--backend-option is for --backend hf-causal and endpoint")
     if script and backend != "scripted":
         raise UsageError("--script is for --backend scripted")
-    from ..backends.registry import client_class
 
     refuse_untaken(click.get_current_context(silent=True), backend, client_class(backend, "chat"), CHAT_KEYWORDS)
     return get_chat_model(backend, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,
@@ -74,9 +76,6 @@ def kept_hint(no_cache: bool) -> str:
 
 
 def open_cache(cache_path, no_cache):
-    from ..grading.cache import GradeCache, NullCache
-    from ._session import cache_file
-
     path = cache_file(cache_path, no_cache)
     return NullCache() if path is None else GradeCache(path)
 
@@ -84,8 +83,6 @@ def open_cache(cache_path, no_cache):
 def chat_too_long(model, prompt_fix: str | None, max_tokens: int, no_cache: bool) -> str | None:
     """A chat command's one line for a run the server stopped at a prompt too long for the
     model (backends.context_limit.too_long_line), with what the cache kept."""
-    from ..backends.context_limit import too_long_line
-
     kept = ("nothing was kept (--no-cache)" if no_cache
             else "the answers received are cached (a rerun with the same flags takes them from there)")
     return too_long_line(model, prompt_fix, "--max-tokens", max_tokens, kept)

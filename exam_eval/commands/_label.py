@@ -10,9 +10,17 @@ import click
 
 from ..errors import InputError, UsageError
 from ..io.openers import display_name
+from ..io.passages import read_passages
+from ..io.topics import read_topics
+from ..measures.grade_labels import load_labels
 from ..verify.label_design import (DESIGN_FILE, ORDERS, SCALES, Design, check_follows, extend, in_folder, new_design,
                                    passage_population, read_design, write_design)
 from ..verify.label_guidelines import default_guidelines, read_guidelines
+from ..verify.label_export import write_export as write_passage_export
+from ..verify.label_nuggets import (new_nugget_design, nugget_population_of, nugget_texts, report_files,
+                                    write_nugget_export)
+from ..verify.label_session import LabelSession, Texts
+from ..verify.label_store import OneWriter, assessors, check_assessor, labels_path, read_labels
 from ._base import CONTEXT_SETTINGS, claim_output, exit_on_next_signal
 
 PROG = "exam-verify"
@@ -89,9 +97,6 @@ def label_cmd(folder, runs, n_queries, depth, seed, topics, passages, reports, b
       exam-verify label sample/                     # resume: the URL again
       exam-verify label sample/ -n 40 --no-serve     # ten more queries of the same draw
     """
-    from ..verify.label_session import LabelSession
-    from ..verify.label_store import OneWriter, check_assessor
-
     folder = _folder(folder)
     if assessor is not None:
         check_assessor(assessor)
@@ -131,8 +136,6 @@ def _check_nugget_flags(runs, reports, bank, passages, llm, scale, depth) -> Non
 def _new_design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missing, reports, bank,
                 order: str) -> Design:
     if reports:
-        from ..verify.label_nuggets import new_nugget_design
-
         if n is None:
             raise UsageError("a new sample needs -n (FOLDER has no design.json)")
         return new_nugget_design(reports, bank, n, seed or 0, topics=topics and _spec(topics), order=order)
@@ -153,8 +156,6 @@ def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missi
         if guidelines is not None:
             design.guidelines = [list(g) for g in read_guidelines(guidelines, design.top_label)]
         if design.mode == "nugget" and design.topics is not None:
-            from ..io.topics import read_topics
-
             read_topics(design.topics)   # every input read and checked before the folder is written
         os.makedirs(folder, exist_ok=True)
         write_design(design, folder)
@@ -187,8 +188,6 @@ def _design(folder, runs, n, depth, seed, topics, passages, llm, scale, on_missi
 def _population(design: Design):
     """What a sample of DESIGN's mode is drawn from: (queries, their pairs) of a design."""
     if design.mode == "nugget":
-        from ..verify.label_nuggets import nugget_population_of
-
         return nugget_population_of
     return passage_population
 
@@ -201,8 +200,6 @@ def _check_same(design: Design, folder, runs, depth, seed, topics, passages, llm
     """What a later call gives again must be what the design says: another value would be
     another sample, where a label of this one means nothing."""
     if design.mode == "nugget" and runs:
-        from ..verify.label_nuggets import report_files
-
         runs = report_files(runs)
     given = {"RUN": [os.path.abspath(r) for r in runs] or None, "-k": depth, "--seed": seed, "--scale": scale,
              "--topics": topics and _spec(topics), "--passages": passages and _spec(passages),
@@ -217,9 +214,6 @@ def _check_same(design: Design, folder, runs, depth, seed, topics, passages, llm
 
 
 def _check_texts(design: Design, pairs, on_missing: str) -> None:
-    from ..io.passages import read_passages
-    from ..io.topics import read_topics
-
     topics = read_topics(design.topics)
     no_topic = sorted({q for q, _ in pairs} - set(topics))
     if no_topic:
@@ -238,14 +232,8 @@ def _check_texts(design: Design, pairs, on_missing: str) -> None:
 
 
 def _texts(design: Design, show_llm: bool):
-    from ..io.passages import read_passages
-    from ..io.topics import read_topics
-    from ..verify.label_session import Texts
-
     topics = {} if design.topics is None else read_topics(design.topics)
     if design.mode == "nugget":
-        from ..verify.label_nuggets import nugget_texts
-
         if show_llm:
             raise UsageError("--show-llm: nugget mode has no LLM labels to show")
         shown = nugget_texts(design, {q: t.text for q, t in topics.items()})
@@ -255,7 +243,6 @@ def _texts(design: Design, show_llm: bool):
     if show_llm:
         if design.llm is None:
             raise UsageError("--show-llm: the design names no LLM labels (give --llm when drawing the sample)")
-        from ..measures.grade_labels import load_labels
 
         llm = load_labels(design.llm["path"], log=_say)
     return Texts({q: t.text for q, t in topics.items()}, passages, llm, topics=_topic_details(topics))
@@ -268,7 +255,7 @@ def _topic_details(topics) -> dict[str, dict[str, str]]:
 
 
 def _serve(session, lock, port: int, assessor: str | None, new_token: bool = False) -> int:
-    from ..verify.label_server import keep_port, kept_token, start_server
+    from ..verify.label_server import keep_port, kept_token, start_server  # http.server: only when serving
 
     server = start_server(session, port, log=_say)
     lock.say_holder(f"pid {os.getpid()}, port {server.port}")
@@ -290,13 +277,9 @@ def _serve(session, lock, port: int, assessor: str | None, new_token: bool = Fal
 
 
 def _export(design: Design, folder: str, only: str | None) -> None:
-    from ..verify.label_export import write_export
-    from ..verify.label_store import assessors, labels_path, read_labels
-
     names = [only] if only else assessors(folder)
     out_dir = in_folder(folder, "qrels")   # the command's own folder: it replaces only what it wrote
-    if design.mode == "nugget":
-        from ..verify.label_nuggets import write_nugget_export as write_export
+    write_export = write_nugget_export if design.mode == "nugget" else write_passage_export
     for name in names:
         labels = read_labels(labels_path(folder, name), _say, pairs=design.pair_list(), top=design.top_label)
         ex = write_export(design, name, labels, out_dir)
@@ -320,8 +303,6 @@ def label_qrels_cmd(folder, assessor):
       exam-verify label-qrels sample/
       exam-correlate interval sample/qrels/ann.qrels llm.qrels runs/*.run --labelled sample/qrels/ann.labelled.txt
     """
-    from ..verify.label_store import assessors, check_assessor
-
     folder = _folder(folder)
     design = read_design(folder)
     if design is None:

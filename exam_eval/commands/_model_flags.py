@@ -11,7 +11,8 @@ from __future__ import annotations
 import click
 
 from ..backends.chat import NUGGETIZER_MAX_TOKENS
-from ..backends.endpoint import DEFAULT_CONCURRENCY, DEFAULT_TIMEOUT
+from ..backends.endpoint import DEFAULT_CONCURRENCY
+from ..backends.http_client import DEFAULT_TIMEOUT
 from ..errors import UsageError
 from ._base import FiniteRange, check_no_cache, claim_cache
 

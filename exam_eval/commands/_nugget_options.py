@@ -8,6 +8,8 @@ import os
 import click
 
 from ._base import claim_output, refuse_given
+from ..io.outputs import check_output
+from ..io.track_specs import SPECS
 
 
 def threshold_options(f):
@@ -20,8 +22,6 @@ def threshold_options(f):
 
 
 def _spec_names() -> str:
-    from ..io.track_specs import SPECS
-
     return ", ".join(SPECS)
 
 
@@ -37,8 +37,6 @@ def check_file_or_dir(ctx, param, value):
     """-o of score: a file as everywhere, or a directory for per-run trec_eval files
     (an existing one is fine: its RUN.txt files are replaced, as any output is)."""
     if value is not None and not ctx.resilient_parsing and not (value.endswith(os.sep) or os.path.isdir(value)):
-        from ..io.outputs import check_output
-
         check_output(value)
     return claim_output(ctx, param, value)
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def read_run_any(path: str) -> tuple[Run | RunTable, str]:
-    """(run, tag): a RunTable where the bulk reader took the file (see io.trec.read_run_table)."""
+    """(run, tag): a RunTable where the bulk reader took the file (see trec_eval.trec_files.read_run_table)."""
     got = read_run_table(path)
     return got if isinstance(got, tuple) else (got, got.tag)
 

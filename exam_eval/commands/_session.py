@@ -10,7 +10,15 @@ from typing import Callable, Iterable
 
 import click
 
-from ._base import EXIT_INTERRUPTED
+from ._base import EXIT_INTERRUPTED, exit_on_next_signal, stop_on_signals
+from ..backends.batch_files import (Replay, check_batch_out, custom_id, grader_tag, read_results, record_bodies,
+                                    request_digest, request_line, write_requests)
+from ..backends.context_limit import too_long_line
+from ..backends.hf_common import pretrained_source
+from ..backends.http_client import NO_SERVER
+from ..grading.cache import default_cache_path
+from ..grading.engine import estimate_seconds
+from ..grading.session import Interrupted
 
 EXIT_CALLS_FAILED = 3
 
@@ -19,14 +27,11 @@ def cache_file(cache_path: str | None, no_cache: bool) -> str | None:
     """--cache / --no-cache: the cache to use, or None."""
     if no_cache:
         return None
-    from ..grading.cache import default_cache_path
 
     return cache_path or default_cache_path()
 
 
 def dry_run_report(plan, grader, cache, shard) -> None:
-    from ..grading.engine import estimate_seconds
-
     s = plan.stats
     todo_pairs = sum(len(u.pairs) for u in plan.units_todo)
     rate = cache.throughput(grader.cache_identity)
@@ -59,8 +64,6 @@ def _tokenizer_of(grader):
         return None
     try:
         from transformers import AutoTokenizer
-
-        from ..backends.hf_common import pretrained_source
 
         source, gguf = pretrained_source(str(ref))
         return AutoTokenizer.from_pretrained(source, local_files_only=True, **gguf)
@@ -101,9 +104,6 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
     where given (else the back end's most frequent error), ``retry`` said of them.
     ``replayed``: the answers came from batch results files, where nothing is called: a pair
     without a grade has no answer there, it did not fail."""
-    from ..grading.session import Interrupted
-    from ._base import exit_on_next_signal, stop_on_signals
-
     output = session.output
     stop_on_signals()
     try:
@@ -139,8 +139,6 @@ def run_session(session, *, log: Callable[[str], None], batch_size: int | None, 
 
 def _too_long(grader, output: str | None) -> str | None:
     """The one line of a run the server stopped at a prompt longer than the model's context."""
-    from ..backends.context_limit import too_long_line
-
     window = getattr(grader, "context_window", None)
     # a changed flag is a grader with other settings, which exam-grade never mixes into one -o
     kept = ("the grades written to -o are kept (a rerun with the same flags resumes there; one with a changed flag "
@@ -154,8 +152,6 @@ def _too_long(grader, output: str | None) -> str | None:
 # ---- batch files (--batch-out, --batch-in): backends.batch_files -------------------------
 
 def batch_tag(command: str, grader, prompt) -> str:
-    from ..backends.batch_files import grader_tag
-
     return grader_tag(command, grader.cache_identity, prompt.id, prompt.hash)
 
 
@@ -176,7 +172,6 @@ def check_batch_flags(backend: str, batch_out: str | None, batch_in: tuple, dry_
     if verify == "llm":
         raise click.UsageError(f"{flag}: --verify llm asks a second call after each answer; grade its extraction "
                                "with --verify lexical, or through a server")
-    from ..backends.http_client import NO_SERVER
 
     options["base_url"] = options.get("base_url") or NO_SERVER
 
@@ -188,8 +183,6 @@ def _unit_name(unit) -> str:
 
 def _asked(session, command: str) -> list[tuple[str, str, dict]]:
     """(custom_id, route, body) of every unit still to grade, as the back end would send it."""
-    from ..backends.batch_files import custom_id, record_bodies, request_digest
-
     grader, units = session.grader, session.work.units_todo
     tag = batch_tag(command, grader, session.prompt)
     out = []
@@ -204,8 +197,6 @@ def _asked(session, command: str) -> list[tuple[str, str, dict]]:
 def write_batch(session, path: str, *, command: str, log: Callable[[str], None]) -> int:
     """--batch-out: one request line per unit still to grade (resume rules, cache and
     --shard as for grading), split at the Batch API's limits."""
-    from ..backends.batch_files import check_batch_out, request_line, write_requests
-
     tag = batch_tag(command, session.grader, session.prompt)
     check_batch_out(path, tag, command)
     asked = _asked(session, command)
@@ -225,8 +216,6 @@ def write_batch(session, path: str, *, command: str, log: Callable[[str], None])
 def read_batch(session, paths: tuple[str, ...], *, command: str, log: Callable[[str], None]):
     """--batch-in: the back end's client answers from the results files (checked whole
     before anything is written); returns the client, for its report of what failed."""
-    from ..backends.batch_files import Replay, read_results
-
     asked = _asked(session, command)
     names = {cid.split(":")[3]: cid for cid, _, _ in asked}
     answers = read_results(paths, batch_tag(command, session.grader, session.prompt), "command")

@@ -17,10 +17,16 @@ from ..io.leaderboard import FORMATS as LEADERBOARD_FORMATS
 from ..io.openers import display_name
 from ..io.outputs import atomic_output
 from ..measures.grade_labels import read_llm_qrels
-from ..stats.leaderboards import fmt as _fmt
+from ..progress import progress_bar
+from ..stats.leaderboards import correlate_leaderboards, fmt as _fmt
+from ..verify.plots import compare_plot, leaderboard_scatter
 from ._base import CONTEXT_SETTINGS, check_output_param, grader_options, make_main, output_option, refuse_given
+from ._runs import run_names
 
 PROG = "exam-correlate"
+
+# stats/ (numpy, scipy) is imported in the subcommands that compute, so that --help and a
+# usage error load neither
 
 
 def _info(msg: str) -> None:
@@ -97,8 +103,6 @@ def leaderboard_cmd(truth, preds, truth_columns, pred_columns, truth_format, pre
       exam-correlate leaderboard official.tsv trec_eval_q_outputs/ --pred-measure ndcg_cut_10
       exam-correlate leaderboard truth.tot judge.tot --per-topic --shared-topics
     """
-    from ..stats.leaderboards import correlate_leaderboards
-
     res = correlate_leaderboards(truth, preds, truth_columns=truth_columns, pred_columns=pred_columns,
                                  truth_format=truth_format, pred_format=pred_format, top_k=top_k,
                                  aggregate=aggregate, shared_topics=shared_topics, per_topic=per_topic,
@@ -108,8 +112,6 @@ def leaderboard_cmd(truth, preds, truth_columns, pred_columns, truth_format, pre
             for k in res.names:
                 out.write(f"{k}\t{res.single[k] if k == 'n' else _fmt(res.single[k])}\n")
         if plot:
-            from ..verify.plots import leaderboard_scatter
-
             leaderboard_scatter(plot, *res.pair, res.single, truth, preds[0])
         return
     with atomic_output(output) as out:
@@ -340,7 +342,6 @@ def interval_cmd(human, llm, runs, metric, rel_level, min_grade, labelled_file, 
       exam-correlate interval qrels.txt llm.qrels run.txt -q --n-labelled 30 > per-query.tsv
       exam-correlate interval human-grades.jsonl grades.jsonl.gz run.txt -m exam-cover@20
     """
-    from ..progress import progress_bar
     from ..stats.crc import CoverageError
     from ..stats.interval_table import interval_rows
     from ..stats.intervals import METHODS
@@ -411,7 +412,6 @@ def compare_cmd(human, inputs, metric, rel_level, min_grade, baseline, test, cor
       exam-correlate compare qrels.txt llm.qrels runs/*.run --n-labelled 20 --seed 1
     """
     from ..stats.compare_table import HEADER, METHODS, compare_rows
-    from ._runs import run_names
 
     ctx = click.get_current_context()
     llm, runs = (inputs[0], inputs[1:]) if labelled_file or n_labelled is not None else (None, inputs)
@@ -434,8 +434,6 @@ def compare_cmd(human, inputs, metric, rel_level, min_grade, baseline, test, cor
     with atomic_output(output) as out:
         out.write("\t".join(HEADER) + "\n" + "".join("\t".join(row) + "\n" for row in table.rows))
     if plot:
-        from ..verify.plots import compare_plot
-
         compare_plot(plot, table.scores, f"{table.metric}, {table.scores.method} ({correction}), alpha {alpha:g}")
     for line in table.summaries:
         _info(line)

@@ -13,12 +13,30 @@ import sys
 import click
 
 from ..backends import registry
+from ..backends.endpoint import chat_extras
+from ..backends.factory import split_backend_options
+from ..backends.generators import generator_class, get_generator
 from ..errors import InputError, UsageError
+from ..genq.generate import build_units, dry_run_text, generate_bank
+from ..genq.merge import existing_units, raw_bytes, write_merged
+from ..genq.nuggetize import (CREATOR_HASH, SCORER_HASH, documents_from_qrels, documents_from_reports,
+                              documents_from_runs, nuggetize_topics)
+from ..genq.prompts import STYLES, families, get_prompt
+from ..grading.asking import RETRY_TEMPERATURE
+from ..grading.types import NO_ANSWER
+from ..io.bank_items import make_item_id
+from ..io.banks import BankReport, read_bank, write_bank
+from ..io.openers import display_name
+from ..io.passages import read_passages
+from ..io.reports import embedded_documents, read_reports, read_requests
+from ..io.topics import read_topics
+from ..trec_eval.trec_files import read_qrels, read_run
 from ._base import (CONTEXT_SETTINGS, IN_PLACE, interrupted_says, make_main, output_option, refuse_given,
                     refuse_untaken)
 from ._batch import attach, batch_options, check_batch, finish
-from ._chat import cache_options, chat_options, chat_too_long, kept_hint, open_cache, usage_note
+from ._chat import cache_options, chat_options, chat_too_long, kept_hint, make_chat, open_cache, usage_note
 from ._model_flags import SERVER_OPTIONS, flag_block, max_tokens_option, retries_option, temperature_option
+from ._session import cache_file
 
 EXIT_PARTIAL = 3
 PROG = "exam-genq"
@@ -121,15 +139,6 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
       exam-genq generate --backend scripted --script answers.jsonl topics.tsv
       exam-genq generate --dry-run --style car --kind nugget car-topics.jsonl
     """
-    from ..genq.generate import build_units, dry_run_text, generate_bank
-    from ..grading.asking import RETRY_TEMPERATURE
-    from ..backends.generators import generator_class, get_generator
-    from ..genq.merge import existing_units, raw_bytes, write_merged
-    from ..genq.prompts import STYLES, families, get_prompt
-    from ..backends.factory import split_backend_options
-    from ..io.openers import display_name
-    from ..io.topics import read_topics
-
     # everything a user can get wrong is checked before any model is contacted or loaded
     if style not in STYLES:
         raise UsageError(f"--style: unknown style {style!r} (choose from: {', '.join(STYLES)})")
@@ -139,8 +148,6 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     prompt = get_prompt(family, style, kind)
     extra = split_backend_options(backend_options)   # numbers and booleans as exam-grade reads them
     if backend == "endpoint":
-        from ..backends.endpoint import chat_extras
-
         chat_extras(extra)  # before a dry run too
     _check_output(output, force)
     base_url = check_batch(backend, batch_out, batch_in, base_url, dry_run)
@@ -205,7 +212,6 @@ def _say_failures(failures, what: str, output: str | None, gen, max_tokens: int,
     if too_long:  # one cause for all: one line
         _log(f"{len(failures)} {what} failed and have no items: {too_long}")
         return
-    from ..grading.types import NO_ANSWER
 
     # a request the results files do not answer was not called, so it did not fail
     called = [f for f in failures if f.reason != NO_ANSWER]
@@ -242,9 +248,6 @@ def import_(bank_file, kind, output, force):
       exam-genq import dl19-genq.jsonl.gz -o dl19-questions.jsonl   # the workbench's DL19 questions
       exam-genq import --kind question car-mc.jsonl.gz | head
     """
-    from ..io.banks import read_bank, write_bank, BankReport
-    from ..io.bank_items import make_item_id
-
     _check_output(output, force)
     skipped: list = []
     repeats: list = []
@@ -304,13 +307,6 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     nuggets come first. The bank (our JSONL: ids query_id/md5(text), importance, the
     query text) can be edited by hand and exported with exam-nuggets bank.
     """
-    from ..genq.nuggetize import (CREATOR_HASH, SCORER_HASH, documents_from_qrels, documents_from_reports,
-                                  documents_from_runs, nuggetize_topics)
-    from ..io.banks import write_bank
-    from ..io.reports import read_requests
-    from ._chat import make_chat
-    from ._session import cache_file
-
     if sum(bool(x) for x in (qrels, runs, reports)) != 1:
         raise UsageError("give the documents with exactly one of --qrels, --run, --reports")
     ctx = click.get_current_context()
@@ -327,16 +323,10 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     queries = read_requests(topics)
     texts: dict[str, str] = {}
     if qrels:
-        from ..trec_eval.trec_files import read_qrels
-
         doc_ids = documents_from_qrels(read_qrels(qrels), min_label)
     elif runs:
-        from ..trec_eval.trec_files import read_run
-
         doc_ids = documents_from_runs([read_run(r) for r in runs], depth)
     else:
-        from ..io.reports import embedded_documents, read_reports
-
         rs = read_reports(list(reports))
         doc_ids = documents_from_reports(rs)
         texts.update(embedded_documents(rs))
@@ -344,7 +334,6 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     if wanted:
         if not passages:
             raise UsageError("the documents need texts: give --passages")
-        from ..io.passages import read_passages
 
         texts.update(read_passages(passages, wanted))
     with interrupted_says(PROG, kept_hint(no_cache)):

@@ -11,9 +11,16 @@ import os
 
 import click
 
+from ..backends.factory import attach_verifier, make_grader
 from ..errors import UsageError
-from ._base import CONTEXT_SETTINGS, claim_output, make_main, refuse_given
-from ._session import check_batch_flags
+from ..grading import engine
+from ..grading.inputs import Sources, read_inputs, segment_run_files, write_segment_runs
+from ..grading.listwise import WINDOW
+from ..grading.prompts import REGISTRY, get_prompt
+from ..grading.report_units import default_unit
+from ..grading.session import GradingSession
+from ._base import CONTEXT_SETTINGS, claim_output, make_main, refuse_given, refuse_inputs_as_outputs
+from ._session import cache_file, check_batch_flags, dry_run_report, grade_or_batch
 from ._options import JudgeFlags, RunFlags, backend_flags, run_flags
 
 EPILOG = """\b
@@ -101,12 +108,6 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
     interrupted run resumes where it stopped. Grades are JSONL for exam-qrels and
     exam-cover.
     """
-    from ..grading import engine
-    from ..grading.inputs import Sources, read_inputs, segment_run_files, write_segment_runs
-    from ..grading.prompts import get_prompt
-    from ..backends.factory import attach_verifier, make_grader
-    from ..grading.report_units import default_unit
-
     runs = list(runs_opt) + list(runs_args)
     shard_t = engine.parse_shard(run.shard)
     if not runs and not qrels and not responses and not reports:
@@ -149,9 +150,6 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
                                                 (work.report_segments, reports_run_out, "--reports")) if path}
     check_run_files(run_files)
 
-    from ..grading.session import GradingSession
-    from ._session import cache_file, dry_run_report, grade_or_batch
-
     units, npairs = engine.build_units(docs=work.docs, texts=work.texts, items=work.items, queries=work.queries,
                                        prompt=prompt, identity=grader.cache_identity,
                                        shard=shard_t)
@@ -176,8 +174,6 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
 def listwise_note(prompt, plan, grader, log) -> None:
     """nuggetizer-assign here is one call per (report, nugget): the user who wants the
     AutoNuggetizer's own calls (a window of nuggets per call) should hear of its path."""
-    from ..grading.listwise import WINDOW
-
     if prompt.id != "nuggetizer-assign" or not plan.units_todo or getattr(grader, "name", "") == "scripted":
         return
     per_report: dict[tuple, int] = {}
@@ -194,8 +190,6 @@ def check_run_files(run_files: dict) -> None:
     """The run files that --responses-run-out/--reports-run-out DIR name after the run ids
     are known only now: one named twice, or naming another output or an input of this
     command, is a usage error before anything is written, as for the other outputs."""
-    from ._base import refuse_inputs_as_outputs
-
     ctx = click.get_current_context()
     claimed = ctx.meta.get("exam_eval.outputs") or {}
     planned: dict[str, str] = {}
@@ -215,7 +209,6 @@ def check_run_files(run_files: dict) -> None:
 def _list_prompts(ctx, value):
     if not value or ctx.resilient_parsing:
         return
-    from ..grading.prompts import REGISTRY  # importing the package registers every family
 
     for pid in sorted(REGISTRY):
         p = REGISTRY[pid]

@@ -17,13 +17,29 @@ import os
 
 import click
 
+from ..backends.factory import make_grader
 from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, claim_output, interrupted_says, make_main, output_option, refuse_given)
 from ._batch import attach, batch_options, check_batch, finish
 from ._chat import chat_options, chat_too_long, kept_hint, make_chat, open_cache, usage_note
 from ._nugget_options import check_shape_options, check_file_or_dir, reports_option, threshold_options
+from ..grading import engine
+from ..grading.grade_files import read_grades
+from ..grading.inputs import support_units
+from ..grading.listwise import prompt_hash, run_assign
+from ..grading.prompts import get_prompt
+from ..grading.session import GradingSession
+from ..io.assignments import is_assignment_file, read_assignment_grades
+from ..io.banks import convert_bank, items_by_query, read_bank
+from ..io.outputs import atomic_output, check_output, file_name_problem
+from ..io.reports import read_reports, read_requests
+from ..io.track_leaderboards import write_score_outputs
+from ..measures import nugget_scores as ns
+from ..measures.assignment_scores import write_listwise_assignments
 from ..measures.exam_measures import TABLE as EXAM_MEASURES
+from ..trec_eval.trec_files import write_qrels
 from ._options import JudgeFlags, RunFlags, backend_flags, run_flags
+from ._session import cache_file, dry_run_report, run_session
 
 PROG = "exam-nuggets"
 
@@ -52,8 +68,6 @@ def cli():
 # --------------------------------------------------------------------------- shared
 
 def _reports(paths, track_spec=None):
-    from ..io.reports import read_reports
-
     return read_reports(list(paths), track_spec=track_spec)
 
 
@@ -120,31 +134,21 @@ def score_cmd(grades, reports, track_spec, bank, support_grades, shape, measures
     (fraction of bank items the report supports), and with --support-grades
     support_precision and support_recall (TREC 2024 RAG support evaluation).
     """
-    from ..io.banks import items_by_query, read_bank
-    from ..grading.grade_files import read_grades
-    from ..io.track_leaderboards import write_score_outputs
-    from ..measures import nugget_scores as ns
-
     check_shape_options(click.get_current_context(), shape)
     all_reports = _reports(reports, track_spec)
     to_dir = bool(output) and (output.endswith(os.sep) or os.path.isdir(output))
     if to_dir and shape != "trec_eval":  # only that shape writes a folder (one RUN.txt per run)
-        from ..io.outputs import check_output
-
         check_output(output)
     nruns = len({r.run_id for r in all_reports})
     if shape == "trec_eval" and nruns > 1 and not to_dir:
         raise UsageError(f"the trec_eval shape holds one run per file and there are {nruns} runs: "
                          "give -o a directory (one RUN.txt per run) or use --format tot")
     if shape == "trec_eval" and to_dir:
-        from ..io.outputs import file_name_problem
-
         for r in all_reports:  # "../x" wrote RUN.txt beside the folder
             problem = file_name_problem(r.run_id, ".txt")
             if problem:
                 raise InputError(f"run id {r.run_id!r} {problem}: it cannot name a file in -o {output} "
                                  "(one RUN.txt per run)", r.source, r.line)
-    from ..io.assignments import is_assignment_file, read_assignment_grades
 
     if is_assignment_file(grades):  # the nuggetizer's assign output, ours or its own
         refuse_given(click.get_current_context(), ("model", "prompt", "kind"),
@@ -204,11 +208,6 @@ def qrels_cmd(grades, reports, track_spec, source, support_grades, partial_min, 
     bank) are needed for --from nuggets and both, --support-grades for support and
     both. The output is TREC qrels for exam-qrels, trec_eval and pytrec_eval.
     """
-    from ..grading.grade_files import read_grades
-    from ..io.outputs import atomic_output
-    from ..trec_eval.trec_files import write_qrels
-    from ..measures import nugget_scores as ns
-
     if source is None:
         source = "both" if grades and support_grades else "nuggets" if grades else "support"
     if source in ("nuggets", "both") and not grades:
@@ -274,8 +273,6 @@ def bank_cmd(bank, target, topics, kind, default_importance, output):
     BANK may be in any format exam_eval reads (ours, the workbench's, multiple-choice,
     the nuggetizer's, AutoJudge NuggetBank); importance (vital / okay) and ids are kept.
     """
-    from ..io.banks import convert_bank
-
     ctx = click.get_current_context()
     if target == "ours":
         refuse_given(ctx, ("topics",), "applies to --to nuggetizer|autojudge")
@@ -320,13 +317,6 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
     back-end options are exam-grade's), and feed exam-nuggets score --support-grades and
     exam-nuggets qrels.
     """
-    from ..backends.factory import make_grader
-    from ..grading import engine
-    from ..grading.inputs import support_units
-    from ..grading.prompts import get_prompt
-    from ..grading.session import GradingSession
-    from ._session import cache_file, dry_run_report, run_session
-
     shard_t = engine.parse_shard(run.shard)
     prompt = get_prompt(prompt_name)
     if prompt.target == "direct":
@@ -390,10 +380,6 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     fails is not written, in the grades nor in --assignments (exit 3; run again to retry
     it).
     """
-    from ..grading.listwise import prompt_hash, run_assign
-    from ..io.banks import items_by_query, read_bank
-    from ..io.reports import read_requests
-
     base_url = check_batch(backend, batch_out, batch_in, base_url)
     chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
                      backend_options, script, cache_any_server)  # its flags: checked before any input is read
@@ -412,8 +398,6 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
         if note:
             _log(note)
     if assignments and (result.grades or not (result.failed or result.stats.not_sent)):  # as -o
-        from ..measures.assignment_scores import write_listwise_assignments
-
         n = write_listwise_assignments(result.reports, result.grades, items, assignments)
         _log(f"{n} of {len(result.reports)} reports written to {assignments}"
              + (" (only what was answered)" if n < len(result.reports) else ""))

@@ -6,11 +6,13 @@ import os
 
 import click
 
+from ..io.openers import display_name, stdin_as_file
+from ..measures.human_labels import merge_human, scale_notice
 from ..trec_eval.allocator import keep_freed_memory
 from ..errors import ExamEvalError, UsageError
 from ..measures.bank_filter import read_current_bank
 from ..io.label_sources import refuse_unused_grade_options, sniff_labels
-from ..measures.grade_labels import load_labels
+from ..measures.grade_labels import load_labels, read_human_qrels
 from ..io.leaderboard import write_leaderboard
 from ..io.outputs import atomic_output
 from ..trec_eval.trec_files import read_run_tagged, write_qrels
@@ -52,7 +54,6 @@ def labels_source(ctx: click.Context, labels: str, runs) -> str:
         refuse_scoring_options(ctx)
     if labels != "-":
         return labels
-    from ..io.openers import stdin_as_file
 
     return ctx.with_resource(stdin_as_file())
 
@@ -209,9 +210,6 @@ def _read_labels(labels: str, rel_format: str, runs, grade_options: dict, bank: 
     qrels = load_labels(labels, **grade_options, bank_items=bank_items, log=notes.append)
     if human is None:
         return qrels
-    from ..measures.grade_labels import read_human_qrels
-    from ..io.openers import display_name, stdin_as_file
-    from ..measures.human_labels import merge_human, scale_notice
 
     if human == "-":   # a copy: read again to name the line of a label off the scale
         human = click.get_current_context().with_resource(stdin_as_file())

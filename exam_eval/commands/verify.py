@@ -10,8 +10,13 @@ import click
 
 from ..errors import InputError, UsageError
 from ..io.outputs import atomic_output
+from ..verify.grid import build_grid, grid_page, write_grid_tsv
+from ..verify.item_grades import verify_grading, write_grading_text, write_grading_tsv
+from ..verify.report import ReportOptions, compute, render
+from ..verify.spurious import spurious_items, write_spurious_text, write_spurious_tsv
 from ..verify.table import DEFAULT_MIN_GRADE, DEFAULT_RELEVANT_MIN, extraction_answers, load_grade_table, passage_texts
 from ..measures.grade_labels import read_human_qrels
+from ..verify.uncovered import uncovered_passages, write_uncovered_text, write_uncovered_tsv
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given
 from ._label import label_cmd, label_qrels_cmd
 
@@ -113,8 +118,6 @@ def grading(grades, qrels, bank, passages, queries, top, fmt, extraction_prompt,
       exam-verify grading graded.jsonl.gz --qrels qrels.txt --bank bank.jsonl.gz -q 19335 --top 5
       exam-verify grading grades.jsonl --prompt question-selfrating --extraction-prompt question-extraction
     """
-    from ..verify.item_grades import verify_grading, write_grading_text, write_grading_tsv
-
     if top is not None and top < 1:
         raise UsageError("--top must be >= 1")
     table, bank_items = load_grade_table(grades, model, prompt, kind, bank, queries)
@@ -170,12 +173,6 @@ def spurious(grades, qrels, min_grade, relevant_min, top, min_count, bank, queri
     Example (TREC DL: relevant = label >= 2):
       exam-verify spurious graded.jsonl.gz qrels.txt --relevant-min 2 --bank bank.jsonl.gz --top 3
     """
-    from ..verify.spurious import (
-        spurious_items,
-        write_spurious_text,
-        write_spurious_tsv,
-    )
-
     _check_threshold(min_grade, relevant_min)
     if top < 0 or min_count < 0:
         raise UsageError("--top and --min-count must be >= 0")
@@ -213,12 +210,6 @@ def uncovered(grades, qrels, min_grade, relevant_min, bank, passages, queries, f
     Example:
       exam-verify uncovered graded.jsonl.gz qrels.txt --relevant-min 2 --format text
     """
-    from ..verify.uncovered import (
-        uncovered_passages,
-        write_uncovered_text,
-        write_uncovered_tsv,
-    )
-
     _check_threshold(min_grade, relevant_min)
     table, bank_items = load_grade_table(grades, model, prompt, kind, bank, queries)
     qrels_d = judgments_of(table, qrels, grades)
@@ -259,8 +250,6 @@ def grid(grades, qrels, min_grade, bank, passages, queries, answers, fmt, extrac
     Example:
       exam-verify grid graded.jsonl.gz --qrels qrels.txt --bank bank.jsonl.gz --format html -o grid.html
     """
-    from ..verify.grid import build_grid, grid_page, write_grid_tsv
-
     _check_threshold(min_grade)
     if fmt == "tsv":  # colours and passage texts are the page's
         refuse_given(click.get_current_context(), ("min_grade", "passages"), "applies to --format html")
@@ -313,8 +302,6 @@ def report(grades, runs, qrels, official, measure, official_column, depth, min_g
           --bank banks/questions-genq-oldformat.jsonl.gz -o report.html
     """
     from rich.console import Console
-
-    from ..verify.report import ReportOptions, compute, render
 
     _check_threshold(min_grade, relevant_min)
     if depth < 1 or top_spurious < 0:

@@ -29,8 +29,10 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..grading.asking import Ask, Asker, parse_python_list
-from ..grading.cache import unit_key
+from ..grading.cache import GradeCache, NullCache, unit_key
 from ..io.bank_items import IMPORTANCE, make_item_id, BankItem
+from ..progress import progress_bar
+from ..trec_eval.trec_files import ranked
 
 WINDOW = 10
 MAX_NUGGETS = 30
@@ -214,8 +216,6 @@ def documents_from_qrels(qrels: Mapping[str, Mapping[str, int]], min_label: int 
 
 def documents_from_runs(runs: Sequence[Mapping[str, Mapping[str, float]]], depth: int) -> dict[str, list[str]]:
     """The pool: every run's top ``depth`` (trec_eval order), by best rank, then doc id."""
-    from ..trec_eval.trec_files import ranked
-
     best: dict[str, dict[str, int]] = {}
     for run in runs:
         for q, docs in run.items():
@@ -241,9 +241,6 @@ def nuggetize_topics(queries: Mapping[str, str], doc_ids: Mapping[str, Sequence[
                      max_nuggets: int = MAX_NUGGETS, log=None) -> NuggetizeResult:
     """What ``exam-genq nuggetize`` does once its inputs are read: the topics with
     documents that have text, creation and importance behind progress bars."""
-    from ..grading.cache import GradeCache, NullCache
-    from ..progress import progress_bar
-
     log = log or (lambda msg: None)
     topics = []
     missing = 0

@@ -12,9 +12,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ..errors import InputError, UsageError
+from . import engine
+from .cache import unit_key
+from .pool import Pool
+from .report_units import report_segments
+from .segment import read_responses, segments_to_runs
+from .types import GradeRequest
+from ..io.bank_items import BankItem
+from ..io.banks import BankReport, items_by_query, read_bank
+from ..io.irds import irds_qrels, looks_like_irds_id
+from ..io.outputs import atomic_output, check_output, file_name_problem, output_folder
+from ..io.passages import read_passages
+from ..io.reports import Report, check_topic_coverage as spec_coverage, embedded_documents, read_reports, read_requests
+from ..trec_eval.trec_files import write_run
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..io.bank_items import BankItem
     from .prompts.base import Prompt
 
 Log = Callable[[str], None]
@@ -74,8 +86,6 @@ class GradingInputs:
 
 
 def _bank_items(src: Sources, log: Log) -> dict[str, list["BankItem"]] | None:
-    from ..io.banks import BankReport, items_by_query, read_bank
-
     if src.direct or src.bank is None:
         return None
     prompt = src.prompt
@@ -97,12 +107,6 @@ def _bank_items(src: Sources, log: Log) -> dict[str, list["BankItem"]] | None:
 
 def read_inputs(src: Sources, log: Log = _quiet) -> GradingInputs:
     """Everything to grade, read and checked before a model loads."""
-    from .pool import Pool
-    from .segment import read_responses
-    from ..io.irds import irds_qrels, looks_like_irds_id
-    from ..io.passages import read_passages
-    from ..io.reports import read_requests
-
     prompt, names = src.prompt, src.names
     pool = Pool()
     for r in src.runs:
@@ -135,9 +139,7 @@ def read_inputs(src: Sources, log: Log = _quiet) -> GradingInputs:
 
     # queries that can be graded at all, so only their passages are read
     if items is not None:
-        from .engine import check_bank_coverage
-
-        covered = check_bank_coverage(items, pool.docs, bank_name)
+        covered = engine.check_bank_coverage(items, pool.docs, bank_name)
         unbanked = sorted(set(pool.docs) - set(items))
         if unbanked:
             log(f"{len(unbanked)} pooled queries have no bank items and are not graded (e.g. {', '.join(unbanked[:3])})")
@@ -181,9 +183,6 @@ def read_inputs(src: Sources, log: Log = _quiet) -> GradingInputs:
 def report_segments_of(reports, track_spec, unit, cited_documents, passages, log: Log = _quiet,
                        names: Mapping[str, str] = FLAGS):
     """The segments of the reports (paths, or Report objects read already) to grade."""
-    from .report_units import report_segments
-    from ..io.reports import Report, read_reports
-
     given = list(reports)
     objects = all(isinstance(r, Report) for r in given)
     reports = given if objects else read_reports([str(p) for p in given], track_spec=track_spec)
@@ -210,9 +209,6 @@ def report_segments_of(reports, track_spec, unit, cited_documents, passages, log
 def cited_texts(reports, passages) -> tuple[dict[str, str], set[str]]:
     """Texts of the documents the reports cite (the reports' own first, then ``passages``:
     a file, an ir_datasets ID or a mapping), and the ids of all cited documents."""
-    from ..io.passages import read_passages
-    from ..io.reports import embedded_documents
-
     wanted = {d for r in reports for d in r.cited_doc_ids()}
     cited = {d: t for d, t in embedded_documents(reports).items() if d in wanted}
     lacking = wanted - set(cited)
@@ -224,8 +220,6 @@ def cited_texts(reports, passages) -> tuple[dict[str, str], set[str]]:
 
 
 def check_topic_coverage(reports, queries, track_spec, topics, log: Log = _quiet) -> None:
-    from ..io.reports import check_topic_coverage as spec_coverage
-
     errors, warnings = spec_coverage(reports, queries, track_spec)
     if errors:
         raise InputError.of_problems(errors, topics, prefix=f"track spec {track_spec}: ")
@@ -240,9 +234,6 @@ def segment_run_files(segments, path: str, option: str = "--responses") -> tuple
     None, [(file, run id, run)]): one file, or one RUN_ID.run per run in a folder (PATH
     ends with a separator or is a folder). A run id that cannot be a file name there is an
     InputError naming the line it came from. Nothing is written here."""
-    from ..io.outputs import check_output, file_name_problem
-    from .segment import segments_to_runs
-
     runs = segments_to_runs(segments)
     if path.endswith(os.sep) or os.path.isdir(path):
         where = {}
@@ -267,9 +258,6 @@ def segment_run_files(segments, path: str, option: str = "--responses") -> tuple
 def write_segment_runs(planned: tuple[str | None, list[tuple[str, str, dict]]]) -> None:
     """Write what :func:`segment_run_files` planned, each file atomically, and all of them
     to their temp files before any is renamed into place: one that fails leaves none."""
-    from ..io.outputs import atomic_output, output_folder
-    from ..trec_eval.trec_files import write_run
-
     folder, files = planned
     with output_folder(folder) if folder else contextlib.nullcontext(), contextlib.ExitStack() as stack:
         for path, run_id, run in reversed(files):  # (the stack ends them last in first out: in order)
@@ -280,18 +268,10 @@ def support_units(reports, *, track_spec, passages, topics, on_missing, prompt, 
     """exam-nuggets support's work: one unit per (sentence, cited document) text pair of
     the reports, the statement being the sentence. Returns (units, pairs, documents
     without text)."""
-    from . import engine
-    from .cache import unit_key
-    from .types import GradeRequest
-    from ..io.bank_items import BankItem
-    from ..io.reports import embedded_documents, read_reports
-
     rs = read_reports(list(reports), track_spec=track_spec)
     texts = embedded_documents(rs)
     wanted = {c.doc_id for r in rs for s in r.sentences for c in s.citations} - set(texts)
     if wanted and passages:
-        from ..io.passages import read_passages
-
         texts.update(read_passages(passages, wanted))
     missing = sorted(d for d in {c.doc_id for r in rs for s in r.sentences for c in s.citations}
                      if not (texts.get(d) or "").strip())
@@ -307,7 +287,6 @@ def support_units(reports, *, track_spec, passages, topics, on_missing, prompt, 
     if "query" in prompt.placeholders:
         if not topics:
             raise UsageError(f"prompt {prompt.id!r} shows the query text: give --topics")
-        from ..io.reports import read_requests
 
         queries = read_requests(topics)
 

@@ -36,12 +36,15 @@ import json
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from ..errors import InputError
 from ..io.banks import require_bank_topics
 from ..io.bank_items import BankItem
-from ..io.grades import Grade
+from ..io.grades import Grade, grade_line
+from ..io.outputs import atomic_output
 from ..io.reports import Report
+from ..progress import progress_bar
 from .asking import Ask, Answer, Asker, parse_python_list
-from .cache import unit_key
+from .cache import NullCache, unit_key
 
 SYSTEM = ("You are NuggetizeAssignerLLM, an intelligent assistant that can label a list of atomic nuggets "
           "based on if they are captured by a given passage.")
@@ -199,12 +202,6 @@ def run_assign(reports: Sequence[Report], items: Mapping[str, Sequence[BankItem]
     (measures.assignment_scores.write_listwise_assignments). ``failure_line``: the
     command's one line for failed calls where it has one (a prompt too long for the model),
     said in place of the most frequent error."""
-    from ..errors import InputError
-    from ..io.grades import grade_line
-    from ..io.outputs import atomic_output
-    from ..progress import progress_bar
-    from .cache import NullCache
-
     log = log or (lambda msg: None)
     require_bank_topics(reports, items, bank_name)
     scored = [r for r in reports if items.get(r.topic_id)]

@@ -28,6 +28,7 @@ from ..errors import InputError, OutputError
 from ..io.grades import Grade, grade_line
 from .grade_files import iter_grades
 from ..io import unfinished
+from ..io.openers import copy_named
 from ..io.outputs import check_output, write_error
 
 
@@ -122,8 +123,6 @@ def _check_torn_batch(data: bytes, keep: int, path: str) -> None:
         except ValueError:
             pass
     if end:
-        from ..io.openers import copy_named
-
         with copy_named(data[:end], path) as copy:
             for _ in iter_grades(copy):  # an InputError names the file and the line
                 pass
@@ -177,8 +176,6 @@ def existing_keys(path: str, *, read_only: bool = False, engines: dict | None = 
         check_form(path, data[:2])
         keep = _valid_length(data, path)
         if keep < len(data):
-            from ..io.openers import copy_named
-
             _check_torn_batch(data, keep, path)
             with copy_named(data[:keep], path) as copy:
                 return _keys(iter_grades(copy), engines, retry_unparsed)

@@ -25,6 +25,7 @@ import signal
 from typing import Callable
 
 from ..errors import InputError
+from ..progress import progress_bar
 from . import engine
 from .cache import CacheError, GradeCache, NullCache, known_identities, server_scoped
 from .fitting import DeviceMemoryError
@@ -199,8 +200,6 @@ class GradingSession:
             if progress is None:
                 bar = contextlib.nullcontext(None)
             else:
-                from ..progress import progress_bar
-
                 bar = progress_bar(sum(len(u.pairs) for u in plan.units_todo), progress, "pairs")
             with bar as b:
                 return engine.execute(plan, self.grader, self.prompt, sink, self.cache, batch_size=batch_size,

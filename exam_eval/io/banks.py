@@ -41,8 +41,10 @@ from .bank_items import (
     make_item_id,
 )
 from .jsonl import dumps, iter_jsonl, json_id, require_fields
+from .nugget_banks import items_from_track_bank, query_texts, write_autojudge_bank, write_nuggetizer_bank
 from .openers import display_name
 from .outputs import atomic_output
+from .reports import read_requests
 
 _OUR_KEYS = {"query_id", "item_id", "kind", "text", "facet_id", "answers", "importance"}
 #: our format's mark of an id that names, not hashes, its text (a multiple-choice file's)
@@ -271,9 +273,7 @@ def iter_bank(path: str | os.PathLike, *, skipped: list | None = None, report: B
     for lineno, obj in iter_jsonl(path):
         if not isinstance(obj, dict):
             raise InputError("expected a JSON object", name, lineno)
-        if "nuggets" in obj or "nugget_bank" in obj or "claim_bank" in obj:
-            from .nugget_banks import items_from_track_bank  # the nuggetizer's and AutoJudge's formats
-
+        if "nuggets" in obj or "nugget_bank" in obj or "claim_bank" in obj:  # the nuggetizer's and AutoJudge's formats
             for item in items_from_track_bank(obj, name, lineno):
                 yield lineno, item
         elif "items" in obj or "questions" in obj:
@@ -375,16 +375,12 @@ def convert_bank(bank: str, target: str, output: str | None, *, topics: str | No
     """exam-nuggets bank: BANK (any format read_bank reads) written as ``target``: ours,
     nuggetizer or autojudge; ``topics`` gives the query texts the other two formats hold
     (else the texts the bank carries). ``log`` hears what was filled in by default."""
-    from .nugget_banks import query_texts, write_autojudge_bank, write_nuggetizer_bank
-
     report = BankReport()
     items = read_bank(bank, kind=kind, report=report)
     for notice in report.notices(bank):
         log(notice)
     queries = {}
     if topics:
-        from .reports import read_requests
-
         queries = read_requests(topics)
     if target == "ours":
         write_bank(items, output)

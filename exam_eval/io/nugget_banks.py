@@ -26,7 +26,7 @@ vital/okay (AutoJudge allows any int or string) is kept in ``extra["importance"]
 
 Writing: :func:`write_nuggetizer_bank` and :func:`write_autojudge_bank`; item ids survive
 an AutoJudge round trip (they are its question_id/claim_id), and a nuggetizer round trip
-whenever the ids follow our md5 rule. :func:`write_nuggetizer_assignments` writes report
+whenever the ids follow our md5 rule. :func:`write_assignment_lines` writes report
 assignments as the nuggetizer's assign step does (its ``nuggetizer metrics`` and
 ``calculate_nugget_scores`` read them).
 """
@@ -207,17 +207,11 @@ def write_autojudge_bank(items: Iterable[BankItem], path: str | os.PathLike | No
 ASSIGNMENT_LABELS = ("not_support", "partial_support", "support")
 
 
-def write_nuggetizer_assignments(assignments, items: Mapping[str, list[BankItem]], path: str | os.PathLike | None,
-                                 default_importance: str = "vital") -> int:
-    """One line per report, the nuggetizer's assign output: ``{"qid", "run_id", "nuggets":
-    [{"text", "importance", "assignment"}]}`` (``assignments``: measures.nugget_scores.Assignment)."""
-    with atomic_output(path) as out:
-        return write_assignment_lines(assignments, items, out, default_importance)
-
-
 def write_assignment_lines(assignments, items: Mapping[str, list[BankItem]], out,
                            default_importance: str = "vital") -> int:
-    """:func:`write_nuggetizer_assignments` into an open text stream."""
+    """One line per report into the open text stream ``out``, the nuggetizer's assign
+    output: ``{"qid", "run_id", "nuggets": [{"text", "importance", "assignment"}]}``
+    (``assignments``: measures.nugget_scores.Assignment). Returns the lines written."""
     n = 0
     for a in assignments:
         nuggets = [{"text": i.text, "importance": i.importance or default_importance,

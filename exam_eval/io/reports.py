@@ -29,6 +29,10 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from ..errors import InputError, UsageError
+from .jsonl import iter_jsonl
+from .openers import display_name, iter_lines
+from .topics import read_topics
+from .track_specs import SPECS, check_report
 from .trec_rules import trec_ranked
 
 
@@ -374,8 +378,6 @@ def parse_report(obj, *, spec=None, source: str | None = None, line: int | None 
                  request_limit: int | None = None) -> Report:
     """One decoded report line -> :class:`Report`; InputError(reason, source, line) when
     it does not validate (structurally, or against ``spec``, a :class:`TrackSpec`)."""
-    from .track_specs import check_report
-
     try:
         if not isinstance(obj, dict):
             raise _Bad("expected a JSON object (one report per line: metadata, responses or answer, references), "
@@ -452,8 +454,6 @@ def report_files(path: str) -> list[str]:
 
 def resolve_track_spec(name: str | None):
     """The :class:`TrackSpec` named ``name`` (None: structural checks only)."""
-    from .track_specs import SPECS
-
     if name is None:
         return None
     if name not in SPECS:
@@ -473,9 +473,6 @@ def read_reports(paths: Sequence[str], *, track_spec: str | None = None,
     else, and a second report for the same (run, topic), raises InputError naming the
     file and line.
     """
-    from .jsonl import iter_jsonl
-    from .openers import display_name
-
     spec = resolve_track_spec(track_spec)
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -510,10 +507,6 @@ def read_requests(path: str) -> dict[str, str]:
     spot-check data (``qid`` + ``query``), ``{query_id, text}``, ``{id|topic_id|narrative_id,
     title|narrative}``, or anything exam_eval's topic reader takes (TSV, TREC topics, an
     ir_datasets ID)."""
-    from .jsonl import iter_jsonl
-    from .openers import display_name, iter_lines
-    from .topics import read_topics
-
     spec = str(path)
     first = ""
     if spec != "-" and os.path.isfile(spec):

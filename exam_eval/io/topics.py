@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from ..errors import InputError
 from .irds import irds_queries, looks_like_irds_id, refuse_unknown_id
 from .jsonl import iter_jsonl, json_id, require_fields
-from .openers import display_name, iter_lines
+from .openers import display_name, iter_lines, stdin_as_file
 
 
 @dataclass
@@ -164,8 +164,6 @@ def read_topics(spec: str | os.PathLike) -> dict[str, Topic]:
     refuse_unknown_id(spec_s)
     name = display_name(spec)
     if spec_s == "-":  # the format is sniffed, then the input read: a copy can be read twice
-        from .openers import stdin_as_file
-
         with stdin_as_file() as copy:
             return read_topics(copy)
     kind = _sniff(spec)

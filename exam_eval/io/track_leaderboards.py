@@ -20,6 +20,9 @@ import contextlib
 import os
 from typing import IO, Mapping, Sequence
 
+from .nugget_banks import write_assignment_lines
+from .outputs import atomic_output, output_folder
+
 SHAPES = ("tot", "ir_measures", "trec_eval")
 
 
@@ -78,9 +81,6 @@ def write_score_outputs(res, items, *, output: str | None, to_dir: bool, shape: 
     assignment file. Each is written to its temp file before any replaces its file: a
     failure (a full disk, a folder in the way) leaves every output as it was. The
     assignments are entered first, so they are renamed last."""
-    from .nugget_banks import write_assignment_lines
-    from .outputs import atomic_output, output_folder
-
     chosen, means = res.measures, res.means
     by_run: dict[str, dict[str, dict[str, float | None]]] = {run: {} for run in means}  # a run none of whose
     for (run, topic), vals in res.per.items():                                           # topics was scored too

@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 
 from ..errors import InputError
-from ..io.jsonl import iter_jsonl
+from ..io.jsonl import dumps, iter_jsonl
 from ..io.leaderboard import Leaderboard
+from ..io.nugget_banks import ASSIGNMENT_LABELS
 from ..io.openers import display_name
+from ..io.outputs import atomic_output
 from .exam_measures import NUGGET_MEASURES
 from .nugget_scores import NOT_SUPPORT, PARTIAL, SUPPORT, average_runs, nugget_scores
 
@@ -61,10 +63,6 @@ def write_listwise_assignments(reports, grades, items, path, default_importance:
     grade that did not parse is "failed", as the nuggetizer writes a window that never
     parsed. So ``exam-nuggets score`` reads from this file the grades it reads from the
     grades file, and gives the same scores. Returns the lines written."""
-    from ..io.nugget_banks import ASSIGNMENT_LABELS
-    from ..io.jsonl import dumps
-    from ..io.outputs import atomic_output
-
     by_report: dict[tuple[str, str], dict[str, object]] = {}
     for g in grades:
         by_report.setdefault((g.query_id, g.doc_id), {})[g.item_id] = g

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ..io.bank_items import BankItem
+from ..io.banks import BankReport, read_bank, read_bank_noting_repeats
 from ..io.grades import Grade
 
 
@@ -57,8 +58,6 @@ def effective_ids(items: Iterable[BankItem]) -> dict[str, list[str]]:
 def read_current_bank(path: str, log, kind: str | None = None) -> list[BankItem]:
     """The bank as :func:`current_grades` takes it: ids as in the file, edits marked, and
     unique as exam-grade grades them (see ``read_bank``'s ``unique_as_graded``)."""
-    from ..io.banks import read_bank_noting_repeats
-
     return read_bank_noting_repeats(path, log, kind=kind, keep_edited_ids=True, unique_as_graded=True)
 
 
@@ -110,8 +109,6 @@ def bank_with_current_grades(bank: str, grades: list[Grade], grades_name: str, l
     """The bank's items under the ids exam-grade grades them by default (an edited item's
     new text's id), and those of ``grades`` that are current for them (exam-nuggets
     score, as exam-cover --bank); the notices on ``log``."""
-    from ..io.banks import BankReport, read_bank
-
     report = BankReport()
     items = read_bank(bank, kind=kind, report=report, keep_edited_ids=True, unique_as_graded=True)
     dropped = BankFilterStats()

@@ -21,8 +21,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from ..errors import InputError
+from ..grading.grade_files import read_grades
 from ..io.grades import Grade
 from ..trec_eval.trec_files import Run, ranked
+from .bank_filter import BankFilterStats, current_grades, effective_ids, read_current_bank
 
 
 @dataclass
@@ -117,10 +120,6 @@ def read_cover_index(grades: str, min_grade: int, *, bank: str | None = None, mo
     """exam-cover's index from a grades file: with ``bank``, the bank's items define each
     query's items and grades of deleted items or of edited items' old text are left out
     (see exam_eval.measures.bank_filter); unparsed grades answer nothing and are counted."""
-    from ..errors import InputError
-    from ..grading.grade_files import read_grades
-    from .bank_filter import BankFilterStats, current_grades, effective_ids, read_current_bank
-
     bank_items = items = None
     if bank is not None:
         items = read_current_bank(bank, log, kind=kind)  # edits matched by text hash

@@ -52,9 +52,13 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from ..errors import InputError, UsageError
+from ..grading.listwise import PROMPT_IDS, SCALE
+from ..grading.prompts import REGISTRY
 from ..io.bank_items import BankItem
+from ..io.banks import items_by_query, require_bank_topics
 from ..io.grades import Grade
 from ..io.reports import Report
+from .bank_filter import BankFilterStats, bank_with_current_grades, current_grades
 from .exam_cover import build_index, exam_cover, mean_stderr
 from .exam_measures import COVER_MEASURES, NUGGET_MEASURES, SUPPORT_MEASURES, TOPIC_DEFINED
 
@@ -102,9 +106,6 @@ def thresholds_for(scale: tuple[int, int] | None, support_min: int | None = None
 
 def scale_of(prompt_id: str) -> tuple[int, int] | None:
     """The scale of a registered prompt (also the reference workbench's prompt classes)."""
-    from ..grading.listwise import PROMPT_IDS, SCALE
-    from ..grading.prompts import REGISTRY
-
     if prompt_id in PROMPT_IDS.values():
         return SCALE
     if prompt_id in REGISTRY:
@@ -438,9 +439,6 @@ def score_checked(reports: Sequence[Report], graded: list[Grade], bank, *, grade
     Notices go to ``log`` once nothing is refused; ``score``: :func:`score_reports`'s
     keywords. Returns the scores and the bank's items by topic, as scored."""
     import os
-
-    from ..io.banks import items_by_query, require_bank_topics
-    from .bank_filter import BankFilterStats, bank_with_current_grades, current_grades
 
     kinds = sorted({g.kind for g in graded if g.kind})
     if kind is None:

@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import InputError, UsageError
-from ..io.leaderboard import read_leaderboard
+from ..io.assignments import is_assignment_file
+from ..io.leaderboard import leaderboard_files, read_leaderboard
 from ..io.openers import display_name
+from ..measures.assignment_scores import leaderboard_from_assignments
 
 Log = Callable[[str], None]
 
@@ -53,13 +55,8 @@ def pick_columns(board, path: str, wanted: tuple[str, ...], prefer_rank: bool) -
 def read_board(path: str, fmt: str, aggregate: str, log: Log):
     board = None
     if fmt == "auto":
-        from ..io.assignments import is_assignment_file
-        from ..io.leaderboard import leaderboard_files
-
         files = leaderboard_files(path)
         if len(files) == 1 and is_assignment_file(files[0]):  # the nuggetizer's assign output: score it
-            from ..measures.assignment_scores import leaderboard_from_assignments
-
             board = leaderboard_from_assignments(files[0])
     if board is None:
         board = read_leaderboard(path, fmt)
@@ -103,7 +100,7 @@ def check_systems(tvals, pvals, tb, pb, tcol, pcol, truth, pred, strict, log: Lo
 
 def per_topic_rows(lead, truth_topics, pred_topics, top_k, names, log: Log) -> list[list[str]]:
     """One row per topic in both, then 'mean' (of each coefficient where defined)."""
-    from .correlation import correlate
+    from .correlation import correlate  # scipy: only when correlating, not for --help
 
     rows, results, skipped = [], [], []
     for topic in sorted(set(truth_topics) & set(pred_topics)):

@@ -7,7 +7,7 @@ trec_eval splits them), scores and labels with the value ``float`` and ``int`` g
 decimals computed exactly in numpy, the others by ``float``/``int`` themselves).
 Anything else (a short line, a score that is not a number or not finite, a duplicate,
 non-ASCII or control bytes, an empty file) raises :class:`Decline`, and the caller hands the same bytes to the line reader in
-``trec.py``, which gives its own result or its own refusal (message, file and line).
+``trec_files.py``, which gives its own result or its own refusal (message, file and line).
 So the two readers cannot differ in what they accept or say; only in speed and memory.
 
 A read run stays a :class:`RunTable` (offsets into the file's bytes, one float per
@@ -23,6 +23,7 @@ import numpy as np
 
 from ..io.trec_rules import LABEL_MAX
 from .packed_bytes import WordView, decimals, words
+from .parallel import fork_map, worker_count
 
 # Fields are split at 9-13 and 32 (C's isspace, as trec_eval); every other byte up to 32
 # (control bytes, and 28-31, which str.split() would split at) is left to the line
@@ -282,8 +283,6 @@ def _line_stretches(a: np.ndarray, n: int) -> list[tuple[int, int]]:
 
 
 def scan_run(data: bytes) -> RunTable:
-    from .parallel import fork_map, worker_count
-
     a = np.frombuffer(_normalized(data), dtype=np.uint8)
     # stretches of the file in forked workers (a stretch with no line: Decline, as a
     # whole file with none); below a few MB the fork costs more than it saves

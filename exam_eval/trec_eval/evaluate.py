@@ -43,6 +43,7 @@ from typing import IO, TYPE_CHECKING
 from ..errors import InputError, UsageError
 from .c_numbers import c_floats, c_long
 from ..io.trec_rules import LABEL_MAX, trec_ranked
+from .parallel import fork_map
 from .trec_files import Qrels, Run
 from .qrels_cache import per_qrels
 from .gain_measures import GAIN_MEASURES, gain_value, label_counts, ranked_rels, rndcg
@@ -52,6 +53,7 @@ from .level_measures import values as level_values
 if TYPE_CHECKING:
     from .bulk import RunTable
 from .registry import Request, improper
+from .zscores import apply_zscores
 
 MIN_GEO_MEAN = 0.00001
 
@@ -258,8 +260,6 @@ def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, leve
         _score_batch(qrels, run, evaluated, requests, per_query, groups, max_docs, judged_only, level,
                      _stale_counts(qrels, evaluated, degenerate))
     else:
-        from .parallel import fork_map
-
         groups = _groups(qrels, requests, level, degenerate, max_docs, judged_only)
         stale = _stale_counts(qrels, evaluated, degenerate)
 
@@ -275,8 +275,6 @@ def evaluate(qrels: Qrels, run: Run | RunTable, requests: list[Request], *, leve
         for part in fork_map(score, batches, [sum(map(table.size, ks)) for ks in batches]):
             per_query.update(part)
     if zscores is not None:
-        from .zscores import apply_zscores
-
         apply_zscores(per_query, requests, zscores)
     return _summarize(qrels, evaluated, requests, per_query, complete, run_tag, zscores is not None)
 

@@ -12,9 +12,13 @@ and counts (prefs_num_prefs_*) are sums.
 from __future__ import annotations
 
 from ..errors import UsageError
+from .prefs_files import read_prefs, read_qrels_prefs
+from . import qrels_jg
+from .qrels_jg_files import read_qrels_jg
 from .trec_files import Qrels, Run
 from .registry import Request, first_unavailable
 from .evaluate import Evaluation, TrecEvalRefusal
+from .zscores import apply_zscores
 
 REL_FORMATS = ("qrels", "prefs", "qrels_prefs", "qrels_jg")
 
@@ -38,18 +42,15 @@ def check_measures(requests: list[Request], rel_format: str, evaluated: list[str
 
 def read_judgments(rel_format: str, path: str):
     if rel_format == "qrels_jg":
-        from .qrels_jg_files import read_qrels_jg
         return read_qrels_jg(path)
-    from .prefs_files import read_prefs, read_qrels_prefs
     return read_prefs(path) if rel_format == "prefs" else read_qrels_prefs(path)
 
 
 def _calculator(rel_format: str):
     if rel_format == "qrels_jg":
-        from .qrels_jg import per_query_values
-        return per_query_values
-    from .prefs import per_query_values
-    return per_query_values
+        return qrels_jg.per_query_values
+    from . import prefs  # numpy: not loaded for exam-qrels --help
+    return prefs.per_query_values
 
 
 def evaluate_judgments(rel_format: str, judgments: dict, run: Run, requests: list[Request], *,
@@ -65,7 +66,6 @@ def evaluate_judgments(rel_format: str, judgments: dict, run: Run, requests: lis
     per_query = {q: calc(judgments, run[q], own, level=level, judged_only=judged_only, max_docs=max_docs, qid=q,
                          qrels_name=qrels_name) for q in evaluated}
     if zscores is not None:
-        from .zscores import apply_zscores
         apply_zscores(per_query, requests, zscores)
     n_div = len(judgments) if complete else len(evaluated)
     summary: dict[str, float | int | str] = {}

@@ -30,6 +30,7 @@ import numpy as np
 
 from .packed_bytes import WordView
 from .packed_bytes import words as packed_words
+from .parallel import fork_map
 from .qrels_cache import per_qrels
 from .registry import Request
 
@@ -160,8 +161,6 @@ def score_table(qrels: dict[str, dict[str, int]], table: RunTable, evaluated: li
     """Per-query values of ``requests`` for the ``evaluated`` queries (all in the table and
     in the qrels), or None where pytrec_eval must decide (see the module's note). Queries
     go a batch at a time (memory stays that of one batch), batches to forked workers."""
-    from .parallel import fork_map
-
     judg = _judgments(qrels)
     if judg is None or not len(table) or not evaluated:
         return None

@@ -16,6 +16,8 @@ import pickle
 import time
 from typing import Callable, Sequence, TypeVar
 
+from ..errors import UsageError
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -88,8 +90,6 @@ def worker_count() -> int:
     env = os.environ.get("EXAM_EVAL_WORKERS", "").strip()
     if env:
         if not (env.isascii() and env.isdigit() and int(env) > 0):  # a typo fell back to the default unsaid
-            from ..errors import UsageError
-
             raise UsageError(f"EXAM_EVAL_WORKERS={env!r}: give a whole number of processes, 1 or more")
         return min(int(env), _MAX_WORKERS)
     idle = int(cores - _busy_cores() + 0.5)

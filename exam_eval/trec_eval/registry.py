@@ -40,7 +40,7 @@ class TrecMeasure:
     gain: bool = False        # uses raw labels as gains, so unaffected by -l
     per_query: bool = True    # trec_eval prints nothing per query for num_q, runid, gm_*
     summary: bool = True      # trec_eval prints no 'all' line for relstring
-    source: str = "pytrec"    # pytrec (pytrec_eval computes it) | ours (computed in trec_eval.py) |
+    source: str = "pytrec"    # pytrec (pytrec_eval computes it) | ours (computed in evaluate.py) |
                               # qrels_jg, prefs (computed in qrels_jg.py, prefs.py)
     # the judgment formats (trec_eval -R) it computes from; None: any (runid, num_q)
     formats: tuple[str, ...] | None = ("qrels",)

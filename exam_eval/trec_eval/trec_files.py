@@ -32,7 +32,7 @@ def read_run_table(path: str | os.PathLike, *, allow_empty: bool = False) -> Run
     time), or, for what the bulk reader leaves to the line reader, (run, tag) from it.
     Either way the same queries, documents, scores and tag, and the same refusals; a
     duplicate document in a table is refused when its query's documents are built."""
-    from .bulk import Decline, scan_run
+    from .bulk import Decline, scan_run  # numpy: not loaded for a command's --help
 
     got = slurp(path)
     if got is not None and got.data is not None:
@@ -83,7 +83,7 @@ def _read_run_lines(path: str | os.PathLike, got: Slurped | None, *, allow_empty
 
 
 def read_qrels(path: str | os.PathLike, *, allow_empty: bool = False) -> Qrels:
-    from .bulk import Decline, scan_qrels
+    from .bulk import Decline, scan_qrels  # numpy: as read_run_table
 
     got = slurp(path)
     if got is not None and got.data is not None:

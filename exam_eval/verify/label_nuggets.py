@@ -14,11 +14,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from ..io.bank_items import BankItem
-from ..io.nugget_banks import write_assignment_lines
+from ..io.banks import items_by_query, read_bank
+from ..io.nugget_banks import query_texts, write_assignment_lines
 from ..io.outputs import atomic_output
-from ..io.reports import Report
+from ..io.reports import Report, read_reports
+from ..io.reports import report_files as _report_files
 from .label_design import Design, arranged, draw_order, file_entry
 from .label_export import Export, export_of, write_notes
 from .label_store import Labels
@@ -43,15 +45,10 @@ class Population:
 
 
 def report_files(paths: list[str]) -> list[str]:
-    from ..io import reports
-
-    return [f for p in paths for f in reports.report_files(p)]
+    return [f for p in paths for f in _report_files(p)]
 
 
 def nugget_population(report_paths: list[str], bank: str) -> Population:
-    from ..io.banks import items_by_query, read_bank
-    from ..io.reports import read_reports
-
     reports = {(r.run_id, r.topic_id): r for r in read_reports(report_paths)}
     items = items_by_query(read_bank(bank, kind="nugget"))
     runs = sorted({run for run, _ in reports})
@@ -69,8 +66,6 @@ def nugget_population_of(design: Design):
 
 def new_nugget_design(reports: list[str], bank: str, n: int, seed: int, *, topics: str | None,
                       order: str = "shuffled") -> Design:
-    from ..errors import UsageError
-
     files = report_files(reports)
     pop = nugget_population(files, bank)
     if not 1 <= n <= len(pop.topics):
@@ -85,7 +80,6 @@ def new_nugget_design(reports: list[str], bank: str, n: int, seed: int, *, topic
 def nugget_texts(design: Design, topics: dict[str, str]) -> dict:
     """What the page shows of each pair: the query, the report's sentences, the nugget."""
     pop = nugget_population([r["path"] for r in design.runs], design.bank["path"])
-    from ..io.nugget_banks import query_texts
 
     queries = query_texts([i for q in design.queries for i in pop.items[q]], topics)
     shown = {}

@@ -8,6 +8,10 @@ import base64
 import io
 import os
 
+from ..io.openers import display_name
+from ..io.outputs import atomic_output
+from ..stats.leaderboards import fmt, is_rank
+
 
 def _pyplot():
     import matplotlib
@@ -64,10 +68,6 @@ def heatmap(rows: list[str], cols: list[str], values, title: str, label: str) ->
 
 def leaderboard_scatter(path, tvals, pvals, tcol, pcol, result, truth, pred) -> None:
     """exam-correlate leaderboard --plot: TRUTH vs PRED, one labelled dot per system, as a PNG file."""
-    from ..io.openers import display_name
-    from ..io.outputs import atomic_output
-    from ..stats.leaderboards import fmt, is_rank
-
     plt = _pyplot()
 
     names = sorted(set(tvals) & set(pvals))
@@ -95,8 +95,6 @@ def compare_plot(path, scores, title: str) -> None:
     interval; a filled dot for a run that does not differ from the reference run (the best,
     or --baseline), a hollow grey one for a run that does. SVG or PDF by FILE's extension, else PNG."""
     import numpy as np
-
-    from ..io.outputs import atomic_output
 
     plt = _pyplot()
     order = np.argsort(-np.asarray(scores.score), kind="stable")

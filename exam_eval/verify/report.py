@@ -18,9 +18,14 @@ from datetime import datetime, timezone
 from ..errors import InputError, UsageError
 from ..grading.grade_files import read_grades
 from ..io.grades import Grade
-from ..io.leaderboard import run_name
+from ..io.leaderboard import read_leaderboard, run_name
+from ..measures.exam_cover import build_index, exam_cover, mean_stderr
+from ..measures.exam_qrels import grades_to_qrels
+from ..trec_eval.evaluate import evaluate
+from ..trec_eval.registry import parse_measures
 from ..trec_eval.trec_files import Qrels, read_run
 from .htmlkit import esc, grade_class, num, page, table
+from .plots import heatmap, scatter
 from .spurious import SpuriousItem, spurious_items
 from .table import check_bank_matches, item_label, load_bank, one_line, passage_texts, GradeTable
 from ..measures.grade_labels import read_human_qrels
@@ -89,12 +94,7 @@ def _single_value_name(requests) -> str:
 def compute(grades_path: str, qrels_path: str, run_paths: Sequence[str], *, official_path: str | None = None,
             bank_path: str | None = None, passages: str | None = None, opts: ReportOptions | None = None,
             progress: Callable[[str], None] | None = None) -> ReportData:
-    from ..io.leaderboard import read_leaderboard
-    from ..measures.exam_cover import build_index, exam_cover, mean_stderr
-    from ..measures.exam_qrels import grades_to_qrels
-    from ..trec_eval.registry import parse_measures
-    from ..trec_eval.evaluate import evaluate
-    from ..stats.agreement import agreement
+    from ..stats.agreement import agreement  # numpy, scipy: not loaded for exam-verify --help
     from ..stats.correlation import correlate
 
     opts = opts or ReportOptions()
@@ -215,8 +215,6 @@ def _corr_table(data: ReportData) -> str:
 
 
 def _leaderboard_section(data: ReportData) -> str:
-    from .plots import scatter
-
     o = data.opts
     plots = []
     pts_q = [(r.run, r.official, r.qrels_mean, r.qrels_se) for r in data.rows if r.official is not None]
@@ -248,8 +246,6 @@ def _leaderboard_section(data: ReportData) -> str:
 
 
 def _cover_section(data: ReportData) -> str:
-    from .plots import heatmap
-
     runs = [r.run for r in data.rows]
     queries = sorted(data.cover_items)
     rows = []

@@ -14,6 +14,7 @@ from ..grading.grade_files import read_grades
 from ..io.grades import Grade
 from ..io.jsonl import iter_jsonl
 from ..io.openers import display_name
+from ..io.passages import read_passages
 
 DEFAULT_MIN_GRADE = 4      # tau of the EXAM and workbench papers
 DEFAULT_RELEVANT_MIN = 1   # TREC DL uses 2 (graded 0-3 labels); say so on the command line
@@ -110,8 +111,6 @@ def passage_texts(grade_paths: Iterable[str | os.PathLike], passages: str | None
     texts = embedded_texts(grade_paths)
     missing = {doc for qid, doc in wanted if (qid, doc) not in texts}
     if passages and missing:
-        from ..io.passages import read_passages
-
         found = read_passages(passages, wanted=missing)
         for qid, doc in wanted:
             if (qid, doc) not in texts and doc in found:

@@ -141,17 +141,17 @@ def test_a_batch_in_run_counts_answers_not_calls_and_a_missing_one_is_no_failure
     res = run_cli(*cmd, "--batch-out", tmp_path / "r.jsonl", env=ENV)
     assert res.returncode == 0, res.stderr
     _service(tmp_path / "r.jsonl", tmp_path / "x.jsonl", _gen_respond, lose={1})
-    import exam_eval.progress as progress
+    import exam_eval.backends.generators as generators
 
     units = []
-    real = progress.progress_bar
+    real = generators.progress_bar
 
     def seen(total, description, unit="items"):
         units.append(unit)
         return real(total, description, unit)
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(progress, "progress_bar", seen)
+        mp.setattr(generators, "progress_bar", seen)
         res = run_cli(*cmd, "--batch-in", tmp_path / "x.jsonl", "-o", tmp_path / "bank.jsonl", env=ENV)
     assert res.returncode == 3, res.stderr
     assert units == ["answers"], units  # the bar's rate: answers/s, not calls/s

@@ -20,8 +20,9 @@ from openai_stub import OpenAIStub, Reply
 
 from exam_eval.backends import http_client as hc
 from exam_eval.backends.adaptive_window import START_WINDOW, Window
-from exam_eval.backends.http_client import ChatResult, OpenAIClient, TokenUsage
+from exam_eval.backends.http_client import ChatResult, OpenAIClient
 from exam_eval.backends.http_replies import model_ids, model_name, reasoning_text, usage_counts
+from exam_eval.backends.token_usage import TokenUsage
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -117,7 +117,7 @@ def test_deep_model_output_and_scripted_rules(tmp_path):
 @pytest.mark.parametrize("scale", ["0 " + "9" * 5000, "0 99999999999", "-20000 3"])
 def test_custom_prompt_scale_is_bounded(scale, tmp_path):
     """'# scale: 0 <5000 digits>' was a ValueError traceback; a scale past 10000 wrote
-    grades that the grades reader then refuses (io.c_numbers.LABEL_MAX)."""
+    grades that the grades reader then refuses (io.trec_rules.LABEL_MAX)."""
     from exam_eval.io.trec_rules import LABEL_MAX
 
     prompt = tmp_path / "prompt.txt"

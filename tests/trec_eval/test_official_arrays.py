@@ -1,4 +1,4 @@
-"""trec_eval's official measures in numpy (measures/official_arrays.py) against pytrec_eval.
+"""trec_eval's official measures in numpy (trec_eval/official_arrays.py) against pytrec_eval.
 
 pytrec_eval runs trec_eval's own C code; the numpy path must give the same double for
 every value, bit for bit, on runs built to hit its corners: tied scores (as C floats, ties

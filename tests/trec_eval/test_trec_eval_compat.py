@@ -48,7 +48,7 @@ def write_case(tmp_path, qrels, run):
 
 
 def trec_order(docs: dict[str, float]) -> list[str]:
-    # written here independently of exam_eval.io.trec.ranked
+    # written here independently of exam_eval.trec_eval.trec_files.ranked
     return [d for s, d in sorted(((s, d) for d, s in docs.items()), reverse=True)]
 
 

@@ -28,6 +28,7 @@ import re
 from dataclasses import dataclass, field
 
 from exam_eval.errors import UsageError
+from exam_eval.grading.parsing import PARSERS, RATING_RULES
 from exam_eval.grading.types import Parsed
 
 PLACEHOLDER = re.compile(r"\{(query|question|nugget|item|context|answer|correct_answer)\}")
@@ -131,8 +132,6 @@ class Prompt:
         grades and cache entries of the variants never stand in for each other."""
         import dataclasses
 
-        from exam_eval.grading.parsing import RATING_RULES
-
         if not generate and rule == "strict":
             return self
         if self.parser != "rating" or self.target not in ("question", "nugget"):
@@ -147,8 +146,6 @@ class Prompt:
 
     # -- reading the model's output ------------------------------------------------------
     def parse(self, text: str) -> Parsed:
-        from exam_eval.grading.parsing import PARSERS
-
         return PARSERS[self.parser](self, text)
 
     @functools.cached_property

@@ -26,6 +26,7 @@ import re
 from pathlib import Path
 
 from exam_eval.errors import InputError
+from exam_eval.grading.parsing import PARSERS
 from exam_eval.io.trec_rules import LABEL_MAX
 from exam_eval.grading.prompts.base import MODES, PLACEHOLDER, TARGETS, Prompt
 
@@ -52,8 +53,6 @@ SCALE_LIMIT = LABEL_MAX
 
 
 def load_prompt_file(path: str | Path) -> Prompt:
-    from exam_eval.grading.parsing import PARSERS
-
     name = str(path)
     try:
         raw = Path(path).read_text(encoding="utf-8")
