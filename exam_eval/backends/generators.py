@@ -35,6 +35,9 @@ def get_generator(name: str, **options: Any):
 class EndpointGenerator:
     """Any OpenAI-compatible chat-completions endpoint; one user message per prompt."""
 
+    #: the -O pairs it takes, checked before anything is asked (a dry run's too)
+    check_options = staticmethod(chat_extras)
+
     def __init__(self, *, name: str = "endpoint", model: str | None = None, base_url: str = "",
                  api_key_env: str = "OPENAI_API_KEY", concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5,
                  timeout: float | None = None, max_tokens: int = NUGGETIZER_MAX_TOKENS, temperature: float = 0.0,

@@ -12,6 +12,8 @@ imported on use, so listing back ends or resolving ``--backend`` never imports t
 
 A new back end is one module plus one line here naming what it can do; every command
 that takes that role then takes it, and every other says in one line what it needs.
+What a back end can do besides its roles is a trait (``TRAITS``) in one more line: the
+commands ask :func:`has` and :func:`names` for it and never compare a back end's name.
 """
 
 from __future__ import annotations
@@ -42,16 +44,57 @@ CLIENTS: dict[str, dict[str, str | type]] = {
 }
 
 
-def names(role: str) -> list[str]:
-    """The back ends that can take ``role``, in the registry's order."""
-    return [name for name, roles in CLIENTS.items() if role in roles]
+#: each trait: what a back end that has it does, asked by the commands in place of its name
+TRAIT_MEANINGS = {
+    "chat-options": "its chat model takes --backend-option (-O)",
+    "batch-files": "its requests go to an OpenAI-compatible server, so they can be written to and answered "
+                   "from batch files (--batch-out, --batch-in)",
+    "script": "answers from canned rules in a file (--script)",
+    "canned": "calls no model: a call count says nothing of cost",
+    "no-tokenizer": "no Hugging Face tokenizer counts its prompts (a dry run estimates without one)",
+}
+
+#: the traits of each back end (beside CLIENTS: its targets are imported on use only)
+TRAITS: dict[str, set[str]] = {
+    "hf-seq2seq": set(),
+    "hf-causal": {"chat-options"},
+    "hf-qa": set(),
+    "endpoint": {"chat-options", "batch-files"},
+    "embedding": {"no-tokenizer"},
+    "scripted": {"script", "canned", "no-tokenizer"},
+}
 
 
-def register(name: str, role: str, target: str | type) -> None:
-    """Add a back end's ``role``: ``"module:Class"`` (imported on use) or the class itself."""
+def names(role: str | None, trait: str | None = None) -> list[str]:
+    """The back ends that can take ``role`` (None: any) and have ``trait`` (None: any), in
+    the registry's order."""
+    return [name for name, roles in CLIENTS.items()
+            if (role is None or role in roles) and (trait is None or has(name, trait))]
+
+
+def has(name: str, trait: str) -> bool:
+    """Whether back end ``name`` has ``trait`` (False for a name that is no back end)."""
+    if trait not in TRAIT_MEANINGS:
+        raise ValueError(f"unknown trait {trait!r}; traits: {', '.join(TRAIT_MEANINGS)}")
+    return trait in TRAITS.get(name, ())
+
+
+def listed(items: list[str], word: str = "and") -> str:
+    """``a``, ``a and b``, ``a, b and c``: back-end names in a message."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} {word} {items[-1]}"
+
+
+def register(name: str, role: str, target: str | type, traits: tuple[str, ...] = ()) -> None:
+    """Add a back end's ``role``: ``"module:Class"`` (imported on use) or the class itself,
+    and any ``traits`` it has."""
     if role not in ROLES:
         raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
+    unknown = [t for t in traits if t not in TRAIT_MEANINGS]
+    if unknown:
+        raise ValueError(f"unknown trait {unknown[0]!r}; traits: {', '.join(TRAIT_MEANINGS)}")
     CLIENTS.setdefault(name, {})[role] = target
+    if traits:
+        TRAITS.setdefault(name, set()).update(traits)
 
 
 def check(name: str, role: str) -> None:

@@ -15,6 +15,7 @@ from typing import Callable
 
 import click
 
+from ..backends import registry
 from ..backends.batch_files import Replay, check_batch_out, grader_tag, read_results, request_line, write_requests
 from ..backends.http_client import NO_SERVER
 from ..errors import UsageError
@@ -31,6 +32,13 @@ def batch_options(f):
                              "vLLM's run_batch; split past 50,000 requests or 200 MB) instead of sending them.")(f)
 
 
+def batch_backends_only(flag: str) -> str:
+    """The refusal of a batch flag given a back end that writes no batch requests."""
+    batch = registry.listed(registry.names(None, "batch-files"), "or")
+    return f"{flag} takes the requests of the {batch} back end: give --backend {batch} and --model " \
+        "(the name the batch service serves)"
+
+
 def check_batch(backend: str, batch_out: str | None, batch_in: tuple, base_url: str | None,
                 dry_run: bool = False) -> str | None:
     """The base URL to give the chat model: none is needed with a batch flag."""
@@ -39,9 +47,8 @@ def check_batch(backend: str, batch_out: str | None, batch_in: tuple, base_url: 
     flag = "--batch-out" if batch_out else "--batch-in"
     if dry_run:
         raise UsageError(f"--dry-run and {flag}: the dry run prints what would be asked; give one")
-    if backend != "endpoint":
-        raise UsageError(f"{flag} takes the requests of the endpoint back end: give --backend endpoint and --model "
-                         "(the name the batch service serves)")
+    if not registry.has(backend, "batch-files"):
+        raise UsageError(batch_backends_only(flag))
 
     return base_url or NO_SERVER
 

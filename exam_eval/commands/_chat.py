@@ -50,10 +50,10 @@ CHAT_KEYWORDS = ("base_url", "api_key_env", "concurrency", "max_retries", "timeo
 def make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens, backend_options,
               script=None, cache_any_server=None):
     """The chat model of the flags; checks them, loads nothing."""
-    if backend_options and backend not in ("hf-causal", "endpoint"):
-        raise UsageError("--backend-option is for --backend hf-causal and endpoint")
-    if script and backend != "scripted":
-        raise UsageError("--script is for --backend scripted")
+    if backend_options and not registry.has(backend, "chat-options"):
+        raise UsageError(f"--backend-option is for --backend {registry.listed(registry.names('chat', 'chat-options'))}")
+    if script and not registry.has(backend, "script"):
+        raise UsageError(f"--script is for --backend {registry.listed(registry.names('chat', 'script'))}")
 
     refuse_untaken(click.get_current_context(silent=True), backend, client_class(backend, "chat"), CHAT_KEYWORDS)
     return get_chat_model(backend, model=model, base_url=base_url, api_key_env=api_key_env, concurrency=concurrency,

@@ -11,6 +11,8 @@ from typing import Callable, Iterable
 import click
 
 from ._base import EXIT_INTERRUPTED, exit_on_next_signal, stop_on_signals
+from ._batch import batch_backends_only
+from ..backends import registry
 from ..backends.batch_files import (Replay, check_batch_out, custom_id, grader_tag, read_results, record_bodies,
                                     request_digest, request_line, write_requests)
 from ..backends.context_limit import too_long_line
@@ -60,7 +62,7 @@ def _tokenizer_of(grader):
     back end's checkpoint, or an endpoint's model id that names a checkpoint on this
     machine (a path, or one in the Hugging Face cache); None otherwise."""
     ref = getattr(grader, "_ref", None) or getattr(grader, "model_id", None)
-    if not ref or getattr(grader, "name", "") in ("scripted", "embedding"):
+    if not ref or registry.has(getattr(grader, "name", ""), "no-tokenizer"):
         return None
     try:
         from transformers import AutoTokenizer
@@ -164,9 +166,8 @@ def check_batch_flags(backend: str, batch_out: str | None, batch_in: tuple, dry_
     flag = "--batch-out" if batch_out else "--batch-in"
     if batch_out and batch_in:
         raise click.UsageError("--batch-out writes the requests and --batch-in reads their answers: give one")
-    if backend != "endpoint":
-        raise click.UsageError(f"{flag} takes the requests of the endpoint back end: give --backend endpoint and "
-                               "--model (the name the batch service serves)")
+    if not registry.has(backend, "batch-files"):
+        raise click.UsageError(batch_backends_only(flag))
     if dry_run:
         raise click.UsageError(f"--dry-run and {flag}: the dry run counts what --batch-out would ask; give one")
     if verify == "llm":

@@ -13,7 +13,6 @@ import sys
 import click
 
 from ..backends import registry
-from ..backends.endpoint import chat_extras
 from ..backends.factory import split_backend_options
 from ..backends.generators import generator_class, get_generator
 from ..errors import InputError, UsageError
@@ -144,11 +143,13 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
         raise UsageError(f"--style: unknown style {style!r} (choose from: {', '.join(STYLES)})")
     if family not in families():
         raise UsageError(f"unknown prompt family {family!r} (choose from: {', '.join(families())})")
-    refuse_untaken(click.get_current_context(), backend, generator_class(backend), GENERATOR_KEYWORDS)
+    gen_class = generator_class(backend)
+    refuse_untaken(click.get_current_context(), backend, gen_class, GENERATOR_KEYWORDS)
     prompt = get_prompt(family, style, kind)
     extra = split_backend_options(backend_options)   # numbers and booleans as exam-grade reads them
-    if backend == "endpoint":
-        chat_extras(extra)  # before a dry run too
+    check_options = getattr(gen_class, "check_options", None)
+    if check_options is not None:
+        check_options(extra)  # before a dry run too
     _check_output(output, force)
     base_url = check_batch(backend, batch_out, batch_in, base_url, dry_run)
     topic_map = read_topics(topics)

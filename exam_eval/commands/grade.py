@@ -11,6 +11,7 @@ import os
 
 import click
 
+from ..backends import registry
 from ..backends.factory import attach_verifier, make_grader
 from ..errors import UsageError
 from ..grading import engine
@@ -174,7 +175,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
 def listwise_note(prompt, plan, grader, log) -> None:
     """nuggetizer-assign here is one call per (report, nugget): the user who wants the
     AutoNuggetizer's own calls (a window of nuggets per call) should hear of its path."""
-    if prompt.id != "nuggetizer-assign" or not plan.units_todo or getattr(grader, "name", "") == "scripted":
+    if prompt.id != "nuggetizer-assign" or not plan.units_todo or registry.has(getattr(grader, "name", ""), "canned"):
         return
     per_report: dict[tuple, int] = {}
     for unit in plan.units_todo:
