@@ -1,13 +1,20 @@
-"""--batch-out / --batch-in of the chat commands (exam-nuggets assign, exam-genq generate
-and nuggetize): their chat model's client answers from batch results files and takes down
-what it has no answer for (exam_eval.backends.batch_files).
+"""--batch-out / --batch-in of every command that talks to an endpoint model: the one
+declaration of the flags (:func:`batch_options`), the one check (:func:`check_batch`),
+and the rounds of both kinds (the library is exam_eval.backends.batch_files).
 
-Their work comes in rounds: an answer that does not parse is asked again at temperature
-0.2 (the nuggetizer's re-ask), and exam-genq nuggetize's next window of documents needs
-the nuggets of the last. So a round is the same command with every results file so far
-(``--batch-in``, repeatable) and ``--batch-out`` for what can be asked now; the work is
-done when a round writes no request. Without ``--batch-out`` a request without an answer
-fails as a call does (exit 3), and an answer that did not parse stays unparsed."""
+exam-grade (:func:`grade_or_batch`) asks one call per pair: ``--batch-out`` writes the
+requests of the pairs still to grade and grades nothing, ``--batch-in`` grades from their
+results files; the two are one round each.
+
+The chat commands (exam-nuggets assign, exam-genq generate and nuggetize,
+:func:`attach` and :func:`finish`): their chat model's client answers from batch results
+files and takes down what it has no answer for. Their work comes in rounds: an answer
+that does not parse is asked again at temperature 0.2 (the nuggetizer's re-ask), and
+exam-genq nuggetize's next window of documents needs the nuggets of the last. So a round
+is the same command with every results file so far (``--batch-in``, repeatable) and
+``--batch-out`` for what can be asked now; the work is done when a round writes no
+request. Without ``--batch-out`` a request without an answer fails as a call does (exit
+3), and an answer that did not parse stays unparsed."""
 
 from __future__ import annotations
 
@@ -16,20 +23,33 @@ from typing import Callable
 import click
 
 from ..backends import registry
-from ..backends.batch_files import Replay, check_batch_out, grader_tag, read_results, request_line, write_requests
+from ..backends.batch_files import (Replay, check_batch_out, custom_id, grader_tag, read_results, record_bodies,
+                                    request_digest, request_line, write_requests)
 from ..backends.http_client import NO_SERVER
 from ..errors import UsageError
 from ..grading.asking import RETRY_TEMPERATURE
 from ._base import claim_output
+from ._session import run_session
+
+#: the flags' help (--batch-out, --batch-in): of the chat commands, and of exam-grade
+CHAT_HELP = ("endpoint: write the requests still to ask to FILE (JSONL for the OpenAI Batch API or vLLM's run_batch; "
+             "split past 50,000 requests or 200 MB) instead of sending them.",
+             "endpoint: answers from a batch service's results file(s) (repeatable: every round's), in place of a "
+             "server.")
+GRADE_HELP = ("endpoint: write the requests of the pairs still to grade to FILE (JSONL for the OpenAI Batch API or "
+              "vLLM's run_batch; split as FILE-2.jsonl ... past 50,000 requests or 200 MB) and grade nothing.",
+              "endpoint: grade from a batch service's results file(s) instead of a server (repeatable); requests "
+              "without an answer fail as calls do (exit 3).")
 
 
-def batch_options(f):
-    f = click.option("--batch-in", multiple=True, metavar="FILE",
-                     help="endpoint: answers from a batch service's results file(s) (repeatable: every round's), "
-                          "in place of a server.")(f)
-    return click.option("--batch-out", metavar="FILE", callback=claim_output,
-                        help="endpoint: write the requests still to ask to FILE (JSONL for the OpenAI Batch API or "
-                             "vLLM's run_batch; split past 50,000 requests or 200 MB) instead of sending them.")(f)
+def batch_options(f=None, *, grading: bool = False):
+    """--batch-out FILE and --batch-in FILE (repeatable), as ``@batch_options`` (a chat
+    command) or ``@batch_options(grading=True)`` (exam-grade: its help)."""
+    if f is None:
+        return lambda g: batch_options(g, grading=grading)
+    out_help, in_help = GRADE_HELP if grading else CHAT_HELP
+    f = click.option("--batch-in", multiple=True, metavar="FILE", help=in_help)(f)
+    return click.option("--batch-out", metavar="FILE", callback=claim_output, help=out_help)(f)
 
 
 def batch_backends_only(flag: str) -> str:
@@ -40,15 +60,27 @@ def batch_backends_only(flag: str) -> str:
 
 
 def check_batch(backend: str, batch_out: str | None, batch_in: tuple, base_url: str | None,
-                dry_run: bool = False) -> str | None:
-    """The base URL to give the chat model: none is needed with a batch flag."""
+                dry_run: bool = False, *, grading: bool = False, verify: str | None = None) -> str | None:
+    """The one check of --batch-out and --batch-in, for every command: the base URL to give
+    the model (none is needed with a batch flag). ``grading``: exam-grade's round
+    (:func:`grade_or_batch`), which takes one of the two flags, names the back end before
+    --dry-run and refuses as click does (with its --help hint); ``verify``: exam-grade's
+    --verify, whose llm asks a second call after each answer."""
     if not batch_out and not batch_in:
         return base_url
     flag = "--batch-out" if batch_out else "--batch-in"
-    if dry_run:
-        raise UsageError(f"--dry-run and {flag}: the dry run prints what would be asked; give one")
+    refuse = click.UsageError if grading else UsageError
+    if grading and batch_out and batch_in:
+        raise refuse("--batch-out writes the requests and --batch-in reads their answers: give one")
+    if dry_run and not grading:
+        raise refuse(f"--dry-run and {flag}: the dry run prints what would be asked; give one")
     if not registry.has(backend, "batch-files"):
-        raise UsageError(batch_backends_only(flag))
+        raise refuse(batch_backends_only(flag))
+    if dry_run:
+        raise refuse(f"--dry-run and {flag}: the dry run counts what --batch-out would ask; give one")
+    if verify == "llm":
+        raise refuse(f"{flag}: --verify llm asks a second call after each answer; grade its extraction "
+                     "with --verify lexical, or through a server")
 
     return base_url or NO_SERVER
 
@@ -100,3 +132,73 @@ def finish(replay, batch_out: str | None, log: Callable[[str], None]) -> bool:
             "file so far as --batch-in (and --batch-out for the next round)" if replay.asked else
             ": nothing is left to ask"))
     return bool(replay.errors or replay.missing)
+
+
+# ---- exam-grade's rounds: one request per pair still to grade ----------------------------
+
+def batch_tag(command: str, grader, prompt) -> str:
+    return grader_tag(command, grader.cache_identity, prompt.id, prompt.hash)
+
+
+def _unit_name(unit) -> str:
+    pair = unit.pairs[0]
+    return f"{pair.query_id}:{pair.doc_id}:{'-' if pair.item is None else pair.item.item_id}"
+
+
+def _asked(session, command: str) -> list[tuple[str, str, dict]]:
+    """(custom_id, route, body) of every unit still to grade, as the back end would send it."""
+    grader, units = session.grader, session.work.units_todo
+    tag = batch_tag(command, grader, session.prompt)
+    out = []
+    for unit, asked in zip(units, record_bodies(grader, [u.request for u in units], lambda r: grader.grade([r]))):
+        if len(asked) != 1:  # one call per pair is what a batch file can hold
+            raise RuntimeError(f"back end {grader.name} asked {len(asked)} requests for one pair")
+        route, body = asked[0]
+        out.append((custom_id(tag, request_digest(route, body), _unit_name(unit)), route, body))
+    return out
+
+
+def write_batch(session, path: str, *, command: str, log: Callable[[str], None]) -> int:
+    """--batch-out: one request line per unit still to grade (resume rules, cache and
+    --shard as for grading), split at the Batch API's limits."""
+    tag = batch_tag(command, session.grader, session.prompt)
+    check_batch_out(path, tag, command)
+    asked = _asked(session, command)
+    pairs = sum(len(u.pairs) for u in session.work.units_todo)
+    written = write_requests(path, [request_line(cid, route, body) for cid, route, body in asked], tag=tag)
+    files = written.summary()
+    stats = session.work.stats
+    # the cache's grades are not asked; the --batch-in run writes them with the answers
+    log(f"{len(asked):,} requests for {pairs:,} pairs written to {files or path}; not asked: {stats.in_output:,} "
+        f"pairs already in the output, {stats.from_cache:,} in the cache")
+    if asked:
+        log("send them to the OpenAI Batch API or vLLM's run_batch, then run the same command with --batch-in "
+            "RESULTS (man exam-grade, \"Batch files: the OpenAI Batch API and vLLM's run_batch\")")
+    return 0
+
+
+def read_batch(session, paths: tuple[str, ...], *, command: str, log: Callable[[str], None]):
+    """--batch-in: the back end's client answers from the results files (checked whole
+    before anything is written); returns the client, for its report of what failed."""
+    asked = _asked(session, command)
+    names = {cid.split(":")[3]: cid for cid, _, _ in asked}
+    answers = read_results(paths, batch_tag(command, session.grader, session.prompt), "command")
+    known = {d: a for d, a in answers.items() if d in names}
+    if len(answers) > len(known):
+        log(f"{len(answers) - len(known):,} answers in the results files are for requests this run does not ask "
+            "(pairs already graded, or of another --shard or pool): not used")
+    replay = Replay(session.grader.model_id, known, names)
+    session.grader.client = replay
+    return replay
+
+
+def grade_or_batch(session, batch_out: str | None, batch_in: tuple, *, command: str, log: Callable[[str], None],
+                   **run) -> int:
+    """Grade the planned session (:func:`run_session` with ``run``), or write its requests
+    (--batch-out), or grade it from results files (--batch-in)."""
+    if batch_out:
+        return write_batch(session, batch_out, command=command, log=log)
+    if batch_in:
+        replay = read_batch(session, batch_in, command=command, log=log)
+        run.update(failures=replay.report, retry="a new --batch-out asks for them", replayed=True)
+    return run_session(session, log=log, **run)

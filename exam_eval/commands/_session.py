@@ -1,7 +1,8 @@
 """What the grading commands (exam-grade, exam-nuggets support) share around a grading
 session: the back end from their flags, the --dry-run report, the interrupt and failure
 messages, the exit codes. The session itself is
-:class:`exam_eval.grading.session.GradingSession`."""
+:class:`exam_eval.grading.session.GradingSession`; exam-grade's --batch-out and
+--batch-in rounds of it are in ``_batch``."""
 
 from __future__ import annotations
 
@@ -11,13 +12,9 @@ from typing import Callable, Iterable
 import click
 
 from ._base import EXIT_INTERRUPTED, exit_on_next_signal, stop_on_signals
-from ._batch import batch_backends_only
 from ..backends import registry
-from ..backends.batch_files import (Replay, check_batch_out, custom_id, grader_tag, read_results, record_bodies,
-                                    request_digest, request_line, write_requests)
 from ..backends.context_limit import too_long_line
 from ..backends.hf_common import pretrained_source
-from ..backends.http_client import NO_SERVER
 from ..grading.cache import default_cache_path
 from ..grading.engine import estimate_seconds
 from ..grading.session import Interrupted
@@ -149,93 +146,3 @@ def _too_long(grader, output: str | None) -> str | None:
     cut = (f"a smaller --max-input-tokens (the passage is cut to fit; now {window})" if window
            else "--max-input-tokens N (the passage is cut to fit N tokens, prompt included)")
     return too_long_line(grader, cut, "--max-tokens", getattr(grader, "max_new_tokens", 0), kept)
-
-
-# ---- batch files (--batch-out, --batch-in): backends.batch_files -------------------------
-
-def batch_tag(command: str, grader, prompt) -> str:
-    return grader_tag(command, grader.cache_identity, prompt.id, prompt.hash)
-
-
-def check_batch_flags(backend: str, batch_out: str | None, batch_in: tuple, dry_run: bool, verify: str | None,
-                      options: dict) -> None:
-    """--batch-out and --batch-in: requests of the endpoint back end, one call per pair;
-    no server is needed for either (``options``' base_url is filled in where missing)."""
-    if not batch_out and not batch_in:
-        return
-    flag = "--batch-out" if batch_out else "--batch-in"
-    if batch_out and batch_in:
-        raise click.UsageError("--batch-out writes the requests and --batch-in reads their answers: give one")
-    if not registry.has(backend, "batch-files"):
-        raise click.UsageError(batch_backends_only(flag))
-    if dry_run:
-        raise click.UsageError(f"--dry-run and {flag}: the dry run counts what --batch-out would ask; give one")
-    if verify == "llm":
-        raise click.UsageError(f"{flag}: --verify llm asks a second call after each answer; grade its extraction "
-                               "with --verify lexical, or through a server")
-
-    options["base_url"] = options.get("base_url") or NO_SERVER
-
-
-def _unit_name(unit) -> str:
-    pair = unit.pairs[0]
-    return f"{pair.query_id}:{pair.doc_id}:{'-' if pair.item is None else pair.item.item_id}"
-
-
-def _asked(session, command: str) -> list[tuple[str, str, dict]]:
-    """(custom_id, route, body) of every unit still to grade, as the back end would send it."""
-    grader, units = session.grader, session.work.units_todo
-    tag = batch_tag(command, grader, session.prompt)
-    out = []
-    for unit, asked in zip(units, record_bodies(grader, [u.request for u in units], lambda r: grader.grade([r]))):
-        if len(asked) != 1:  # one call per pair is what a batch file can hold
-            raise RuntimeError(f"back end {grader.name} asked {len(asked)} requests for one pair")
-        route, body = asked[0]
-        out.append((custom_id(tag, request_digest(route, body), _unit_name(unit)), route, body))
-    return out
-
-
-def write_batch(session, path: str, *, command: str, log: Callable[[str], None]) -> int:
-    """--batch-out: one request line per unit still to grade (resume rules, cache and
-    --shard as for grading), split at the Batch API's limits."""
-    tag = batch_tag(command, session.grader, session.prompt)
-    check_batch_out(path, tag, command)
-    asked = _asked(session, command)
-    pairs = sum(len(u.pairs) for u in session.work.units_todo)
-    written = write_requests(path, [request_line(cid, route, body) for cid, route, body in asked], tag=tag)
-    files = written.summary()
-    stats = session.work.stats
-    # the cache's grades are not asked; the --batch-in run writes them with the answers
-    log(f"{len(asked):,} requests for {pairs:,} pairs written to {files or path}; not asked: {stats.in_output:,} "
-        f"pairs already in the output, {stats.from_cache:,} in the cache")
-    if asked:
-        log("send them to the OpenAI Batch API or vLLM's run_batch, then run the same command with --batch-in "
-            "RESULTS (man exam-grade, \"Batch files: the OpenAI Batch API and vLLM's run_batch\")")
-    return 0
-
-
-def read_batch(session, paths: tuple[str, ...], *, command: str, log: Callable[[str], None]):
-    """--batch-in: the back end's client answers from the results files (checked whole
-    before anything is written); returns the client, for its report of what failed."""
-    asked = _asked(session, command)
-    names = {cid.split(":")[3]: cid for cid, _, _ in asked}
-    answers = read_results(paths, batch_tag(command, session.grader, session.prompt), "command")
-    known = {d: a for d, a in answers.items() if d in names}
-    if len(answers) > len(known):
-        log(f"{len(answers) - len(known):,} answers in the results files are for requests this run does not ask "
-            "(pairs already graded, or of another --shard or pool): not used")
-    replay = Replay(session.grader.model_id, known, names)
-    session.grader.client = replay
-    return replay
-
-
-def grade_or_batch(session, batch_out: str | None, batch_in: tuple, *, command: str, log: Callable[[str], None],
-                   **run) -> int:
-    """Grade the planned session (:func:`run_session` with ``run``), or write its requests
-    (--batch-out), or grade it from results files (--batch-in)."""
-    if batch_out:
-        return write_batch(session, batch_out, command=command, log=log)
-    if batch_in:
-        replay = read_batch(session, batch_in, command=command, log=log)
-        run.update(failures=replay.report, retry="a new --batch-out asks for them", replayed=True)
-    return run_session(session, log=log, **run)

@@ -21,7 +21,8 @@ from ..grading.prompts import REGISTRY, get_prompt
 from ..grading.report_units import default_unit
 from ..grading.session import GradingSession
 from ._base import CONTEXT_SETTINGS, claim_output, make_main, refuse_given, refuse_inputs_as_outputs
-from ._session import cache_file, check_batch_flags, dry_run_report, grade_or_batch
+from ._batch import batch_options, check_batch, grade_or_batch
+from ._session import cache_file, dry_run_report
 from ._options import JudgeFlags, RunFlags, backend_flags, run_flags
 
 EPILOG = """\b
@@ -88,12 +89,7 @@ def _log(msg: str) -> None:
 @click.option("--verifier-backend", default="hf-seq2seq", show_default=True, metavar="NAME",
               help="Back end of --verifier-model (hf-seq2seq, hf-causal, endpoint).")
 @run_flags
-@click.option("--batch-out", metavar="FILE", callback=claim_output,
-              help="endpoint: write the requests of the pairs still to grade to FILE (JSONL for the OpenAI Batch API "
-                   "or vLLM's run_batch; split as FILE-2.jsonl ... past 50,000 requests or 200 MB) and grade nothing.")
-@click.option("--batch-in", multiple=True, metavar="FILE",
-              help="endpoint: grade from a batch service's results file(s) instead of a server (repeatable); "
-                   "requests without an answer fail as calls do (exit 3).")
+@batch_options(grading=True)
 @click.option("--list-prompts", is_flag=True, is_eager=True, expose_value=False, callback=lambda c, p, v: _list_prompts(c, v),
               help="List the prompt ids and exit.")
 def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports, track_spec, report_unit,
@@ -127,7 +123,8 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         raise UsageError(f"--verify llm verifies extracted answers; prompt {prompt.id!r} extracts none "
                          "(use an extraction prompt such as question-extraction)")
     options = judge.settings()
-    check_batch_flags(judge.backend, batch_out, batch_in, run.dry_run, verify, options)
+    options["base_url"] = check_batch(judge.backend, batch_out, batch_in, options["base_url"], run.dry_run,
+                                      grading=True, verify=verify)
     grader = make_grader(judge.backend, options, run.backend_options, prompt)
     if verify == "llm":
         attach_verifier(grader, judge.backend, verifier_model, verifier_backend, options)
