@@ -13,8 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import pytrec_eval
 from scipy import stats
+
+from tests.dl19_reference import ndcg10_per_query
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,21 +43,7 @@ def test_the_bench_checks_its_array_path_and_writes_its_table(result):
 
 def test_the_reference_is_pytrec_eval_and_scipy(result, shared_data):
     """269 of 666 pairs differ on all 43 queries by the t-test with Holm: counted here anew."""
-    d = shared_data / "dl19"
-    qrels: dict = {}
-    for line in (d / "qrels.txt").read_text().splitlines():
-        q, _, doc, lab = line.split()
-        qrels.setdefault(q, {})[doc] = int(lab)
-    ev = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"})
-    values = []
-    for path in sorted((d / "runs").glob("*.run")):
-        run: dict = {}
-        for line in path.read_text().splitlines():
-            q, _, doc, _, s, _ = line.split()
-            run.setdefault(q, {})[doc] = float(s)
-        res = ev.evaluate(run)
-        values.append([res.get(q, {}).get("ndcg_cut_10", 0.0) for q in sorted(qrels)])
-    values = np.array(values)
+    values = ndcg10_per_query(shared_data / "dl19", sorted((shared_data / "dl19" / "runs").glob("*.run")))
     p = [stats.ttest_rel(values[i], values[j]).pvalue for i in range(37) for j in range(i + 1, 37)]
     order = sorted(range(len(p)), key=lambda k: p[k])
     running, called = 0.0, 0

@@ -13,6 +13,7 @@ import pytest
 from scipy import stats
 
 from exam_eval.stats.paired import adjust, pairs, ppi_test, randomization, sign_patterns, t_test
+from tests.dl19_reference import ndcg10_per_query
 
 
 def _mean_diff(x, y, axis=-1):
@@ -27,23 +28,9 @@ def _scipy_randomization(x, y, resamples, seed=0):
 @pytest.fixture(scope="module")
 def dl19_values(shared_data):
     """nDCG@10 per query (all 43 judged queries; a missing query 0, as trec_eval -c) of 6 runs."""
-    import pytrec_eval
-
+    names = ("idst_bert_p1", "idst_bert_p2", "p_bert", "TUW19-p1-f", "bm25base_p", "bm25tuned_p")
     d = shared_data / "dl19"
-    qrels: dict = {}
-    for line in (d / "qrels.txt").read_text().splitlines():
-        q, _, doc, lab = line.split()
-        qrels.setdefault(q, {})[doc] = int(lab)
-    ev = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"})
-    out = {}
-    for name in ("idst_bert_p1", "idst_bert_p2", "p_bert", "TUW19-p1-f", "bm25base_p", "bm25tuned_p"):
-        run: dict = {}
-        for line in (d / "runs" / f"{name}.run").read_text().splitlines():
-            q, _, doc, _, s, _ = line.split()
-            run.setdefault(q, {})[doc] = float(s)
-        res = ev.evaluate(run)
-        out[name] = np.array([res.get(q, {}).get("ndcg_cut_10", 0.0) for q in sorted(qrels)])
-    return out
+    return dict(zip(names, ndcg10_per_query(d, [d / "runs" / f"{n}.run" for n in names])))
 
 
 # ----------------------------------------------------------------------------- t-test
