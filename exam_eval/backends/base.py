@@ -1,4 +1,4 @@
-"""The back-end interface and registry.
+"""The back-end interface.
 
 A back end grades a batch of :class:`GradeRequest` (prompt, query, bank item text or
 None for direct prompts, passage text, optional answer keys) and returns one
@@ -16,12 +16,12 @@ Two kinds of back ends implement it:
 
 The registry (:mod:`exam_eval.backends.registry`, the ``score`` role) maps a name to
 ``"module:Class"`` so that listing back ends or resolving ``--backend`` never imports
-torch; adding a back end is one module plus one line there.
+torch; adding a back end is one module plus one line there, and
+:func:`exam_eval.backends.factory.make_client` makes it.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, ClassVar, Sequence
@@ -31,7 +31,6 @@ from ..grading.answer_check import matches
 from ..grading.reasoning import join_reasoning
 from ..grading.types import CUT_OFF_REASONING, FAILED, GradeRequest, GradeResult
 from ..io.judge_detail import JudgeDetail
-from .registry import client_class, register as register_role
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..grading.prompts.base import Prompt
@@ -421,47 +420,3 @@ def finish_parsed(req: GradeRequest, parsed: "Parsed") -> tuple[int | None, bool
 
         return (1 if matches(parsed.answer, list(req.answer_keys)) else 0), True
     return (parsed.grade if parsed.grade is not None else 1), True
-
-
-# -- registry -------------------------------------------------------------------------------
-
-def register(name: str, target: str | type[Backend]) -> None:
-    """Add a grading back end: ``"module:Class"`` (imported on use) or the class itself (the
-    ``score`` role of :mod:`exam_eval.backends.registry`)."""
-    register_role(name, "score", target)
-
-
-def backend_class(name: str) -> type[Backend]:
-    return client_class(name, "score")
-
-
-def _set_min_label_mass(grader, value) -> None:
-    """--min-label-mass: where a scored grade stands (DEFAULT_MIN_LABEL_MASS)."""
-    import math
-
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not 0 <= value <= 1:
-        raise UsageError(f"--min-label-mass: expected a share from 0 to 1, got {value!r}")
-    # kept by a back end that scores no labels too: its LLM verifier (--verify llm) takes it over
-    grader.min_label_mass = float(value)
-
-
-def get_backend(name: str, **options: Any) -> Backend:
-    """Instantiate a back end. Options set to None are left at the back end's default;
-    a non-None option the back end does not take is a usage error naming it."""
-    min_mass = options.pop("min_label_mass", None)
-    cls = backend_class(name)
-    if hasattr(cls, "select_class"):  # one back end, several engines (hf-seq2seq: torch, ctranslate2)
-        cls = cls.select_class(options)
-    params = inspect.signature(cls.__init__).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()) and cls.__init__ is Backend.__init__
-    given = {k: v for k, v in options.items() if v is not None}
-    accepted = {k: v for k, v in given.items() if k in params or takes_any}
-    rejected = sorted(set(given) - set(accepted))
-    if rejected:
-        flags = ", ".join("--" + r.replace("_", "-") for r in rejected)
-        raise UsageError(f"back end {name!r} does not take {flags}")
-    backend = cls(**accepted)
-    if min_mass is not None:
-        _set_min_label_mass(backend, min_mass)
-    return backend

@@ -1,25 +1,28 @@
-"""Chat models for the steps that send whole conversations and read free text: the
-AutoNuggetizer's nugget creation, importance scoring and listwise assignment.
+"""The text roles of the registry: ``chat`` (a system and a user message, read as free
+text: the AutoNuggetizer's nugget creation, importance scoring and listwise assignment)
+and ``complete`` (one prompt, the text it asks for: exam-genq generate's banks). A
+completion is a chat of one user message, so each back end that writes text is one class
+here with both roles as methods, ``chat(conversations, temperature)`` and
+``generate(prompts, keys, temperature)``, each returning one :class:`ChatResult` per
+input, in order (a call that failed for good is a result with ``error`` set, never an
+exception), besides ``model_id``, ``cache_identity`` and ``close()``. The role a client is made for (``role``) names its cache identity and, for
+canned answers, how its script reads.
 
-A chat model has ``model_id``, ``cache_identity`` and ``chat(conversations, temperature)
--> list[ChatResult]`` (one result per conversation, in order; a call that failed for good
-is a result with ``error`` set, never an exception). A new one is a class and its name's
-``chat`` entry in :mod:`exam_eval.backends.registry`.
-
-Only back ends that generate text from a system and a user message can serve: the
-OpenAI-compatible endpoint (OpenAI, vLLM, TGI, ...; what the nuggetizer itself calls), a
-local Hugging Face causal LM with a chat template, and canned answers (``scripted``: the
-demo's authored answers, rehearsals of a pipeline). Scoring-only back ends (embedding,
-seq2seq rating models) cannot run these prompts, and saying so is better than recording
-a prompt that never ran.
+Only back ends that generate text can serve: the OpenAI-compatible endpoint (OpenAI,
+vLLM, TGI, ...; what the nuggetizer itself calls), a local Hugging Face model (chat: a
+causal LM through its chat template), and canned answers (``scripted``: the demo's
+authored answers, rehearsals of a pipeline). Scoring-only back ends (embedding, extractive
+QA) cannot run these prompts, and saying so is better than recording a prompt that never
+ran. A new one is a class and its name's ``chat``/``complete`` entries in
+:mod:`exam_eval.backends.registry`; :func:`exam_eval.backends.factory.make_client` makes it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any
 
 from ..errors import InputError, UsageError
 from ..grading.fitting import BatchLimit, TooLarge, call_in_halves
@@ -28,23 +31,23 @@ from ..grading.reasoning import join_reasoning
 from ..grading.types import GradeRequest, InterruptedBatch
 from ..io.jsonl import iter_jsonl
 from ..io.openers import display_name
-from . import get_backend
+from ..progress import progress_bar
 from .endpoint import DEFAULT_CONCURRENCY, chat_extras, check_served_model, checked_endpoint, extras_identity
+from .factory import make_client
 from .http_client import DEFAULT_TIMEOUT, ChatResult, OpenAIClient, server_identity
-from .registry import client_class
 
 # The nuggetizer sends max_completion_tokens=2048 on every call (core/llm.py).
 NUGGETIZER_MAX_TOKENS = 2048
 # a local chat model's conversations are sent (and cached) this many batches at a time
 CHUNK_BATCHES = 4
+#: the roles a text client is made for
+TEXT_ROLES = ("chat", "complete")
 
 
 def after_reasoning(results: Sequence[ChatResult]) -> list[ChatResult]:
     """Each answer without the judge's reasoning (its ``reasoning`` keeps it): a reasoning
     model's nugget list or questions come after its thinking, and an answer cut off while
     reasoning is empty, so that it is read as unparsed and asked again."""
-    import dataclasses
-
     out = []
     for res in results:
         if res.text is None:
@@ -89,21 +92,34 @@ def generate_fitting(backend, requests: Sequence, max_tokens: int, limit, advanc
     return out
 
 
+def _role(role: str) -> str:
+    if role not in TEXT_ROLES:
+        raise ValueError(f"a text client's role is one of {', '.join(TEXT_ROLES)}, not {role!r}")
+    return role
+
+
+def _one_message(prompts: Sequence[str]) -> list[list[dict]]:
+    return [[{"role": "user", "content": p}] for p in prompts]
+
+
 class EndpointChat:
     """Any OpenAI-compatible ``/chat/completions`` endpoint."""
 
     name = "endpoint"
+    #: the -O pairs it takes, checked before anything is asked (a dry run's too)
+    check_options = staticmethod(chat_extras)
 
-    def __init__(self, *, model: str | None = None, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5, timeout: float = DEFAULT_TIMEOUT,
-                 max_tokens: int = NUGGETIZER_MAX_TOKENS, backend_options: dict | None = None,
-                 cache_any_server: bool | None = None, **_ignored: Any):
+    def __init__(self, *, role: str = "chat", model: str | None = None, base_url: str | None = None,
+                 api_key_env: str = "OPENAI_API_KEY", concurrency: int = DEFAULT_CONCURRENCY, max_retries: int = 5,
+                 timeout: float = DEFAULT_TIMEOUT, max_tokens: int = NUGGETIZER_MAX_TOKENS, temperature: float = 0.0,
+                 backend_options: dict | None = None, cache_any_server: bool | None = None):
+        self.role = _role(role)
         base_url = checked_endpoint(base_url, model)
         self._server = server_identity(base_url, cache_any_server)
         self.model_id = model
         self.max_tokens = max_tokens
-        options = dict(backend_options or {})
-        self.extras = chat_extras(options)
+        self.temperature = temperature  # of generate's first ask
+        self.extras = chat_extras(backend_options)
         self._identity = extras_identity(self.extras)
         self.client = OpenAIClient(base_url, model, api_key_env=api_key_env, concurrency=concurrency,
                                    max_retries=max_retries, timeout=timeout)
@@ -111,48 +127,78 @@ class EndpointChat:
 
     @property
     def cache_identity(self) -> str:
-        return f"chat:endpoint:{self.model_id}{self._server}:max_tokens={self.max_tokens}" + self._identity
+        """What an answer depends on besides its prompt: the server too, as with exam-grade's
+        endpoint (another may serve other weights under the model's name)."""
+        if self.role == "chat":
+            return f"chat:endpoint:{self.model_id}{self._server}:max_tokens={self.max_tokens}" + self._identity
+        return f"genq-endpoint:{self.model_id}{self._server}:max_tokens={self.max_tokens}:" \
+            f"temperature={self.temperature!r}" + self._identity
 
     @property
     def usage(self):
         """Tokens the server reported for this run's calls (backends.token_usage.TokenUsage)."""
         return self.client.usage
 
-    def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
+    def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0, progress=None) -> list[ChatResult]:
         if not self._checked:
             check_served_model(self.client, self.model_id)
             self._checked = True
+        extra = {} if progress is None else {"progress": progress}
         return after_reasoning(self.client.chat(conversations, max_tokens=self.max_tokens, temperature=temperature,
-                                                **self.extras))
+                                                **extra, **self.extras))
+
+    def generate(self, prompts: Sequence[str], keys: Sequence[tuple],
+                 temperature: float | None = None) -> list[ChatResult]:
+        """``temperature``: this call's (a re-ask's); None: the client's own."""
+        temperature = self.temperature if temperature is None else temperature
+        # from a batch file nothing is called: the bar counts the answers read, not calls/s
+        unit = "answers" if getattr(self.client, "from_files", False) else "calls"
+        with progress_bar(len(prompts), "generating", unit) as bar:
+            # a failed call is not done: the bar passes only the answered ones
+            return self.chat(_one_message(prompts), temperature,
+                             progress=lambda res: bar.advance() if getattr(res, "error", None) is None else None)
 
     def close(self) -> None:
         pass
 
 
-class HFChat:
-    """A local Hugging Face causal LM through its chat template (greedy decoding: the
-    nuggetizer's re-asks at temperature 0.2 are greedy here, so a re-ask repeats the
-    answer unless the model is sampled with -O do_sample=true)."""
+class LocalChat:
+    """A local Hugging Face model through the grading back ends (``hf-causal`` applies the
+    model's chat template, ``hf-seq2seq`` feeds the prompt to e.g. FLAN-T5), so its own
+    tokenizer, chat template, batching and greedy decoding apply unchanged: each text is
+    passed as a "direct" request whose template is just ``{query}`` (substituted
+    literally, once). Greedy decoding whatever the temperature: the nuggetizer's re-asks at
+    0.2 repeat the answer unless the model is sampled with -O do_sample=true."""
 
-    name = "hf-causal"
-
-    def __init__(self, *, model: str | None = None, max_tokens: int = NUGGETIZER_MAX_TOKENS,
-                 backend_options: dict | None = None, **_ignored: Any):
+    def __init__(self, *, role: str = "chat", name: str = "hf-causal", model: str | None = None,
+                 max_tokens: int = NUGGETIZER_MAX_TOKENS, device: str | None = None, dtype: str | None = None,
+                 batch_size: int | None = None, backend_options: dict | None = None):
+        self.role = _role(role)
         if not model:
-            raise UsageError("the hf-causal back end needs --model (a Hugging Face id or path)")
-
-        options = {"model": model, "max_new_tokens": max_tokens}
+            raise UsageError(f"the {name} back end needs --model (a Hugging Face id or path)")
+        options = {"model": model, "device": device, "dtype": dtype, "batch_size": batch_size,
+                   "max_new_tokens": max_tokens}
+        options = {k: v for k, v in options.items() if v is not None}
         options.update(backend_options or {})
-        self.backend = get_backend("hf-causal", **options)
+        self.name = name
+        self.backend = make_client(name, "score", **options)  # validates the model reference; loads nothing
         self.model_id = model
         self.max_tokens = max_tokens
         self._loaded = False
         self.limit = None  # prompts a call (grading.fitting.BatchLimit), from the loaded back end's batch size
 
     @property
+    def cache_identity(self) -> str:
+        if self.role == "chat":
+            return f"chat:{self.backend.cache_identity}:max_tokens={self.max_tokens}"
+        return f"genq-{self.backend.cache_identity}:max_new={self.max_tokens}"
+
+    @property
     def memory_note(self) -> str | None:
         """What the run should say at its end if the device ran out of memory."""
-        return None if self.limit is None else self.limit.note("-O batch_size=N")
+        if self.limit is None:
+            return None
+        return self.limit.note("-O batch_size=N") if self.role == "chat" else self.limit.note()
 
     @property
     def chunk_size(self) -> int:
@@ -162,15 +208,14 @@ class HFChat:
         units = self.limit.units if self.limit is not None else self.backend.batch_size
         return CHUNK_BATCHES * max(1, int(units))
 
-    @property
-    def cache_identity(self) -> str:
-        return f"chat:{self.backend.cache_identity}:max_tokens={self.max_tokens}"
-
-    def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
+    def _load(self) -> None:
         if not self._loaded:
             self.backend.load()
             self._loaded = True
-            self.limit = BatchLimit(max(1, int(self.backend.batch_size)))
+            self.limit = BatchLimit(max(1, int(getattr(self.backend, "batch_size", 8))))
+
+    def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
+        self._load()
         requests = []
         for conv in conversations:
             system = next((m["content"] for m in conv if m["role"] == "system"), None)
@@ -182,38 +227,61 @@ class HFChat:
         # of them would hold every one's key/value cache together
         return after_reasoning(generate_fitting(self.backend, requests, self.max_tokens, self.limit))
 
+    def generate(self, prompts: Sequence[str], keys: Sequence[tuple],
+                 temperature: float | None = None) -> list[ChatResult]:
+        self._load()
+        passthrough = Prompt(id="genq-passthrough", source="exam-genq", target="direct", mode="generate",
+                             labels=(), scale=(0, 1), template="{query}")
+        requests = [GradeRequest(passthrough, p, None, "") for p in prompts]
+        with progress_bar(len(requests), "generating", "prompts") as bar:
+            return generate_fitting(self.backend, requests, self.max_tokens, self.limit, advance=bar.advance)
+
     def close(self) -> None:
         self.backend.close()
 
 
 class ScriptedChat:
-    """Canned answers from a JSONL script, one rule a line, tried in order::
+    """Canned answers from a JSONL script, for tests and rehearsals. For ``chat``, one rule
+    a line, tried in order::
 
         {"match": ["NuggetizeScoreLLM", "Search Query: how do vaccines work\n"], "output": "['vital', 'okay']"}
         {"match": ["NuggetizeAssignerLLM"], "fail": "HTTP 500"}     # the call fails
 
     A rule answers a conversation whose messages (system and user, joined) contain every
     string of ``match``; a conversation no rule matches fails ("no scripted answer"), so
-    a script never answers what its author did not write."""
+    a script never answers what its author did not write. For ``complete``, the lines of
+    a query (and facet) are used in order, one per call, so re-asking can be scripted::
+
+        {"query_id": "q1", "response": "{\\"questions\\": [\\"...\\"]}"}
+        {"query_id": "q2", "facet_id": "f1", "fail": "HTTP 500"}   # the call fails
+
+    and a unit without (more) lines fails with "no scripted response"."""
 
     name = "scripted"
 
-    def __init__(self, *, script: str | None = None, model: str | None = None, **_ignored: Any):
+    def __init__(self, *, role: str = "chat", script: str | None = None, model: str | None = None):
+        self.role = _role(role)
         if not script:
-            raise UsageError("--backend scripted needs --script FILE (JSONL rules: match, output)")
+            raise UsageError("--backend scripted needs --script FILE (JSONL rules: match, output)" if role == "chat"
+                             else "--script FILE is required for the scripted back end")
         self.model_id = model or "scripted"
-        self.rules: list[dict] = []
-        name = display_name(script)
-        for lineno, rule in iter_jsonl(script):
-            match = rule.get("match") if isinstance(rule, dict) else None
-            if not (isinstance(match, list) and all(isinstance(m, str) for m in match)):
-                raise InputError("a rule needs 'match', a list of strings", name, lineno)
-            if not isinstance(rule.get("output"), str) and "fail" not in rule:
-                raise InputError("a rule needs an 'output' string or 'fail'", name, lineno)
-            self.rules.append(rule)
-        digest = hashlib.sha256(json.dumps(self.rules, sort_keys=True).encode("utf-8")).hexdigest()[:16]
-        self.cache_identity = f"chat:scripted:{self.model_id}:{digest}"  # a new script is asked again
+        sname = display_name(script)
+        lines = [(lineno, obj) for lineno, obj in iter_jsonl(script)]
+        for lineno, obj in lines:
+            problem = _rule_problem(obj) if role == "chat" else _line_problem(obj)
+            if problem:
+                raise InputError(problem, sname, lineno)
+        self.rules = [obj for _, obj in lines]
+        self.queue: dict[tuple, list[dict]] = {}
+        for obj in self.rules if role == "complete" else ():
+            facet = obj.get("facet_id")
+            self.queue.setdefault((str(obj["query_id"]), None if facet is None else str(facet)), []).append(obj)
+        digest = hashlib.sha256(json.dumps(self.rules, sort_keys=True).encode("utf-8")).hexdigest()
+        # a new script is asked again
+        self.cache_identity = (f"chat:scripted:{self.model_id}:{digest[:16]}" if role == "chat"
+                               else f"genq-scripted:{self.model_id}:script={digest[:12]}")
         self.calls = 0
+        self.prompts_seen: list[str] = []
 
     def chat(self, conversations: Sequence[Sequence[dict]], temperature: float = 0.0) -> list[ChatResult]:
         out = []
@@ -222,15 +290,43 @@ class ScriptedChat:
             text = "\n".join(m["content"] for m in conv)
             rule = next((r for r in self.rules if all(m in text for m in r["match"])), None)
             if rule is None or "fail" in rule:
-                error = "no scripted answer" if rule is None else str(rule["fail"])
-                out.append(ChatResult(None, error, None, 1))
+                out.append(ChatResult(None, "no scripted answer" if rule is None else str(rule["fail"]), None, 1))
             else:
                 out.append(ChatResult(rule["output"], None, None, 1))
+        return out
+
+    def generate(self, prompts: Sequence[str], keys: Sequence[tuple],
+                 temperature: float | None = None) -> list[ChatResult]:
+        out = []
+        for prompt, key in zip(prompts, keys):
+            self.prompts_seen.append(prompt)
+            lines = self.queue.get(tuple(key))
+            if not lines:
+                out.append(ChatResult(None, "no scripted response", None, 1))
+                continue
+            line = lines.pop(0)
+            if "fail" in line:
+                out.append(ChatResult(None, str(line["fail"]), None, 1))
+            else:
+                out.append(ChatResult(line["response"], None, None, 1))
         return out
 
     def close(self) -> None:
         pass
 
 
-def get_chat_model(name: str, **options: Any):
-    return client_class(name, "chat")(**options)
+def _rule_problem(rule) -> str | None:
+    match = rule.get("match") if isinstance(rule, dict) else None
+    if not (isinstance(match, list) and all(isinstance(m, str) for m in match)):
+        return "a rule needs 'match', a list of strings"
+    if not isinstance(rule.get("output"), str) and "fail" not in rule:
+        return "a rule needs an 'output' string or 'fail'"
+    return None
+
+
+def _line_problem(obj) -> str | None:
+    if not isinstance(obj, dict) or "query_id" not in obj:
+        return "a script line needs 'query_id'"
+    if not isinstance(obj.get("response"), str) and "fail" not in obj:
+        return "a script line needs a 'response' string or 'fail'"
+    return None

@@ -6,10 +6,12 @@ imported on use, so listing back ends or resolving ``--backend`` never imports t
 - ``score``: grade (passage, bank item) pairs with a published prompt
   (:class:`exam_eval.backends.base.Backend`; exam-grade, exam-nuggets support);
 - ``chat``: answer a system and a user message, as the AutoNuggetizer asks
-  (:mod:`exam_eval.backends.chat`; exam-nuggets assign, exam-genq nuggetize);
-- ``complete``: write the text one prompt asks for (:mod:`exam_eval.backends.generators`;
-  exam-genq generate).
+  (exam-nuggets assign, exam-genq nuggetize);
+- ``complete``: write the text one prompt asks for (exam-genq generate).
 
+The two text roles are one class, its methods ``chat`` and ``generate``
+(:mod:`exam_eval.backends.chat`: a completion is a chat of one user message).
+:func:`exam_eval.backends.factory.make_client` makes a client of any role from flags.
 A new back end is one module plus one line here naming what it can do; every command
 that takes that role then takes it, and every other says in one line what it needs.
 What a back end can do besides its roles is a trait (``TRAITS``) in one more line: the
@@ -31,25 +33,22 @@ ROLES = {
 }
 
 CLIENTS: dict[str, dict[str, str | type]] = {
-    "hf-seq2seq": {"score": "exam_eval.backends.hf_seq2seq:Seq2SeqBackend",
-                   "complete": "exam_eval.backends.generators:HFGenerator"},
-    "hf-causal": {"score": "exam_eval.backends.hf_causal:CausalBackend", "chat": "exam_eval.backends.chat:HFChat",
-                  "complete": "exam_eval.backends.generators:HFGenerator"},
+    "hf-seq2seq": {"score": "exam_eval.backends.hf_seq2seq:Seq2SeqBackend", "complete": "exam_eval.backends.chat:LocalChat"},
+    "hf-causal": {"score": "exam_eval.backends.hf_causal:CausalBackend", "chat": "exam_eval.backends.chat:LocalChat",
+                  "complete": "exam_eval.backends.chat:LocalChat"},
     "hf-qa": {"score": "exam_eval.backends.hf_qa:QABackend"},
     "endpoint": {"score": "exam_eval.backends.endpoint:EndpointBackend", "chat": "exam_eval.backends.chat:EndpointChat",
-                 "complete": "exam_eval.backends.generators:EndpointGenerator"},
+                 "complete": "exam_eval.backends.chat:EndpointChat"},
     "embedding": {"score": "exam_eval.backends.embedding:EmbeddingBackend"},
     "scripted": {"score": "exam_eval.backends.scripted:ScriptedBackend", "chat": "exam_eval.backends.chat:ScriptedChat",
-                 "complete": "exam_eval.backends.generators:ScriptedGenerator"},
+                 "complete": "exam_eval.backends.chat:ScriptedChat"},
 }
 
 
 #: each trait: what a back end that has it does, asked by the commands in place of its name
 TRAIT_MEANINGS = {
-    "chat-options": "its chat model takes --backend-option (-O)",
     "batch-files": "its requests go to an OpenAI-compatible server, so they can be written to and answered "
                    "from batch files (--batch-out, --batch-in)",
-    "script": "answers from canned rules in a file (--script)",
     "canned": "calls no model: a call count says nothing of cost",
     "no-tokenizer": "no Hugging Face tokenizer counts its prompts (a dry run estimates without one)",
 }
@@ -57,11 +56,11 @@ TRAIT_MEANINGS = {
 #: the traits of each back end (beside CLIENTS: its targets are imported on use only)
 TRAITS: dict[str, set[str]] = {
     "hf-seq2seq": set(),
-    "hf-causal": {"chat-options"},
+    "hf-causal": set(),
     "hf-qa": set(),
-    "endpoint": {"chat-options", "batch-files"},
+    "endpoint": {"batch-files"},
     "embedding": {"no-tokenizer"},
-    "scripted": {"script", "canned", "no-tokenizer"},
+    "scripted": {"canned", "no-tokenizer"},
 }
 
 

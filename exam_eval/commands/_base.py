@@ -364,22 +364,6 @@ def refuse_given(ctx: click.Context, names, why: str, *, short: bool = False) ->
             raise UsageError(f"{min(param.opts, key=len) if short else _flag(param)} {why}")
 
 
-def refuse_untaken(ctx: click.Context | None, backend: str, cls, names) -> None:
-    """Flags of ``names`` (the command's parameters, named as the back end's keywords)
-    given on the command line that ``backend``'s class does not take (its ``**kwargs``
-    takes nothing) would change nothing: a usage error, worded as exam-grade's back ends
-    say it."""
-    import inspect
-
-    if ctx is None:
-        return
-    takes = inspect.signature(cls.__init__).parameters
-    for param in ctx.command.params:
-        if param.name in names and param.name not in takes and \
-                ctx.get_parameter_source(param.name) == click.core.ParameterSource.COMMANDLINE:
-            raise UsageError(f"back end {backend!r} does not take {_flag(param)}")
-
-
 def check_output_param(ctx: click.Context, param: click.Parameter, value):
     if value is not None and not ctx.resilient_parsing:
         check_output(value)  # before any input is read or model loaded

@@ -1,6 +1,8 @@
 """The flags of the commands that talk to a model (exam-grade and exam-nuggets support,
 exam-nuggets assign, exam-genq generate and nuggetize), declared once: one name, one
-default and one help text wherever the meaning is the same. A flag a command cannot
+default and one help text wherever the meaning is the same, and where it differs by the
+role the command asks of its back end (registry.ROLES: score, chat, complete), one
+declaration with its text for each role (:func:`role_option`). A flag a command cannot
 honour is still declared there, and refused in one line naming the flag and why
 (``refused``), so that a flag learnt in one command never means nothing in another.
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import click
 
+from ..backends import registry
 from ..backends.chat import NUGGETIZER_MAX_TOKENS
 from ..backends.endpoint import DEFAULT_CONCURRENCY
 from ..backends.http_client import DEFAULT_TIMEOUT
@@ -118,3 +121,67 @@ def flag_block(*options):
             f = option(f)
         return f
     return decorate
+
+
+_HF_DEVICE = "torch device (cpu, cuda, cuda:1)"
+#: the flags whose meaning is the role's: for each role the command takes, its
+#: (default, help[, what else differs]); a role a flag is missing from does not declare it
+ROLE_FLAGS = {
+    "--backend": {
+        "score": ("hf-seq2seq", "."),
+        "chat": ("endpoint", ": endpoint (OpenAI-compatible HTTP: OpenAI, vLLM, TGI), hf-causal (local chat model), "
+                             "scripted (canned answers from --script)."),
+        "complete": ("endpoint", ": endpoint (OpenAI-compatible HTTP), hf-causal / hf-seq2seq (local Hugging Face "
+                                 "model through the grading back ends), scripted (canned answers, --script).")},
+    "--model": {
+        "score": (None, "Model id or local directory [hf-seq2seq: google/flan-t5-large].", {"metavar": "NAME|DIR"}),
+        "chat": (None, "Model name (endpoint) or Hugging Face id / path / .gguf file (hf-causal)."),
+        "complete": (None, "Model name (endpoint) or Hugging Face id / path (hf-*).")},
+    "--device": {
+        "score": (None, f"{_HF_DEVICE}; default: cuda when available."),
+        "complete": (None, f"hf-*: {_HF_DEVICE}.")},
+    "--dtype": {"score": (None, "Weights dtype (HF back ends)."), "complete": (None, "hf-*: weights dtype.")},
+    "--batch-size": {
+        "score": (None, "Requests per model call (back-end default otherwise)."),
+        "complete": (None, "hf-*: prompts per model call.")},
+    "--backend-option": {
+        "score": ((), "Further back-end option (repeatable), e.g. -O delay=0.1 for scripted."),
+        "chat": ((), "hf-causal: further back-end option (repeatable), as in exam-grade; endpoint: reasoning_effort=low, "
+                     "chat_template_kwargs='{\"enable_thinking\": false}' (sent as they are)."),
+        "complete": ((), "Further option for the hf-* back end (repeatable), as in exam-grade.")},
+    "--script": {
+        "chat": (None, "--backend scripted: JSONL rules {\"match\": [strings], \"output\": text}."),
+        "complete": (None, "Canned answers for --backend scripted (JSONL).")},
+}
+#: what else each flag of ROLE_FLAGS is (its parameter name, type, metavar)
+_FLAG_KINDS = {
+    "--backend": {"metavar": "NAME", "show_default": True},
+    "--model": {},
+    "--device": {"metavar": "DEV"},
+    "--dtype": {"type": click.Choice(["float32", "float16", "bfloat16"])},
+    "--batch-size": {"type": click.IntRange(min=1)},
+    "--backend-option": {"param_decls": ("-O", "backend_options"), "multiple": True, "metavar": "KEY=VALUE"},
+    "--script": {"metavar": "FILE"},
+}
+
+
+def role_option(flag: str, role: str):
+    """``flag`` as a command of ``role`` declares it: its default and help there."""
+    default, help_, *more = ROLE_FLAGS[flag][role]
+    kind = dict(_FLAG_KINDS[flag], **(more[0] if more else {}))
+    if flag == "--backend":
+        help_ = ", ".join(registry.names(role)) + help_
+    return click.option(flag, *kind.pop("param_decls", ()), default=default, help=help_, **kind)
+
+
+def text_options(role: str) -> list:
+    """The model flags of a command whose back end writes text (role chat or complete), in
+    the order its --help lists them."""
+    if role == "chat":
+        return [role_option("--backend", role), role_option("--model", role), role_option("--script", role),
+                *SERVER_OPTIONS, retries_option(), max_tokens_option(),
+                temperature_option(refused=NUGGETIZER_REFUSES_TEMPERATURE), role_option("--backend-option", role)]
+    return [role_option("--backend", role), role_option("--model", role), *SERVER_OPTIONS, retries_option(),
+            max_tokens_option(), temperature_option(),
+            *(role_option(flag, role) for flag in ("--device", "--dtype", "--batch-size", "--backend-option",
+                                                   "--script"))]

@@ -9,18 +9,18 @@ from dataclasses import dataclass, fields
 import click
 from click.core import ParameterSource
 
-from ..backends import registry
+from ..backends.factory import split_backend_options
 from ..errors import UsageError
 from ._base import check_appended_output
 from ._model_flags import (GRADE_REFUSES, SERVER_OPTIONS, cache_option, max_tokens_option, no_cache_option,
-                           retries_option, temperature_option)
+                           retries_option, role_option, temperature_option, text_options)
 
 # what builds the back end (backends.factory.make_grader takes them as a dict)
 BACKEND_OPTIONS = [
-    click.option("--backend", default="hf-seq2seq", show_default=True, metavar="NAME", help=f"{', '.join(registry.names('score'))}."),
-    click.option("--model", default=None, metavar="NAME|DIR", help="Model id or local directory [hf-seq2seq: google/flan-t5-large]."),
-    click.option("--device", default=None, metavar="DEV", help="torch device (cpu, cuda, cuda:1); default: cuda when available."),
-    click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="Weights dtype (HF back ends)."),
+    role_option("--backend", "score"),
+    role_option("--model", "score"),
+    role_option("--device", "score"),
+    role_option("--dtype", "score"),
     click.option("--engine", "engine_name", default=None, type=click.Choice(["auto", "torch", "ctranslate2"]),
                  help="hf-seq2seq, hf-causal: what runs the model; auto = ctranslate2 where installed for hf-seq2seq, "
                       "torch for hf-causal (torch with --dtype, ctranslate2 with --compute-type). [auto]"),
@@ -31,7 +31,7 @@ BACKEND_OPTIONS = [
                  help="--engine ctranslate2, scoring: regrade in float32 the pairs whose two best label logits are less "
                       "than M standard deviations (of the logits over the vocabulary) apart; 0 turns it off. "
                       "[0.2 for the int8 compute types, else 0]"),
-    click.option("--batch-size", type=click.IntRange(min=1), default=None, help="Requests per model call (back-end default otherwise)."),
+    role_option("--batch-size", "score"),
     click.option("--max-input-tokens", type=click.IntRange(min=16), default=None, help="Model window; only the passage is cut to fit."),
     max_tokens_option(None, why="the back end's: 64 for a rating or a label", dest="max_new_tokens"),
     # the name exam-grade had: taken, with one notice, so that scripts go on working
@@ -50,7 +50,7 @@ BACKEND_OPTIONS = [
 
 # how a grading run reads and writes: -O pairs, the cache, one shard, a dry run, the output
 RUN_OPTIONS = [
-    click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE", help="Further back-end option (repeatable), e.g. -O delay=0.1 for scripted."),
+    role_option("--backend-option", "score"),
     cache_option,
     no_cache_option,
     click.option("--shard", default=None, metavar="I/N", help="Grade only shard I of N (1-based; stable split by work key)."),
@@ -111,6 +111,37 @@ class JudgeFlags:
 
 
 @dataclass(frozen=True)
+class ModelFlags:
+    """The model flags of a command whose back end writes text (_model_flags.text_options),
+    as the command receives them; ``given``: those the command line gave (only they reach
+    the client: the rest are its defaults, and a back end refuses only a flag given)."""
+
+    backend: str
+    model: str | None
+    base_url: str | None
+    api_key_env: str
+    concurrency: int
+    timeout: float
+    max_retries: int
+    cache_any_server: bool | None
+    max_tokens: int
+    backend_options: tuple[str, ...]
+    script: str | None = None
+    temperature: float = 0.0
+    device: str | None = None
+    dtype: str | None = None
+    batch_size: int | None = None
+    given: frozenset = frozenset()
+
+    def client_options(self) -> dict:
+        """The flags given, keyed as backends.factory.make_client takes them (-O parsed)."""
+        out = {name: getattr(self, name) for name in self.given if name != "backend"}
+        if self.backend_options:
+            out["backend_options"] = split_backend_options(self.backend_options)
+        return out
+
+
+@dataclass(frozen=True)
 class RunFlags:
     """How a grading run reads and writes (RUN_OPTIONS), as the command receives them."""
 
@@ -126,17 +157,21 @@ class RunFlags:
 def _grouped(options, group: type, keyword: str, unset_at_default: tuple[str, ...] = ()):
     """The options, and their values handed to the command as one ``group`` under
     ``keyword``, so that a command takes the block as one typed parameter; those of
-    ``unset_at_default`` as None where the command line did not give them."""
-    names = [f.name for f in fields(group)]
+    ``unset_at_default`` as None where the command line did not give them. A group with a
+    ``given`` field is told the names the command line gave."""
+    names = [f.name for f in fields(group) if f.name != "given"]
 
     def decorate(f):
         @functools.wraps(f)  # keeps the options declared below this block (click's __click_params__)
         def command(*args, **params):
-            values = {name: params.pop(name) for name in names}
+            values = {name: params.pop(name) for name in names if name in params}
             ctx = click.get_current_context()
             for name in unset_at_default:
                 if ctx.get_parameter_source(name) == ParameterSource.DEFAULT:
                     values[name] = None
+            if any(f.name == "given" for f in fields(group)):
+                values["given"] = frozenset(name for name in values
+                                            if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE)
             return f(*args, **{keyword: group(**values)}, **params)
 
         for option in reversed(options):  # click lists options in the order they are written
@@ -148,3 +183,9 @@ def _grouped(options, group: type, keyword: str, unset_at_default: tuple[str, ..
 backend_flags = _grouped(BACKEND_OPTIONS, JudgeFlags, "judge",
                          unset_at_default=("api_key_env", "concurrency", "timeout", "max_retries"))
 run_flags = _grouped(RUN_OPTIONS, RunFlags, "run")
+
+
+def model_flags(role: str):
+    """The model flags of a command of text ``role`` (chat, complete), handed to it as one
+    :class:`ModelFlags` under ``llm``."""
+    return _grouped(text_options(role), ModelFlags, "llm")

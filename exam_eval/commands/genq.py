@@ -12,9 +12,7 @@ import sys
 
 import click
 
-from ..backends import registry
-from ..backends.factory import split_backend_options
-from ..backends.generators import generator_class, get_generator
+from ..backends.factory import check_client, make_client
 from ..errors import InputError, UsageError
 from ..genq.generate import build_units, dry_run_text, generate_bank
 from ..genq.merge import existing_units, raw_bytes, write_merged
@@ -30,11 +28,10 @@ from ..io.passages import read_passages
 from ..io.reports import embedded_documents, read_reports, read_requests
 from ..io.topics import read_topics
 from ..trec_eval.trec_files import read_qrels, read_run
-from ._base import (CONTEXT_SETTINGS, IN_PLACE, interrupted_says, make_main, output_option, refuse_given,
-                    refuse_untaken)
+from ._base import CONTEXT_SETTINGS, IN_PLACE, interrupted_says, make_main, output_option, refuse_given
 from ._batch import attach, batch_options, check_batch, finish
 from ._chat import cache_options, chat_options, chat_too_long, kept_hint, make_chat, open_cache, usage_note
-from ._model_flags import SERVER_OPTIONS, flag_block, max_tokens_option, retries_option, temperature_option
+from ._options import ModelFlags, model_flags
 from ._session import cache_file
 
 EXIT_PARTIAL = 3
@@ -43,11 +40,6 @@ PROG = "exam-genq"
 
 def _log(msg: str) -> None:
     click.echo(f"{PROG}: {msg}", err=True)
-
-
-#: generate's flags that only some generators take (each the keyword of the same name)
-GENERATOR_KEYWORDS = ("base_url", "api_key_env", "concurrency", "max_retries", "timeout", "max_tokens", "temperature",
-                      "device", "dtype", "batch_size", "script", "backend_options", "cache_any_server")
 
 
 def _check_output(output: str | None, force: bool) -> None:
@@ -104,18 +96,7 @@ def cli():
               help="Number of items the dl prompts ask for (the published prompts say 10).")
 @click.option("--max-items", type=click.IntRange(1), default=None,
               help="Keep at most this many items per query/facet (default: all the model gave).")
-@click.option("--backend", default="endpoint", show_default=True, metavar="NAME",
-              help=f"{', '.join(registry.names('complete'))}: endpoint (OpenAI-compatible HTTP), hf-causal / "
-                   "hf-seq2seq (local Hugging Face model through the grading back ends), scripted (canned "
-                   "answers, --script).")
-@click.option("--model", default=None, help="Model name (endpoint) or Hugging Face id / path (hf-*).")
-@flag_block(*SERVER_OPTIONS, retries_option(), max_tokens_option(), temperature_option())
-@click.option("--device", default=None, metavar="DEV", help="hf-*: torch device (cpu, cuda, cuda:1).")
-@click.option("--dtype", default=None, type=click.Choice(["float32", "float16", "bfloat16"]), help="hf-*: weights dtype.")
-@click.option("--batch-size", type=click.IntRange(1), default=None, help="hf-*: prompts per model call.")
-@click.option("--backend-option", "-O", "backend_options", multiple=True, metavar="KEY=VALUE",
-              help="Further option for the hf-* back end (repeatable), as in exam-grade.")
-@click.option("--script", default=None, metavar="FILE", help="Canned answers for --backend scripted (JSONL).")
+@model_flags("complete")
 @click.option("--merge-with", "merge_with", default=None, metavar="BANK",
               help="Copy BANK's lines byte for byte and add items only for queries/facets it lacks.")
 @cache_options
@@ -123,9 +104,8 @@ def cli():
 @output_option
 @click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
 @click.option("--dry-run", is_flag=True, help="Print the prompts, the number of calls and input tokens; call nothing.")
-def generate(topics, kind, style, family, n, max_items, backend, model, base_url, api_key_env, concurrency,
-             max_retries, timeout, cache_any_server, retries, max_tokens, temperature, device, dtype, batch_size,
-             backend_options, script, merge_with, cache_path, no_cache, batch_out, batch_in, output, force, dry_run):
+def generate(topics, kind, style, family, n, max_items, llm: ModelFlags, retries, merge_with, cache_path, no_cache,
+             batch_out, batch_in, output, force, dry_run):
     """Generate a question or nugget bank for TOPICS (file or ir_datasets ID).
 
     TOPICS: qid<TAB>text TSV, JSONL {"query_id","text","subtopics"?}, a TREC topic file,
@@ -143,15 +123,14 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
         raise UsageError(f"--style: unknown style {style!r} (choose from: {', '.join(STYLES)})")
     if family not in families():
         raise UsageError(f"unknown prompt family {family!r} (choose from: {', '.join(families())})")
-    gen_class = generator_class(backend)
-    refuse_untaken(click.get_current_context(), backend, gen_class, GENERATOR_KEYWORDS)
+    options = llm.client_options()
+    gen_class = check_client(llm.backend, "complete", options)
     prompt = get_prompt(family, style, kind)
-    extra = split_backend_options(backend_options)   # numbers and booleans as exam-grade reads them
     check_options = getattr(gen_class, "check_options", None)
     if check_options is not None:
-        check_options(extra)  # before a dry run too
+        check_options(options.get("backend_options"))  # before a dry run too
     _check_output(output, force)
-    base_url = check_batch(backend, batch_out, batch_in, base_url, dry_run)
+    options["base_url"] = check_batch(llm.backend, batch_out, batch_in, options.get("base_url"), dry_run)
     topic_map = read_topics(topics)
     skip: set = set()
     base = None
@@ -171,14 +150,11 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
         _log("nothing to generate: every query/facet is already in the merged bank")
         write_merged(base, [], output)
         return 0
-    gen = get_generator(backend, model=model, base_url=base_url, api_key_env=api_key_env,
-                        concurrency=concurrency, max_retries=max_retries, timeout=timeout,
-                        max_tokens=max_tokens, temperature=temperature, script=script, device=device,
-                        dtype=dtype, batch_size=batch_size, backend_options=extra, cache_any_server=cache_any_server)
+    gen = make_client(llm.backend, "complete", **options)
     replay = attach(gen, "exam-genq generate", batch_out, batch_in, identity=f"{gen.cache_identity}:{prompt.identity}",
-                    reask_temperature=max(temperature, RETRY_TEMPERATURE))
+                    reask_temperature=max(llm.temperature, RETRY_TEMPERATURE))
     what = "facets" if style == "car" else "queries"
-    _log(f"generating {kind}s for {len(units)} {what} with {backend}:{getattr(gen, 'model', model)} "
+    _log(f"generating {kind}s for {len(units)} {what} with {llm.backend}:{gen.model_id} "
          f"(prompt {prompt.name})")
     with interrupted_says(PROG, kept_hint(no_cache)), open_cache(cache_path, no_cache) as cache:
         outcome = generate_bank(gen, units, kind=kind, field_name=prompt.field, retries=retries, max_items=max_items,
@@ -196,7 +172,7 @@ def generate(topics, kind, style, family, n, max_items, backend, model, base_url
     _notes(gen)
     unanswered = finish(replay, batch_out, _log)
     if outcome.failures:
-        _say_failures(outcome.failures, what, output, gen, max_tokens, no_cache)
+        _say_failures(outcome.failures, what, output, gen, llm.max_tokens, no_cache)
         return EXIT_PARTIAL
     return EXIT_PARTIAL if unanswered else 0
 
@@ -298,9 +274,8 @@ Exit status: 0 ok, 1 usage error, 2 bad input, 3 some topics failed (the bank ho
 @batch_options
 @output_option
 @click.option("--force", is_flag=True, help="Overwrite an existing -o file.")
-def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, max_nuggets, backend, model,
-              base_url, api_key_env, script, concurrency, max_retries, timeout, retries, max_tokens,
-              cache_any_server, backend_options, cache_path, no_cache, batch_out, batch_in, output, force):
+def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, max_nuggets, llm: ModelFlags, retries,
+              cache_path, no_cache, batch_out, batch_in, output, force):
     """Create a nugget bank from documents, with vital/okay importance (AutoNuggetizer).
 
     The nuggetizer's creator reads each topic's documents in windows and updates a
@@ -316,9 +291,8 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
     if not runs:
         refuse_given(ctx, ("depth",), "applies to --run")
     _check_output(output, force)
-    base_url = check_batch(backend, batch_out, batch_in, base_url)
-    chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
-                     backend_options, script, cache_any_server)  # its flags: checked before any input is read
+    # its flags: checked before any input is read
+    chat = make_chat(llm, check_batch(llm.backend, batch_out, batch_in, llm.client_options().get("base_url")))
     replay = attach(chat, "exam-genq nuggetize", batch_out, batch_in,
                     identity=f"{chat.cache_identity}:{CREATOR_HASH}:{SCORER_HASH}")
     queries = read_requests(topics)
@@ -360,7 +334,7 @@ def nuggetize(topics, qrels, min_label, runs, depth, reports, passages, window, 
          f"{result.create_stats.summary()}; importance: {result.score_stats.summary()}"
          + (f"; {unlabelled} nuggets have no importance (the label did not parse)" if unlabelled else ""))
     if result.failed:
-        _say_failed_topics(result.failed, bank, chat, window, max_tokens, no_cache)
+        _say_failed_topics(result.failed, bank, chat, window, llm.max_tokens, no_cache)
         return EXIT_PARTIAL
     return EXIT_PARTIAL if unanswered else 0
 

@@ -38,7 +38,7 @@ from ..measures import nugget_scores as ns
 from ..measures.assignment_scores import write_listwise_assignments
 from ..measures.exam_measures import TABLE as EXAM_MEASURES
 from ..trec_eval.trec_files import write_qrels
-from ._options import JudgeFlags, RunFlags, backend_flags, run_flags
+from ._options import JudgeFlags, ModelFlags, RunFlags, backend_flags, run_flags
 from ._session import cache_file, dry_run_report, run_session
 
 PROG = "exam-nuggets"
@@ -367,9 +367,8 @@ Interrupted? Run the same command again: answers already given come from the cac
 @chat_options
 @batch_options
 @output_option
-def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assignments, backend, model, base_url,
-               api_key_env, script, concurrency, max_retries, timeout, retries, max_tokens, cache_any_server,
-               backend_options, cache_path, no_cache, batch_out, batch_in, output):
+def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assignments, llm: ModelFlags, retries,
+               cache_path, no_cache, batch_out, batch_in, output):
     """Assign the bank's nuggets to each whole report, as the AutoNuggetizer does.
 
     One call per report and window of --window nuggets, with the nuggetizer's prompt,
@@ -380,9 +379,8 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
     fails is not written, in the grades nor in --assignments (exit 3; run again to retry
     it).
     """
-    base_url = check_batch(backend, batch_out, batch_in, base_url)
-    chat = make_chat(backend, model, base_url, api_key_env, concurrency, max_retries, timeout, max_tokens,
-                     backend_options, script, cache_any_server)  # its flags: checked before any input is read
+    # its flags: checked before any input is read
+    chat = make_chat(llm, check_batch(llm.backend, batch_out, batch_in, llm.client_options().get("base_url")))
     replay = attach(chat, "exam-nuggets assign", batch_out, batch_in,
                     identity=f"{chat.cache_identity}:{prompt_hash(int(n_grades))}")
     rs = _reports(reports, track_spec)
@@ -393,7 +391,7 @@ def assign_cmd(reports, track_spec, bank, topics, n_grades, window, kind, assign
                             window=window, retries=retries, output=output, log=_log, bank_name=bank,
                             topics_name=topics,
                             failure_line=lambda: chat_too_long(chat, f"a smaller --window (nuggets per call; now "
-                                                                     f"{window})", max_tokens, no_cache))
+                                                                     f"{window})", llm.max_tokens, no_cache))
     for note in (getattr(chat, "memory_note", None), usage_note(chat)):
         if note:
             _log(note)

@@ -61,9 +61,8 @@ def test_a_back_end_registered_with_traits_is_taken_by_the_commands_that_ask(mon
     from exam_eval.commands._batch import check_batch
     from exam_eval.errors import UsageError
 
-    assert registry.names("chat", "chat-options") == ["hf-causal", "endpoint"]
-    assert registry.names(None, "batch-files") == ["endpoint"] and registry.names("chat", "script") == ["scripted"]
-    assert not registry.has("nope", "script")
+    assert registry.names(None, "batch-files") == ["endpoint"] and registry.names("chat", "canned") == ["scripted"]
+    assert not registry.has("nope", "canned")
     with pytest.raises(ValueError):
         registry.has("endpoint", "no-such-trait")
     with pytest.raises(UsageError, match=r"^--batch-out takes the requests of the endpoint back end: give --backend "

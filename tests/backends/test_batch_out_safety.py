@@ -141,7 +141,7 @@ def test_a_batch_in_run_counts_answers_not_calls_and_a_missing_one_is_no_failure
     res = run_cli(*cmd, "--batch-out", tmp_path / "r.jsonl", env=ENV)
     assert res.returncode == 0, res.stderr
     _service(tmp_path / "r.jsonl", tmp_path / "x.jsonl", _gen_respond, lose={1})
-    import exam_eval.backends.generators as generators
+    import exam_eval.backends.chat as generators
 
     units = []
     real = generators.progress_bar

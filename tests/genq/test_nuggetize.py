@@ -165,9 +165,9 @@ def test_hf_causal_chat_model_runs_the_prompts(tmp_path):
     pytest.importorskip("torch")
     from tiny_models import make_tiny_llama
 
-    from exam_eval.backends.chat import get_chat_model
+    from exam_eval.backends.factory import make_client
 
-    chat = get_chat_model("hf-causal", model=str(make_tiny_llama(tmp_path / "llama")), max_tokens=4)
+    chat = make_client("hf-causal", "chat", model=str(make_tiny_llama(tmp_path / "llama")), max_tokens=4)
     results = chat.chat([nz.scorer_messages("q", ["a", "b"]), nz.creator_messages("q", ["doc"], [])])
     assert [r.error for r in results] == [None, None] and all(isinstance(r.text, str) for r in results)
     result = nz.nuggetize([nz.TopicNuggets("q1", "q", ["doc one", "doc two"])],

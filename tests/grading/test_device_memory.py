@@ -396,16 +396,16 @@ def test_a_local_chat_model_answers_in_batches_and_halves_them_out_of_memory(tin
     """The AutoNuggetizer's steps hand a chat model up to 256 conversations at once: a
     local model answers them a batch at a time (its batch size), and a batch that runs
     the device out of memory in halves, with the answers of a run that never did."""
-    from exam_eval.backends.chat import get_chat_model
+    from exam_eval.backends.factory import make_client
 
     convs = [[{"role": "system", "content": "You are a grader."},
               {"role": "user", "content": f"Question {i}: what is the capital of France? " + "yes " * i}]
              for i in range(7)]
-    whole = get_chat_model("hf-causal", model=str(tiny_llama), max_tokens=5, backend_options={"device": "cpu"})
+    whole = make_client("hf-causal", "chat", model=str(tiny_llama), max_tokens=5, backend_options={"device": "cpu"})
     want = whole.chat(convs[:1]) + whole.chat(convs[1:4]) + whole.chat(convs[4:])  # batches of 1 and 3
     assert all(r.error is None for r in want)
 
-    chat = get_chat_model("hf-causal", model=str(tiny_llama), max_tokens=5,
+    chat = make_client("hf-causal", "chat", model=str(tiny_llama), max_tokens=5,
                           backend_options={"device": "cpu", "batch_size": 4})
     chat.chat(convs[:1])  # loads the model
     ran = _cramped_generate(chat.backend, room=2)
@@ -414,7 +414,7 @@ def test_a_local_chat_model_answers_in_batches_and_halves_them_out_of_memory(tin
     assert max(ran) == 2 and sum(ran) == 7
     assert "ran out of memory at a batch of 4 prompts" in chat.memory_note and "-O batch_size=N" in chat.memory_note
 
-    plain = get_chat_model("hf-causal", model=str(tiny_llama), max_tokens=5,
+    plain = make_client("hf-causal", "chat", model=str(tiny_llama), max_tokens=5,
                            backend_options={"device": "cpu", "batch_size": 3})
     plain.chat(convs[:1])
     sizes = _cramped_generate(plain.backend, room=99)
@@ -425,10 +425,11 @@ def test_a_local_chat_model_answers_in_batches_and_halves_them_out_of_memory(tin
 def test_a_local_chat_model_is_asked_and_cached_a_few_batches_at_a_time(tmp_path, tiny_llama):
     """The Asker commits each chunk's answers before it sends the next: for a local model
     a chunk is a few batches (an interrupt loses those), not 256 conversations."""
-    from exam_eval.backends.chat import CHUNK_BATCHES, get_chat_model
+    from exam_eval.backends.chat import CHUNK_BATCHES
+    from exam_eval.backends.factory import make_client
     from exam_eval.grading.asking import Ask, Asker
 
-    chat = get_chat_model("hf-causal", model=str(tiny_llama), max_tokens=3,
+    chat = make_client("hf-causal", "chat", model=str(tiny_llama), max_tokens=3,
                           backend_options={"device": "cpu", "batch_size": 2})
     assert chat.chunk_size == 2 * CHUNK_BATCHES
     sent: list[int] = []
@@ -453,13 +454,14 @@ def test_an_interrupt_inside_a_local_chat_models_chunk_keeps_the_batches_it_fini
     """Ctrl-C while the third batch of a chunk generates: the two batches finished before
     it are committed to the cache (a rerun asks only the rest), as an endpoint's answers
     that came before the signal are."""
-    from exam_eval.backends.chat import CHUNK_BATCHES, get_chat_model
+    from exam_eval.backends.chat import CHUNK_BATCHES
+    from exam_eval.backends.factory import make_client
     from exam_eval.grading.asking import Ask, Asker
     from exam_eval.grading.cache import GradeCache
     from exam_eval.grading.types import InterruptedBatch
 
     assert CHUNK_BATCHES >= 3
-    chat = get_chat_model("hf-causal", model=str(tiny_llama), max_tokens=3,
+    chat = make_client("hf-causal", "chat", model=str(tiny_llama), max_tokens=3,
                           backend_options={"device": "cpu", "batch_size": 2})
     asks = [Ask(f"k{i}", [{"role": "user", "content": f"question {i}"}]) for i in range(6)]
     chat.chat([asks[0].messages])  # loads the model
@@ -486,13 +488,13 @@ def test_an_interrupt_inside_a_local_chat_models_chunk_keeps_the_batches_it_fini
 
 
 def test_question_generation_halves_a_batch_and_fails_only_a_prompt_too_large_alone(tiny_llama):
-    from exam_eval.backends.generators import HFGenerator
+    from exam_eval.backends.chat import LocalChat
 
     prompts = [f"Write questions about topic {i}." for i in range(5)]
     keys = [(str(i), None) for i in range(5)]
-    want = HFGenerator(name="hf-causal", model=str(tiny_llama), max_tokens=6, device="cpu", batch_size=1)
+    want = LocalChat(role="complete", name="hf-causal", model=str(tiny_llama), max_tokens=6, device="cpu", batch_size=1)
     expected = want.generate(prompts, keys)
-    gen = HFGenerator(name="hf-causal", model=str(tiny_llama), max_tokens=6, device="cpu", batch_size=4)
+    gen = LocalChat(role="complete", name="hf-causal", model=str(tiny_llama), max_tokens=6, device="cpu", batch_size=4)
     gen.generate(prompts[:1], keys[:1])
     ran = _cramped_generate(gen.backend, room=1)
     got = gen.generate(prompts, keys)

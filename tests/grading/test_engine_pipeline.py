@@ -93,7 +93,7 @@ def test_missing_cublas_is_one_line(tiny_t5, monkeypatch):
     import ctranslate2
 
     from exam_eval.backends import ct2_engine
-    from exam_eval.backends.base import get_backend
+    from exam_eval.backends import get_backend
     from exam_eval.errors import UsageError
 
     err = RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
@@ -117,7 +117,7 @@ def test_missing_cublas_at_the_first_batch_is_one_line(tiny_t5):
     """CTranslate2 may load cuBLAS at its first real call, past the load and the warm-up
     (as on the GPU machine of 2026-11-26): grading says the same one line there."""
     pytest.importorskip("ctranslate2")
-    from exam_eval.backends.base import get_backend
+    from exam_eval.backends import get_backend
     from exam_eval.grading.types import GradeRequest
     from exam_eval.errors import UsageError
     from exam_eval.grading.prompts import get_prompt

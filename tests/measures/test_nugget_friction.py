@@ -88,11 +88,11 @@ def test_embedding_refuses_the_nuggetizer_prompt(tmp_path, run_cli):
 
 
 def test_chat_steps_refuse_scoring_back_ends():
-    from exam_eval.backends.chat import get_chat_model
+    from exam_eval.backends.factory import make_client
     from exam_eval.errors import UsageError
 
     with pytest.raises(UsageError, match="cannot run the AutoNuggetizer's prompts"):
-        get_chat_model("embedding")
+        make_client("embedding", "chat")
 
 
 def test_library_warns_where_the_command_warns(tmp_path):
