@@ -1,4 +1,6 @@
-"""--batch-out / --batch-in of every command that talks to an endpoint model: the one
+"""How the commands that talk to a model run their work: a grading session run as a
+command runs it (:func:`run_session`: signals, summary, failures, exit codes), and
+--batch-out / --batch-in of every command that talks to an endpoint model: the one
 declaration of the flags (:func:`batch_options`), the one check (:func:`check_batch`),
 and the rounds of both kinds (the library is exam_eval.backends.batch_files).
 
@@ -18,18 +20,22 @@ request. Without ``--batch-out`` a request without an answer fails as a call doe
 
 from __future__ import annotations
 
-from typing import Callable
+import sys
+from typing import Callable, Iterable
 
 import click
 
 from ..backends import registry
 from ..backends.batch_files import (Replay, check_batch_out, custom_id, grader_tag, read_results, record_bodies,
                                     request_digest, request_line, write_requests)
+from ..backends.context_limit import too_long_line
 from ..backends.http_client import NO_SERVER
 from ..errors import UsageError
 from ..grading.asking import RETRY_TEMPERATURE
-from ._base import claim_output
-from ._session import run_session
+from ..grading.session import Interrupted
+from ._base import EXIT_INTERRUPTED, claim_output, exit_on_next_signal, stop_on_signals
+
+EXIT_CALLS_FAILED = 3
 
 #: the flags' help (--batch-out, --batch-in): of the chat commands, and of exam-grade
 CHAT_HELP = ("endpoint: write the requests still to ask to FILE (JSONL for the OpenAI Batch API or vLLM's run_batch; "
@@ -202,3 +208,58 @@ def grade_or_batch(session, batch_out: str | None, batch_in: tuple, *, command: 
         replay = read_batch(session, batch_in, command=command, log=log)
         run.update(failures=replay.report, retry="a new --batch-out asks for them", replayed=True)
     return run_session(session, log=log, **run)
+
+
+def run_session(session, *, log: Callable[[str], None], batch_size: int | None, progress: str,
+                notes: Iterable[str] = (), on_ready: Callable[[], None] | None = None,
+                failures: Callable[[], list[str]] | None = None,
+                retry: str = "run the same command again to retry them", replayed: bool = False) -> int:
+    """Run a planned session as a command does: SIGTERM stops like Ctrl-C (exit 130 with
+    the resume hint; a second signal ends the process at once, see ``stop_on_signals``),
+    then the summary, ``notes`` and failed model calls (exit 3): named by ``failures``
+    where given (else the back end's most frequent error), ``retry`` said of them.
+    ``replayed``: the answers came from batch results files, where nothing is called: a pair
+    without a grade has no answer there, it did not fail."""
+    output = session.output
+    stop_on_signals()
+    try:
+        stats = session.run(batch_size=batch_size, progress=progress, on_ready=on_ready)
+    except Interrupted as exc:
+        exit_on_next_signal()  # already so, unless the interrupt came from inside the work
+        hint = "run the same command again to resume" if output and output != "-" else \
+            "use -o FILE to make grading resumable"
+        log(f"interrupted; {exc.written} grades written; {hint}")
+        sys.exit(EXIT_INTERRUPTED)
+    log(stats.summary("without an answer" if replayed else "failed"))
+    for note in (*notes, *stats.judge_notes(), stats.device_memory, session.grader.run_note(),
+                 getattr(session.grader, "usage_line", lambda: None)()):
+        if note:
+            log(note)
+    too_long = stats.failed and _too_long(session.grader, output)
+    if too_long:
+        log(f"{stats.failed} model calls failed and were not recorded: {too_long}")
+        return EXIT_CALLS_FAILED
+    if stats.failed:
+        if failures is not None:
+            for line in failures():
+                log(line)
+        else:
+            detail = getattr(session.grader, "failure_summary", lambda: None)()
+            if detail:
+                log(detail)
+        log(f"{stats.failed} " + ("pairs have no answer in the results files (none, or an error)" if replayed
+                                  else "model calls failed") + f" and were not recorded; {retry}")
+        return EXIT_CALLS_FAILED
+    return 0
+
+
+def _too_long(grader, output: str | None) -> str | None:
+    """The one line of a run the server stopped at a prompt longer than the model's context."""
+    window = getattr(grader, "context_window", None)
+    # a changed flag is a grader with other settings, which exam-grade never mixes into one -o
+    kept = ("the grades written to -o are kept (a rerun with the same flags resumes there; one with a changed flag "
+            "writes to a new -o)" if output and output != "-"
+            else "the grades printed are all there is (-o FILE makes a run resumable)")
+    cut = (f"a smaller --max-input-tokens (the passage is cut to fit; now {window})" if window
+           else "--max-input-tokens N (the passage is cut to fit N tokens, prompt included)")
+    return too_long_line(grader, cut, "--max-tokens", getattr(grader, "max_new_tokens", 0), kept)

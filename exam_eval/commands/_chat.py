@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from ..backends.context_limit import too_long_line
 from ..backends.factory import make_client
-from ..grading.cache import GradeCache, NullCache
+from ..grading.cache import GradeCache, NullCache, cache_file
 from ._model_flags import cache_option, flag_block, no_cache_option
 from ._options import ModelFlags, model_flags
-from ._session import cache_file
 
 
 def chat_options(f):

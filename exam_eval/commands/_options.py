@@ -154,10 +154,11 @@ class RunFlags:
     output: str | None
 
 
-def _grouped(options, group: type, keyword: str, unset_at_default: tuple[str, ...] = ()):
+def grouped(options, group: type, keyword: str, unset_at_default: tuple[str, ...] = ()):
     """The options, and their values handed to the command as one ``group`` under
     ``keyword``, so that a command takes the block as one typed parameter; those of
-    ``unset_at_default`` as None where the command line did not give them. A group with a
+    ``unset_at_default`` as None where the command line did not give them (a default, or
+    the environment's). A group with a
     ``given`` field is told the names the command line gave."""
     names = [f.name for f in fields(group) if f.name != "given"]
 
@@ -166,8 +167,8 @@ def _grouped(options, group: type, keyword: str, unset_at_default: tuple[str, ..
         def command(*args, **params):
             values = {name: params.pop(name) for name in names if name in params}
             ctx = click.get_current_context()
-            for name in unset_at_default:
-                if ctx.get_parameter_source(name) == ParameterSource.DEFAULT:
+            for name in unset_at_default:  # $OPENAI_BASE_URL is the endpoint's own default, not a flag given
+                if ctx.get_parameter_source(name) in (ParameterSource.DEFAULT, ParameterSource.ENVIRONMENT):
                     values[name] = None
             if any(f.name == "given" for f in fields(group)):
                 values["given"] = frozenset(name for name in values
@@ -180,12 +181,12 @@ def _grouped(options, group: type, keyword: str, unset_at_default: tuple[str, ..
     return decorate
 
 
-backend_flags = _grouped(BACKEND_OPTIONS, JudgeFlags, "judge",
-                         unset_at_default=("api_key_env", "concurrency", "timeout", "max_retries"))
-run_flags = _grouped(RUN_OPTIONS, RunFlags, "run")
+backend_flags = grouped(BACKEND_OPTIONS, JudgeFlags, "judge",
+                         unset_at_default=("base_url", "api_key_env", "concurrency", "timeout", "max_retries"))
+run_flags = grouped(RUN_OPTIONS, RunFlags, "run")
 
 
 def model_flags(role: str):
     """The model flags of a command of text ``role`` (chat, complete), handed to it as one
     :class:`ModelFlags` under ``llm``."""
-    return _grouped(text_options(role), ModelFlags, "llm")
+    return grouped(text_options(role), ModelFlags, "llm")

@@ -20,8 +20,8 @@ from ..measures.grade_labels import read_llm_qrels
 from ..progress import progress_bar
 from ..stats.leaderboards import correlate_leaderboards, fmt as _fmt
 from ..verify.plots import compare_plot, leaderboard_scatter
+from ..trec_eval.trec_files import run_names
 from ._base import CONTEXT_SETTINGS, check_output_param, grader_options, make_main, output_option, refuse_given
-from ._runs import run_names
 
 PROG = "exam-correlate"
 

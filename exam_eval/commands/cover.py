@@ -9,8 +9,8 @@ from ..io.leaderboard import write_leaderboard
 from ..io.outputs import atomic_output
 from ..measures.exam_cover import exam_cover, read_cover_index
 from ..measures.exam_measures import cover_values
+from ..trec_eval.trec_files import read_runs
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, stderr_log
-from ._runs import read_runs
 
 PROG = "exam-cover"
 

@@ -20,6 +20,7 @@ from ..genq.nuggetize import (CREATOR_HASH, SCORER_HASH, documents_from_qrels, d
                               documents_from_runs, nuggetize_topics)
 from ..genq.prompts import STYLES, families, get_prompt
 from ..grading.asking import RETRY_TEMPERATURE
+from ..grading.cache import cache_file
 from ..grading.types import NO_ANSWER
 from ..io.bank_items import make_item_id
 from ..io.banks import BankReport, read_bank, write_bank
@@ -32,7 +33,6 @@ from ._base import CONTEXT_SETTINGS, IN_PLACE, interrupted_says, make_main, outp
 from ._batch import attach, batch_options, check_batch, finish
 from ._chat import cache_options, chat_options, chat_too_long, kept_hint, make_chat, open_cache, usage_note
 from ._options import ModelFlags, model_flags
-from ._session import cache_file
 
 EXIT_PARTIAL = 3
 PROG = "exam-genq"

@@ -12,9 +12,11 @@ import os
 import click
 
 from ..backends import registry
+from ..backends.dry_run import dry_run_lines
 from ..backends.factory import attach_verifier, make_grader
 from ..errors import UsageError
 from ..grading import engine
+from ..grading.cache import cache_file
 from ..grading.inputs import Sources, read_inputs, segment_run_files, write_segment_runs
 from ..grading.listwise import WINDOW
 from ..grading.prompts import REGISTRY, get_prompt
@@ -22,7 +24,6 @@ from ..grading.report_units import default_unit
 from ..grading.session import GradingSession
 from ._base import CONTEXT_SETTINGS, claim_output, make_main, refuse_given, refuse_inputs_as_outputs
 from ._batch import batch_options, check_batch, grade_or_batch
-from ._session import cache_file, dry_run_report
 from ._options import JudgeFlags, RunFlags, backend_flags, run_flags
 
 EPILOG = """\b
@@ -159,7 +160,7 @@ def cli(runs_args, runs_opt, depth, qrels, responses, responses_run_out, reports
         plan.stats.pool = work.pool
         plan.stats.missing = work.missing
         if run.dry_run:
-            dry_run_report(plan, grader, session.cache, run.shard)
+            click.echo("\n".join(dry_run_lines(plan, grader, session.cache, run.shard)))
             return 0
         listwise_note(prompt, plan, grader, _log)
         missing = plan.stats.missing

@@ -18,12 +18,14 @@ import os
 import click
 
 from ..backends.factory import make_grader
+from ..backends.dry_run import dry_run_lines
 from ..errors import InputError, UsageError
 from ._base import (CONTEXT_SETTINGS, claim_output, interrupted_says, make_main, output_option, refuse_given)
-from ._batch import attach, batch_options, check_batch, finish
+from ._batch import attach, batch_options, check_batch, finish, run_session
 from ._chat import chat_options, chat_too_long, kept_hint, make_chat, open_cache, usage_note
 from ._nugget_options import check_shape_options, check_file_or_dir, reports_option, threshold_options
 from ..grading import engine
+from ..grading.cache import cache_file
 from ..grading.grade_files import read_grades
 from ..grading.inputs import support_units
 from ..grading.listwise import prompt_hash, run_assign
@@ -39,7 +41,6 @@ from ..measures.assignment_scores import write_listwise_assignments
 from ..measures.exam_measures import TABLE as EXAM_MEASURES
 from ..trec_eval.trec_files import write_qrels
 from ._options import JudgeFlags, ModelFlags, RunFlags, backend_flags, run_flags
-from ._session import cache_file, dry_run_report, run_session
 
 PROG = "exam-nuggets"
 
@@ -333,7 +334,7 @@ def support_cmd(reports, track_spec, passages, topics, prompt_name, on_missing, 
         plan.stats.pool = len({p.doc_id for u in units.values() for p in u.pairs})
         plan.stats.missing = len(missing)
         if run.dry_run:
-            dry_run_report(plan, grader, session.cache, run.shard)
+            click.echo("\n".join(dry_run_lines(plan, grader, session.cache, run.shard)))
             return 0
         return run_session(session, log=_log, batch_size=judge.batch_size, progress="citation support")
 

@@ -15,7 +15,7 @@ from ..io.label_sources import refuse_unused_grade_options, sniff_labels
 from ..measures.grade_labels import load_labels, read_human_qrels
 from ..io.leaderboard import write_leaderboard
 from ..io.outputs import atomic_output
-from ..trec_eval.trec_files import read_run_tagged, write_qrels
+from ..trec_eval.trec_files import read_run_any, read_run_tagged, run_names, write_qrels
 from ..measures.exam_qrels import LABEL_MODES
 from ..trec_eval.registry import parse_measures
 from ..trec_eval.judgment_formats import REL_FORMATS, check_measures, evaluate_judgments, read_judgments
@@ -23,7 +23,6 @@ from ..trec_eval.evaluate import Evaluation, TrecEvalRefusal, evaluate, require_
 from ..trec_eval.zscores import read_zscores
 from ..trec_eval.parallel import fork_map
 from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given, stderr_log
-from ._runs import read_run_any, run_names
 
 PROG = "exam-qrels"
 

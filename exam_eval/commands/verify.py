@@ -6,19 +6,30 @@ grader or the bank goes wrong, so a human edits the bank (or the prompt), not la
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import click
 
 from ..errors import InputError, UsageError
+from ..io.openers import display_name
 from ..io.outputs import atomic_output
 from ..verify.grid import build_grid, grid_page, write_grid_tsv
+from ..verify.label_design import ORDERS, SCALES, read_design
+from ..verify.label_sample import (DEFAULT_DEPTH, SampleSpec, check_inputs_here, export_labels, folder_name,
+                                   open_sample, sample_texts)
+from ..verify.label_session import LabelSession
+from ..verify.label_store import OneWriter, assessors, check_assessor
 from ..verify.item_grades import verify_grading, write_grading_text, write_grading_tsv
 from ..verify.report import ReportOptions, compute, render
 from ..verify.spurious import spurious_items, write_spurious_text, write_spurious_tsv
 from ..verify.table import DEFAULT_MIN_GRADE, DEFAULT_RELEVANT_MIN, extraction_answers, load_grade_table, passage_texts
 from ..measures.grade_labels import read_human_qrels
 from ..verify.uncovered import uncovered_passages, write_uncovered_text, write_uncovered_tsv
-from ._base import CONTEXT_SETTINGS, grader_options, make_main, output_option, refuse_given
-from ._label import label_cmd, label_qrels_cmd
+from ._base import (CONTEXT_SETTINGS, claim_output, exit_on_next_signal, grader_options, make_main, output_option,
+                    refuse_given)
+from ._options import grouped
 
 PROG = "exam-verify"
 
@@ -319,6 +330,144 @@ def report(grades, runs, qrels, official, measure, official_column, depth, min_g
         click.echo(f"{PROG}: note: {w}", err=True)
     with atomic_output(output) as out:
         out.write(html)
+
+
+#: the sample's inputs (SampleSpec), as exam-verify label takes them
+SAMPLE_OPTIONS = [
+    click.argument("runs", metavar="[RUN...]", nargs=-1),
+    click.option("-n", "--queries", "n_queries", type=click.IntRange(min=1), default=None, metavar="N",
+                 help="Queries to draw (first time), or to extend the sample to (the next ones of the same draw)."),
+    click.option("-k", "--depth", type=click.IntRange(min=1), default=None, metavar="K",
+                 help=f"Pool the top K of every run, as exam-grade -k (the metric's depth).  [default: {DEFAULT_DEPTH}]"),
+    click.option("--seed", type=click.IntRange(min=0), default=None, metavar="S", help="Seed of the draw.  [default: 0]"),
+    click.option("--topics", default=None, metavar="FILE|ID", help="Query texts (TSV, JSONL, TREC topics, ir_datasets ID)."),
+    click.option("--passages", default=None, metavar="FILE|ID", help="Passage texts (JSONL, TSV, ir_datasets ID)."),
+    click.option("--reports", multiple=True, metavar="FILE|DIR",
+                 help="Nugget mode: RAG reports (repeatable) whose support of each --bank nugget is labelled "
+                      "(keys 0 not_support, 1 partial_support, 2 support), in place of RUNs and passages."),
+    click.option("--bank", default=None, metavar="FILE", help="Nugget mode: the nugget bank."),
+    click.option("--llm", default=None, metavar="FILE",
+                 help="The LLM labels the intervals will use (qrels or grades): recorded in the design, "
+                      "shown on the page only with --show-llm."),
+    click.option("--scale", type=click.Choice(list(SCALES)), default=None,
+                 help="The label scale, keys 0 to its top.  [default: 0-3, as TREC DL]"),
+    click.option("--on-missing", type=click.Choice(["skip", "error"]), default="skip", show_default=True,
+                 help="Pooled passages without text: left out of the sample (and counted), or refused."),
+    click.option("--order", type=click.Choice(list(ORDERS)), default=None,
+                 help="A query's pairs shuffled (seeded by --seed and the query, recorded in the design), or in pool "
+                      "order, the runs' best-ranked passages first.  [default: shuffled]"),
+    click.option("--guidelines", default=None, metavar="FILE",
+                 help="What each label means, shown on the page: 'LABEL<TAB>NAME<TAB>MEANING' lines, every label of "
+                      "the scale once (recorded in the design).  [default: the track's: TREC DL's 0-3, ...]"),
+]
+sample_flags = grouped(SAMPLE_OPTIONS, SampleSpec, "spec")
+
+
+@click.command("label", context_settings=CONTEXT_SETTINGS)
+@click.argument("folder", metavar="FOLDER", type=click.Path(file_okay=False), callback=claim_output)
+@sample_flags
+@click.option("--show-llm", is_flag=True, help="Show the LLM's label beside each pair (default: blind labelling).")
+@click.option("--assessor", default=None, metavar="NAME", help="Print the URL of NAME's page (else the page asks).")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Port on 127.0.0.1 (0: a free one).")
+@click.option("--no-serve", is_flag=True, help="Write (or extend) the design and stop; serve no page.")
+@click.option("--new-token", is_flag=True,
+              help="A new token in the URL (FOLDER/.token): the old URL stops working (else a restart keeps it).")
+def label_cmd(folder, spec: SampleSpec, show_llm, assessor, port, no_serve, new_token):
+    """Label a random sample of queries' pooled passages by hand, on a page on 127.0.0.1.
+
+    The first call draws N queries uniformly at random (seeded) from those every RUN has,
+    pools each one's top K passages of every RUN as exam-grade does, and writes the design
+    (FOLDER/design.json: queries in draw order, seed, depth, the runs' and LLM labels'
+    SHA-256); later calls take FOLDER alone and resume; -n with more queries extends the
+    sample by the next queries of the same draw. The server prints the page's URL (a
+    random token in it, kept in FOLDER/.token with the port in FOLDER/.server.port: a
+    restart prints the same URL, --new-token another) and serves until Ctrl-C. Keys 0
+    to the scale's top label, u undoes, s skips, n writes a note. Each label is appended
+    to FOLDER/labels/NAME.jsonl and fsync'd before the page shows the next pair: a kill
+    loses no label given, and a restart resumes at the first unlabelled pair (a page left
+    open goes on by itself). One server per FOLDER. On stop (and with
+    exam-verify label-qrels) each assessor's labels are written as FOLDER/qrels/NAME.qrels
+    and the labelled queries as NAME.labelled.txt, for exam-correlate interval --labelled.
+
+    Nugget mode (--reports and --bank in place of RUNs and --passages): the queries are the
+    topics every run reports on and the bank has nuggets for, a query's pairs every
+    (report, nugget); the page shows the report's sentences and the nugget, and the labels
+    go out as NAME.assignments.jsonl (the nuggetizer's assignment format) for
+    exam-nuggets score.
+
+    \b
+    Examples:
+      exam-verify label sample/ runs/*.run -n 30 -k 10 --topics topics.tsv --passages passages.jsonl.gz \\
+          --llm llm.qrels
+      exam-verify label sample/                     # resume: the URL again
+      exam-verify label sample/ -n 40 --no-serve     # ten more queries of the same draw
+    """
+    folder = folder_name(folder)
+    if assessor is not None:
+        check_assessor(assessor)
+    spec.check()
+    # a folder a server writes is not changed under it (-n would extend its design): its
+    # lock is taken before anything is read or written; a new folder has no server yet
+    held = OneWriter(folder) if os.path.isdir(folder) else contextlib.nullcontext()
+    with held as lock:
+        design = open_sample(folder, spec, _say)
+        if no_serve:
+            return 0
+        with contextlib.nullcontext(lock) if lock is not None else OneWriter(folder) as lock:
+            session = LabelSession(design, folder, sample_texts(design, show_llm, _say), show_llm=show_llm, log=_say)
+            return _serve(session, lock, port, assessor, new_token)
+
+
+def _say(msg: str) -> None:
+    click.echo(f"{PROG}: {msg}", err=True)
+
+
+def _serve(session, lock, port: int, assessor: str | None, new_token: bool = False) -> int:
+    from ..verify.label_server import keep_port, kept_token, start_server  # http.server: only when serving
+
+    server = start_server(session, port, log=_say)
+    lock.say_holder(f"pid {os.getpid()}, port {server.port}")
+    # the last start's token and port: a page left open, and a bookmark, work again
+    server.token = kept_token(session.folder, new=new_token, log=_say)
+    keep_port(session.folder, server.port)
+    click.echo(server.url(assessor))
+    sys.stdout.flush()
+    _say(f"labelling {len(session.pairs)} pairs of {len(session.design.queries)} queries at the URL above; "
+         "Ctrl-C stops the server (every label given is on disk already)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        exit_on_next_signal()
+    finally:
+        server.server_close()
+    export_labels(session.design, session.folder, None, _say)
+    return 0
+
+
+@click.command("label-qrels", context_settings=CONTEXT_SETTINGS)
+@click.argument("folder", metavar="FOLDER", type=click.Path(exists=True, file_okay=False), callback=claim_output)
+@click.option("--assessor", default=None, metavar="NAME", help="Only this assessor's labels.")
+def label_qrels_cmd(folder, assessor):
+    """Write each assessor's labels of FOLDER as qrels (FOLDER/qrels/NAME.qrels) and the labelled
+    queries (NAME.labelled.txt: the draw's first queries with every pair labelled), for
+    exam-correlate interval HUMAN LLM RUN... --labelled, exam-correlate agreement and
+    exam-qrels --human.
+
+    \b
+    Examples:
+      exam-verify label-qrels sample/
+      exam-correlate interval sample/qrels/ann.qrels llm.qrels runs/*.run --labelled sample/qrels/ann.labelled.txt
+    """
+    folder = folder_name(folder)
+    design = read_design(folder)
+    if design is None:
+        raise InputError("no design.json: not a label folder of exam-verify label", display_name(folder))
+    check_inputs_here(design, folder, _say)
+    if assessor is not None and check_assessor(assessor) not in assessors(folder):
+        raise UsageError(f"--assessor {assessor}: no labels of that name in {display_name(folder)}")
+    export_labels(design, folder, assessor, _say)
+    return 0
 
 
 cli.add_command(label_cmd)

@@ -82,6 +82,14 @@ def default_cache_path() -> Path:
     return Path(env) if env else user_cache_dir() / "grades.sqlite"
 
 
+def cache_file(cache_path: str | None, no_cache: bool) -> str | Path | None:
+    """--cache / --no-cache: the cache to use, or None."""
+    if no_cache:
+        return None
+
+    return cache_path or default_cache_path()
+
+
 def unit_key(identity: str, prompt_hash: str, query: str | None, item: str | None, passage: str,
              answer_keys: Sequence[str] | None) -> str:
     payload = _json([identity, prompt_hash, query, item, passage, list(answer_keys or [])])

@@ -9,10 +9,11 @@ Qrels: ``qid iter docno label`` (integer label; negative = judged but unjudged-l
 from __future__ import annotations
 
 import os
-from typing import IO, TYPE_CHECKING, Mapping
+from typing import IO, TYPE_CHECKING, Iterator, Mapping
 
-from ..errors import InputError
+from ..errors import InputError, UsageError
 from .c_numbers import c_fields, checked_label, strict_number
+from ..io.leaderboard import run_name
 from ..io.openers import Slurped, display_name, iter_lines, slurp
 from ..io.trec_rules import trec_ranked
 
@@ -56,6 +57,32 @@ def read_run_tagged(path: str | os.PathLike, *, allow_empty: bool = False) -> tu
     if isinstance(got, tuple):
         return got
     return got.docs(list(range(len(got.qids)))), got.tag
+
+
+def read_run_any(path: str) -> tuple[Run | RunTable, str]:
+    """(run, tag): a RunTable where the bulk reader took the file (see :func:`read_run_table`)."""
+    got = read_run_table(path)
+    return got if isinstance(got, tuple) else (got, got.tag)
+
+
+def run_names(paths: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+    """(leaderboard name, path) of each run file of a leaderboard: names must be unique."""
+    seen: dict[str, str] = {}
+    for path in paths:
+        name = run_name(path) if path != "-" else "stdin"
+        if not name.isprintable() or "\t" in name:
+            # a tab or newline would add a column or a row to the leaderboard's TSV
+            raise UsageError(f"the run file {path!r} would give the leaderboard name {name!r}, which holds a tab, "
+                             "newline or control character: rename the file")
+        if name in seen:
+            raise UsageError(f"two runs would share the leaderboard name {name!r}: {seen[name]} and {path}")
+        seen[name] = path
+        yield name, path
+
+
+def read_runs(paths: tuple[str, ...]) -> list[tuple[str, Run, str]]:
+    """[(leaderboard name, run, tag)], all read (and so validated) before any output."""
+    return [(name, *read_run_tagged(path)) for name, path in run_names(paths)]
 
 
 def _read_run_lines(path: str | os.PathLike, got: Slurped | None, *, allow_empty: bool = False) -> tuple[Run, str]:

@@ -156,3 +156,20 @@ def test_genq_generate_sends_nowhere_it_was_not_told(tmp_path, run_cli, monkeypa
     topics.write_text("1\twhat is a bee\n")
     res = run_cli("exam-genq", "generate", topics, "--model", "m")
     assert res.returncode == 1 and "needs --base-url (or $OPENAI_BASE_URL)" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["exam-grade", "--backend", "scripted", "--prompt", "question-selfrating", "--dry-run"],
+    ["exam-genq", "generate", "--backend", "scripted", "--script", "x.jsonl", "--dry-run"],
+])
+def test_openai_base_url_in_the_environment_is_no_flag_given_to_a_local_back_end(tmp_path, run_cli, argv):
+    """$OPENAI_BASE_URL is --base-url's default for the endpoint back end; exam-grade took it
+    as the flag given and refused every local back end ("does not take --base-url")."""
+    data = demo_data_dir()
+    inputs = (["--bank", data / "questions.jsonl", "--passages", data / "passages.jsonl", "--no-cache",
+               data / "good.run"] if argv[0] == "exam-grade" else [data / "topics.tsv"])
+    env = {"EXAM_EVAL_PROGRESS": "0", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}
+    res = run_cli(*argv, *inputs, env=env, cwd=tmp_path)
+    assert res.returncode == 0 and "does not take" not in res.stderr, res.stderr
+    given = run_cli(*argv, "--base-url", "http://127.0.0.1:9/v1", *inputs, env=env, cwd=tmp_path)
+    assert given.returncode == 1 and "back end 'scripted' does not take --base-url" in given.stderr, given.stderr
