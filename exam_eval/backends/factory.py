@@ -18,7 +18,7 @@ from ..grading.prompts import get_prompt
 
 
 #: how a refusal names a keyword whose flag is not its name with dashes
-FLAG_NAMES = {"backend_options": "--backend-option"}
+FLAG_NAMES = {"backend_options": "--backend-option", "max_new_tokens": "--max-tokens"}
 
 
 def make_client(name: str, role: str, **options: Any):

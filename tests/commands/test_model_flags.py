@@ -149,6 +149,14 @@ def test_a_local_back_end_refuses_the_http_flags(tmp_path, run_cli):
     assert res.returncode == 1 and "back end 'embedding' does not take --timeout" in res.stderr, res.stderr
 
 
+def test_a_refusal_names_the_flag_as_the_command_line_gives_it(tmp_path, run_cli):
+    """exam-grade's --max-tokens is the keyword max_new_tokens; the refusal said --max-new-tokens."""
+    res = run_cli("exam-grade", "--backend", "embedding", "--max-tokens", "5", "--prompt", "question-selfrating",
+                  "--bank", tmp_path / "b.jsonl", tmp_path / "r.run")
+    assert res.returncode == 1 and res.stderr.strip().splitlines()[-1] == \
+        "exam-grade: back end 'embedding' does not take --max-tokens", res.stderr
+
+
 def test_genq_generate_sends_nowhere_it_was_not_told(tmp_path, run_cli, monkeypatch):
     """It sent to api.openai.com by default, where the other three refuse: one default now."""
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
