@@ -66,21 +66,23 @@ def test_hf_causal_generates_what_transformers_generates(llama):
 
 def test_hf_seq2seq_generates_what_transformers_generates(t5):
     gen = LocalChat(role="complete", name="hf-seq2seq", model=str(t5), max_tokens=10, device="cpu", batch_size=1,
-                      backend_options={"max_input_tokens": 512})
+                    backend_options={"max_input_tokens": 512})
     results = gen.generate(PROMPTS, [("q1", None), ("q2", None)])
     assert all(r.error is None for r in results)
     assert [r.text for r in results] == [_direct_seq2seq(t5, p, 10) for p in PROMPTS]
 
 
-def test_cli_hf_causal_runs_end_to_end(llama, tmp_path, run_cli):
+@pytest.mark.parametrize("backend, model", [("hf-causal", "llama"), ("hf-seq2seq", "t5")])
+def test_cli_hf_runs_end_to_end(backend, model, tmp_path, run_cli, request):
+    """Through the command and the one factory (make_client tells LocalChat its back end)."""
     topics = tmp_path / "t.tsv"
     topics.write_text("1\thow do birds fly\n2\twhat is the water table\n")
-    r = run_cli("exam-genq", "--backend", "hf-causal", "--model", str(llama), "--device", "cpu",
+    r = run_cli("exam-genq", "--backend", backend, "--model", str(request.getfixturevalue(model)), "--device", "cpu",
                 "--max-tokens", "8", "--retries", "0", str(topics), env={"EXAM_EVAL_PROGRESS": "0"})
     # a random-weight model rarely answers with a list: partial (3) is the expected outcome,
     # and whatever was parsed must be a well-formed bank
     assert r.returncode in (0, 3), r.stderr
-    assert "generating questions for 2 queries with hf-causal" in r.stderr
+    assert f"generating questions for 2 queries with {backend}" in r.stderr
     for line in r.stdout.splitlines():
         item = json.loads(line)
         assert item["query_id"] in ("1", "2") and item["text"].strip()
