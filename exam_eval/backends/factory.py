@@ -55,9 +55,9 @@ def get_backend(name: str, **options: Any) -> Backend:
 def refuse_untaken(name: str, cls: type, given) -> None:
     """A usage error naming the flags of ``given`` (keywords) that ``cls`` does not take;
     a grader that keeps Backend's ``**_ignored`` takes any."""
-    params = inspect.signature(cls.__init__).parameters
     if cls.__init__ is Backend.__init__:
         return
+    params = inspect.signature(cls.__init__).parameters
     rejected = sorted(k for k in given if k not in params)
     if rejected:
         flags = ", ".join(FLAG_NAMES.get(r, "--" + r.replace("_", "-")) for r in rejected)
